@@ -1,0 +1,60 @@
+"""cudagraph: build CUDA graphs explicitly from Python.
+
+A :class:`Graph` is a definition (nodes, parameters, edges) that needs no GPU.
+``Graph.instantiate()`` builds it on the CUDA driver with ``cuGraphCreate`` +
+``cuGraphAddNode`` and returns an :class:`Executable` to launch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from ._graph import Graph
+from ._nodes import (
+    ChildGraphNode,
+    EmptyNode,
+    EventRecordNode,
+    EventWaitNode,
+    HostNode,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    Node,
+)
+from ._param import Param
+from ._path import Path
+from .errors import CudaGraphError
+
+if TYPE_CHECKING:
+    from ._executable import Executable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Graph",
+    "Path",
+    "Param",
+    "Node",
+    "KernelNode",
+    "MemcpyNode",
+    "MemsetNode",
+    "HostNode",
+    "EventRecordNode",
+    "EventWaitNode",
+    "ChildGraphNode",
+    "EmptyNode",
+    "Executable",
+    "CudaGraphError",
+    "errors",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The executable layer imports cuda.bindings; load it only when asked.
+    if name == "Executable":
+        from ._executable import Executable
+
+        return Executable
+    raise AttributeError(f"module 'cudagraph' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""The driver layer: the only code that imports ``cuda.bindings``."""

@@ -1,0 +1,124 @@
+"""Checked driver calls: a failing ``CUresult`` becomes a typed exception."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from ..errors import DriverError, DriverUnavailableError, UnsupportedError
+
+try:
+    from cuda.bindings import driver
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    driver = None
+    _IMPORT_ERROR: Exception | None = _exc
+else:
+    _IMPORT_ERROR = None
+
+__all__ = ["driver", "require_driver", "raise_error", "check", "ensure_context", "error_name"]
+
+_UNSUPPORTED = {"CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_NOT_PERMITTED"}
+_UNAVAILABLE = {"CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INSUFFICIENT_DRIVER", "CUDA_ERROR_STUB_LIBRARY"}
+_NO_DRIVER_MESSAGE = "running a graph needs an NVIDIA GPU and driver"
+
+
+def require_driver() -> Any:
+    """Return the ``cuda.bindings.driver`` module or raise :class:`DriverUnavailableError`."""
+    if driver is None:
+        raise DriverUnavailableError(f"{_NO_DRIVER_MESSAGE}: cuda-bindings is not importable ({_IMPORT_ERROR})")
+    return driver
+
+
+def error_name(code: Any) -> str:
+    """The symbolic name of a ``CUresult`` (``"CUDA_ERROR_INVALID_VALUE"``)."""
+    name = getattr(code, "name", None)
+    if isinstance(name, str):
+        return name
+    try:
+        return str(driver.CUresult(int(code)).name)
+    except Exception:
+        return f"CUresult({int(code)})"
+
+
+def raise_error(code: Any, call: str, node: Any = None, detail: str = "") -> NoReturn:
+    """Raise the typed exception for a failed driver call.
+
+    Parameters
+    ----------
+    code : CUresult
+        The failing result.
+    call : str
+        The driver function's name.
+    node : Node, optional
+        The definition node being built or updated.
+    detail : str
+        Extra context for the message.
+    """
+    name = error_name(code)
+    where = f" for {node.label} of Graph {node.graph.name!r}" if node is not None else ""
+    desc = ""
+    try:
+        err, text = driver.cuGetErrorString(code)
+        if not err and text:
+            desc = ": " + (text.decode() if isinstance(text, bytes) else str(text))
+    except Exception:
+        pass
+    msg = f"{call} failed{where}: {name}{desc}{(' (' + detail + ')') if detail else ''}"
+    cls = DriverError
+    if name in _UNSUPPORTED:
+        cls = UnsupportedError
+    elif name in _UNAVAILABLE:
+        cls = DriverUnavailableError
+        msg = f"{_NO_DRIVER_MESSAGE}: {msg}"
+    raise cls(msg, call=call, code=int(code), name=name, node=node)
+
+
+def check(result: Any, call: str, node: Any = None) -> Any:
+    """Unpack ``(CUresult, value...)``; raise on failure, return the value(s).
+
+    Returns
+    -------
+    object
+        ``None`` for a call with no outputs, the single output, or a tuple.
+    """
+    err = result[0]
+    if err:
+        raise_error(err, call, node)
+    if len(result) == 1:
+        return None
+    if len(result) == 2:
+        return result[1]
+    return result[1:]
+
+
+_context_checked = False
+
+
+def ensure_context() -> Any:
+    """Make sure a CUDA context is current; return it.
+
+    When none is current, device 0's primary context is made current through
+    ``cuda.core`` (as ``Device(0).set_current()`` does).
+
+    Raises
+    ------
+    DriverUnavailableError
+        No driver or no GPU.
+    """
+    global _context_checked
+    drv = require_driver()
+    try:
+        err, ctx = drv.cuCtxGetCurrent()
+    except Exception as exc:  # the driver library could not be loaded
+        raise DriverUnavailableError(f"{_NO_DRIVER_MESSAGE}: {exc}", call="cuCtxGetCurrent") from exc
+    if err or not int(ctx):
+        if err and error_name(err) != "CUDA_ERROR_NOT_INITIALIZED":
+            raise_error(err, "cuCtxGetCurrent")
+        try:
+            from cuda.core import Device
+
+            Device(0).set_current()
+        except Exception as exc:
+            raise DriverUnavailableError(f"{_NO_DRIVER_MESSAGE}: {exc}", call="cuInit") from exc
+        ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    _context_checked = True
+    return ctx

@@ -1,0 +1,150 @@
+"""The exceptions raised by cudagraph.
+
+Every exception the library raises on purpose derives from
+:class:`CudaGraphError`. The more specific classes also derive from the
+built-in exception a Python programmer would expect (``TypeError`` for an
+operand of the wrong kind, ``ValueError`` for a bad size, ``RuntimeError`` for
+a driver failure), so ``except ValueError`` keeps working.
+
+Messages name the node (``kernel#3 'saxpy'``), the argument and what was
+expected, so that the error can be fixed without a debugger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "CudaGraphError",
+    "DefinitionError",
+    "CycleError",
+    "ForeignNodeError",
+    "DuplicateEdgeError",
+    "OperandError",
+    "KernelArgumentError",
+    "DriverError",
+    "DriverUnavailableError",
+    "UnsupportedError",
+    "ExecutableClosedError",
+    "HostCallbackError",
+]
+
+
+class CudaGraphError(Exception):
+    """Base class of every error raised by cudagraph."""
+
+
+class DefinitionError(CudaGraphError, ValueError):
+    """A graph definition is not valid (bad structure or bad sizes)."""
+
+
+class CycleError(DefinitionError):
+    """An edge would close a cycle.
+
+    Attributes
+    ----------
+    cycle : list
+        The nodes of the cycle in order; the first node is repeated at the end.
+    """
+
+    def __init__(self, message: str, cycle: Sequence[object]) -> None:
+        super().__init__(message)
+        self.cycle = list(cycle)
+
+
+class ForeignNodeError(DefinitionError):
+    """A node, edge or condition that belongs to another graph was used."""
+
+
+class DuplicateEdgeError(DefinitionError):
+    """The same dependency edge was given twice."""
+
+
+class OperandError(CudaGraphError, TypeError):
+    """An operand (pointer, value, event, callable, kernel) has the wrong kind."""
+
+
+class KernelArgumentError(OperandError):
+    """Kernel arguments do not match the kernel's real parameter layout.
+
+    Attributes
+    ----------
+    kernel : str
+        The kernel's name.
+    index : int or None
+        The parameter index at fault, if one is.
+    expected : int or None
+        The size in bytes (or the count) the kernel expects.
+    given : int or None
+        The size in bytes (or the count) that was given.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        kernel: str = "",
+        index: int | None = None,
+        expected: int | None = None,
+        given: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.index = index
+        self.expected = expected
+        self.given = given
+
+
+class DriverError(CudaGraphError, RuntimeError):
+    """A CUDA driver call failed.
+
+    Attributes
+    ----------
+    call : str
+        The driver function, e.g. ``"cuGraphInstantiateWithParams"``.
+    code : int
+        The numeric ``CUresult``.
+    name : str
+        The symbolic name of the result, e.g. ``"CUDA_ERROR_INVALID_VALUE"``.
+    node : object or None
+        The definition node involved, where known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        call: str = "",
+        code: int = 0,
+        name: str = "",
+        node: object | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.call = call
+        self.code = code
+        self.name = name
+        self.node = node
+
+
+class DriverUnavailableError(DriverError):
+    """No usable NVIDIA driver or GPU was found (or ``cuda-bindings`` is missing)."""
+
+
+class UnsupportedError(DriverError):
+    """The running driver or device does not support a requested feature."""
+
+
+class ExecutableClosedError(CudaGraphError):
+    """An executable (or lowered graph) was used after ``close()``."""
+
+
+class HostCallbackError(CudaGraphError):
+    """A host callback node raised; the original exception is ``__cause__``.
+
+    Attributes
+    ----------
+    node : object
+        The host node whose callable raised.
+    """
+
+    def __init__(self, message: str, node: object) -> None:
+        super().__init__(message)
+        self.node = node

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
+import itertools
 import weakref
 
 import numpy as np
@@ -724,7 +725,7 @@ def test_path_chains_each_op_after_the_previous():
     chain = [k, m, s, h, r, w, c, e]
     assert list(g.nodes) == chain
     assert k.predecessors == ()
-    for prev, nxt in zip(chain, chain[1:]):
+    for prev, nxt in itertools.pairwise(chain):
         assert nxt.predecessors == (prev,)
     assert g.num_edges == len(chain) - 1
     assert p.last is e

@@ -66,7 +66,7 @@ def _run(graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: 
         if t is KernelNode:
             assert isinstance(node, KernelNode)
             info = kernel_info(node.kernel)
-            params = info.pack(node.args, node.label, bindings)
+            params = info.pack(node.args, node, bindings)
             g, b = node.grid, node.block
             check(
                 drv.cuLaunchKernel(_function(info), *g, *b, node.shared_mem, h, params, 0),

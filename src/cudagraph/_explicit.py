@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._driver._calls import check, ensure_context, raise_error, require_driver
-from ._driver._compat import add_node_fn
+from ._driver._compat import BINDINGS_MAJOR, add_node_fn
 from ._driver._host_callbacks import unregister
 from ._driver._kernel_args import kernel_info
 from ._driver._node_params import node_params
@@ -109,6 +109,8 @@ def _lower_into(
 ) -> list[Any]:
     drv = require_driver()
     add = add_node_fn()
+    raw_add = drv.cuGraphAddNode
+    v13 = BINDINGS_MAJOR >= 13
     order = graph.topological_order()
     dn: list[Any] = [None] * len(graph._nodes)
 
@@ -121,11 +123,17 @@ def _lower_into(
     last_grid: Any = None
     last_block: Any = None
     last_smem = 0
-    last_ids: Any = None
+    last_args: Any = None
 
     for node in order:
         preds = node._preds
-        deps = [dn[p.index] for p in preds] if preds else None
+        npreds = len(preds)
+        if npreds == 1:
+            deps: Any = [dn[preds[0].index]]
+        elif npreds:
+            deps = [dn[p.index] for p in preds]
+        else:
+            deps = None
         if type(node) is KernelNode:
             kern = node.kernel
             if kern is not last_kernel:
@@ -138,7 +146,8 @@ def _lower_into(
                     else:
                         k.kern = null_kern
                         k.func = info.handle
-                    last_ids = None
+                    k.kernelParams = info.params_address
+                    last_args = None
                 last_kernel = kern
             grid = node.grid
             if grid != last_grid:
@@ -151,11 +160,11 @@ def _lower_into(
             if node.shared_mem != last_smem:
                 last_smem = node.shared_mem
                 k.sharedMemBytes = last_smem
-            ids = tuple(map(id, node.args))
-            if ids != last_ids:
-                k.kernelParams = info.pack(node.args, node.label, bindings)
-                last_ids = ids
-            r = add(handle, deps, len(preds), kp)
+            args = node.args
+            if args is not last_args:
+                info.pack(args, node, bindings)
+                last_args = args
+            r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
         elif type(node) is ChildGraphNode:
             assert isinstance(node, ChildGraphNode)
             r = _add_child(node, handle, deps, ctx, bindings, sink, host_keys, bodies, add)

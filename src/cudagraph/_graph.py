@@ -231,7 +231,8 @@ class Graph:
         # on failure (see _kernel_slow).
         if type(kernel) not in _KERNEL_TYPES_SEEN:
             _check_kernel(kernel, self._what("kernel", name))
-            _KERNEL_TYPES_SEEN.add(type(kernel))
+            if type(kernel).__name__ in _KERNEL_TYPES or type(kernel).__module__.startswith("cuda.core"):
+                _KERNEL_TYPES_SEEN.add(type(kernel))
         if type(grid) is int and 0 < grid <= 2147483647:
             g: tuple[int, int, int] = (grid, 1, 1)
         else:
@@ -244,7 +245,7 @@ class Graph:
                 raise DefinitionError(
                     f"{self._what('kernel', name)}: block {b} has {b[0] * b[1] * b[2]} threads; the CUDA limit is 1024"
                 )
-        if shared_mem:
+        if shared_mem.__class__ is not int or shared_mem < 0:
             if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
                 raise DefinitionError(
                     f"{self._what('kernel', name)}: shared_mem must be a non-negative int, got {shared_mem!r}"
@@ -421,7 +422,7 @@ class Graph:
             if height != 1:
                 raise DefinitionError(f"{what}: width is required for a 2-D fill")
             w = dsize // element_size
-        w = _check_size(w, f"{what}: count")
+        w = _check_size(w, f"{what}: {'width' if width is not None else 'count'}")
         h = _check_size(height, f"{what}: height")
         row = w * element_size
         p = row if pitch is None else _check_size(pitch, f"{what}: pitch")
@@ -587,7 +588,7 @@ class Graph:
         p = self._params.get(name)
         if p is not None:
             new_dtype = None if dtype is None else np.dtype(dtype)
-            if p.dtype != new_dtype:
+            if (p.dtype is None) != (new_dtype is None) or p.dtype != new_dtype:
                 raise DefinitionError(f"param {name!r} already exists with dtype {p.dtype}")
             return p
         p = Param(self, name, dtype, default)
@@ -634,14 +635,15 @@ class Graph:
             raise CycleError(f"add_edge: {src.label} cannot depend on itself", [src, src])
         if any(p is src for p in dst._preds):
             raise DuplicateEdgeError(f"add_edge: {src.label} -> {dst.label} exists already")
-        if src.index > dst.index:
+        if src.index > dst.index or not self._ordered:
             back = find_path(dst, src)
             if back is not None:
                 cycle = [*back, dst]
                 raise CycleError(
                     f"add_edge: {src.label} -> {dst.label} would close the cycle {format_cycle(cycle)}", cycle
                 )
-            self._ordered = False
+            if src.index > dst.index:
+                self._ordered = False
         dst._preds.append(src)
         src._succs.append(dst)
         self._nedges += 1
@@ -765,6 +767,7 @@ class Graph:
             raise DefinitionError(f"Graph {self.name!r} contains itself through child nodes")
         stack.add(id(self))
         nedges = 0
+        succ_ids = {id(n): {id(s) for s in n._succs} for n in self._nodes}
         for i, n in enumerate(self._nodes):
             if n.graph is not self or n.index != i:
                 raise ForeignNodeError(f"Graph {self.name!r}: {n.label} is not a node of this graph")
@@ -776,7 +779,7 @@ class Graph:
                     raise ForeignNodeError(
                         f"Graph {self.name!r}: {n.label} depends on {p.label} of Graph {p.graph.name!r}"
                     )
-                if not any(s is n for s in p._succs):
+                if id(n) not in succ_ids.get(id(p), ()):
                     raise DefinitionError(f"Graph {self.name!r}: edge {p.label} -> {n.label} is one-sided")
             t = type(n)
             if t is KernelNode:

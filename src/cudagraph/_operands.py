@@ -71,6 +71,8 @@ def resolve_pointer(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
         if obj == 0 and not allow_null:
             raise OperandError(f"{what}: null pointer (address 0)")
         return obj, None, None
+    if t is Deferred:
+        return obj, obj.obj, None
     if t is Param:
         if obj.dtype is not None:
             raise OperandError(f"{what}: param {obj.name!r} is a {obj.dtype} scalar, expected a pointer param")

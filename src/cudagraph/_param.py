@@ -11,7 +11,10 @@ from .errors import DefinitionError, OperandError
 if TYPE_CHECKING:
     from ._graph import Graph
 
-__all__ = ["Param"]
+__all__ = ["RESERVED_NAMES", "Param"]
+
+#: Keywords of ``Graph.instantiate``/``Graph.run`` that cannot name a parameter.
+RESERVED_NAMES = frozenset({"upload_stream", "auto_free_on_launch", "device_launch", "use_node_priority", "stream"})
 
 
 class Param:
@@ -39,6 +42,8 @@ class Param:
     def __init__(self, graph: Graph, name: str, dtype: Any = None, default: Any = None) -> None:
         if not isinstance(name, str) or not name.isidentifier():
             raise DefinitionError(f"param name must be a Python identifier, got {name!r}")
+        if name in RESERVED_NAMES:
+            raise DefinitionError(f"param name {name!r} is reserved by Graph.instantiate(); choose another name")
         self.graph = graph
         self.name = name
         self.dtype = None if dtype is None else np.dtype(dtype)
@@ -85,7 +90,7 @@ class Param:
             raise OperandError(f"param {self.name!r}: expected {self.dtype}, got bool")
         try:
             out = self.dtype.type(value)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise OperandError(
                 f"param {self.name!r}: expected a {self.dtype} scalar, got {type(value).__name__}"
             ) from exc

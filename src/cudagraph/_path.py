@@ -40,16 +40,17 @@ class Path:
         The most recent op (``None`` before the first).
     """
 
-    __slots__ = ("graph", "_tail")
+    __slots__ = ("graph", "_tail", "_last")
 
     def __init__(self, graph: Graph, start: list[Node]) -> None:
         self.graph = graph
         self._tail: list[Node] = start
+        self._last: Node | None = None
 
     @property
     def last(self) -> Node | None:
         """The most recent op, or ``None``."""
-        return self._tail[0] if len(self._tail) == 1 else None
+        return self._last
 
     def __enter__(self) -> Path:
         return self
@@ -63,6 +64,7 @@ class Path:
 
     def _push(self, node: _N) -> _N:
         self._tail = [node]
+        self._last = node
         return node
 
     def kernel(

@@ -101,7 +101,8 @@ def _mermaid_body(graph: Graph, prefix: str, out: list[str], indent: str) -> Non
         opening, closing = _MERMAID_SHAPE.get(n.kind, ('["', '"]'))
         out.append(f"{indent}{nid}{opening}{_mermaid_label(n)}{closing}")
         if isinstance(n, ChildGraphNode):
-            out.append(f'{indent}subgraph {nid}_body["{n.body.name}"]')
+            title = n.body.name.replace('"', "'")
+            out.append(f'{indent}subgraph {nid}_body["{title}"]')
             _mermaid_body(n.body, nid + "_", out, indent + "  ")
             out.append(f"{indent}end")
             out.append(f"{indent}{nid} -.- {nid}_body")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,39 @@ from ..errors import KernelArgumentError, OperandError
 from ._calls import check, error_name, require_driver
 
 __all__ = ["KernelInfo", "kernel_info", "resolve_deferred"]
+
+
+_STRUCT_CODES = {
+    ("b", 1): "?",
+    ("i", 1): "b",
+    ("i", 2): "h",
+    ("i", 4): "i",
+    ("i", 8): "q",
+    ("u", 1): "B",
+    ("u", 2): "H",
+    ("u", 4): "I",
+    ("u", 8): "Q",
+    ("f", 2): "e",
+    ("f", 4): "f",
+    ("f", 8): "d",
+}
+
+
+def _is_buffer(obj: Any) -> bool:
+    return hasattr(obj, "handle") and hasattr(obj, "size") and hasattr(obj, "memory_resource")
+
+
+def _buffer_address(buf: Any) -> int:
+    return int(buf.handle)
+
+
+def _exact_bytes(size: int) -> Callable[[bytes], bytes]:
+    def conv(b: bytes) -> bytes:
+        if len(b) != size:
+            raise ValueError("size mismatch")
+        return b
+
+    return conv
 
 
 def resolve_deferred(obj: Any, what: str) -> int:
@@ -52,6 +87,7 @@ class KernelInfo:
         "_scratch_addr",
         "_ptrs",
         "params_address",
+        "_packers",
     )
 
     def __init__(self, kernel: Any) -> None:
@@ -86,12 +122,25 @@ class KernelInfo:
         self._scratch_addr = ctypes.addressof(self._scratch)
         self._ptrs = (ctypes.c_void_p * max(len(offsets), 1))(*[self._scratch_addr + o for o in offsets])
         self.params_address = ctypes.addressof(self._ptrs) if offsets else 0
+        # argument types -> (struct.Struct, per-argument converters or None)
+        self._packers: dict[tuple[type, ...], tuple[struct.Struct, tuple[Any, ...] | None]] = {}
 
-    def pack(self, args: tuple[Any, ...], label: str, bindings: dict[str, Any]) -> int:
+    def pack(self, args: tuple[Any, ...], node: Any, bindings: dict[str, Any]) -> int:
         """Write ``args`` into the packing buffer; return the ``void**`` address for ``kernelParams``.
 
         The driver copies the values when a node is added or a launch is
-        made, so one buffer per kernel is reused.
+        made, so one buffer per kernel is reused and the returned address is
+        always :attr:`params_address`. Arguments whose types were seen before
+        in the same order are packed by one ``struct.pack_into`` call.
+
+        Parameters
+        ----------
+        args : tuple
+            The node's arguments.
+        node : Node or str
+            The node (or a label) named in error messages.
+        bindings : dict
+            Parameter values.
 
         Raises
         ------
@@ -101,6 +150,53 @@ class KernelInfo:
         OperandError
             An argument of a kind that cannot be passed.
         """
+        fast = self._packers.get(tuple(map(type, args)))
+        if fast is not None:
+            st, convs = fast
+            try:
+                if convs is None:
+                    st.pack_into(self._scratch, 0, *args)
+                else:
+                    st.pack_into(self._scratch, 0, *[a if c is None else c(a) for c, a in zip(convs, args)])
+                return self.params_address
+            except (struct.error, OverflowError, TypeError, ValueError):
+                pass  # the slow path below names the argument at fault
+        data = self._pack_slow(args, str(getattr(node, "label", node)), bindings)
+        if data:
+            ctypes.memmove(self._scratch_addr, data, len(data))
+        self._learn(args)
+        return self.params_address
+
+    def _learn(self, args: tuple[Any, ...]) -> None:
+        """Remember a struct format for this sequence of argument types, if it has one."""
+        fmt = ["<"]
+        convs: list[Any] = []
+        pos = 0
+        for a, off, size in zip(args, self.offsets, self.sizes):
+            t = type(a)
+            conv: Callable[[Any], Any] | None = None
+            if t is int:
+                code = "Q"
+            elif t is bytes:
+                code = f"{size}s"
+                conv = _exact_bytes(size)
+            elif isinstance(a, np.generic):
+                code = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), "")
+            elif _is_buffer(a):
+                code, conv = "Q", _buffer_address
+            else:
+                return  # params, ctypes values, DLPack...: always the slow path
+            if not code or struct.calcsize("<" + code) != size:
+                return
+            if off < pos:
+                return
+            fmt.append("x" * (off - pos) + code)
+            convs.append(conv)
+            pos = off + size
+        st = struct.Struct("".join(fmt))
+        self._packers[tuple(map(type, args))] = (st, None if all(c is None for c in convs) else tuple(convs))
+
+    def _pack_slow(self, args: tuple[Any, ...], label: str, bindings: dict[str, Any]) -> bytes:
         sizes = self.sizes
         if len(args) != len(sizes):
             raise KernelArgumentError(
@@ -136,7 +232,8 @@ class KernelInfo:
             size = sizes[i]
             if len(b) != size:
                 raise KernelArgumentError(
-                    f"{label}: kernel {self.name!r} parameter {i}: expected {size} bytes, got {len(b)} bytes ({kind})",
+                    f"{label}: kernel {self.name!r} parameter {i}: expected {size} bytes, "
+                    f"got {len(b)} bytes ({kind})",
                     kernel=self.name,
                     index=i,
                     expected=size,
@@ -144,9 +241,7 @@ class KernelInfo:
                 )
             off = self.offsets[i]
             data[off : off + size] = b
-        if data:
-            ctypes.memmove(self._scratch_addr, bytes(data), len(data))
-        return self.params_address
+        return bytes(data)
 
     def __repr__(self) -> str:
         return f"<KernelInfo {self.name!r} params={list(zip(self.offsets, self.sizes))}>"

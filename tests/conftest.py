@@ -1,0 +1,232 @@
+"""Shared fixtures of the test-suite.
+
+GPU tests are marked ``gpu`` and use the fixtures below; every fixture that
+needs CUDA depends on ``device``, which *skips* (with the reason shown in the
+summary) when ``cuda.core``/``cuda.bindings`` are missing or no NVIDIA driver
+or GPU works. CUDA modules are imported lazily, so the CPU tests of this
+directory collect and run on a machine without CUDA.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+#: Test kernels, compiled once per session with NVRTC (see the ``kernels`` fixture).
+KERNEL_SOURCE = r"""
+struct Pair { double a; int b; };
+
+extern "C" __global__ void axpb(float* y, const float* x, float a, float b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + b;
+}
+
+// In place: x = x * a + k (order of two such updates matters).
+extern "C" __global__ void scale_add(float* x, float a, float k, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * a + k;
+}
+
+extern "C" __global__ void add_i32(int* x, int v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += v;
+}
+
+// out = a - 2 * b (not symmetric: checks that operands are not swapped).
+extern "C" __global__ void combine(float* out, const float* a, const float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] - 2.0f * b[i];
+}
+
+// By-value struct of 16 bytes (double at offset 0, int at 8, 4 bytes padding).
+extern "C" __global__ void pair_out(Pair p, double* out) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = p.a * 2.0 + (double)p.b;
+}
+
+// Mixed sizes and alignments: offsets 0, 8, 16, 24.
+extern "C" __global__ void mixed(char c, double d, short s, double* out) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        out[0] = (double)c;
+        out[1] = d;
+        out[2] = (double)s;
+    }
+}
+"""
+
+KERNEL_NAMES = ("axpb", "scale_add", "add_i32", "combine", "pair_out", "mixed")
+
+_probe_result: list[str | None] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "gpu: needs an NVIDIA GPU and driver (skipped, with the reason shown, when none works)"
+    )
+    # Show skip reasons in the short summary so that "no GPU" is visible.
+    chars = getattr(config.option, "reportchars", None)
+    if isinstance(chars, str) and "s" not in chars and "a" not in chars and "A" not in chars:
+        config.option.reportchars = chars + "s"
+
+
+def _probe() -> str | None:
+    """``None`` when a GPU and driver work, else the reason why not."""
+    if _probe_result:
+        return _probe_result[0]
+    reason: str | None = None
+    try:
+        import cuda.core  # noqa: F401
+        from cuda.bindings import driver
+    except Exception as exc:
+        reason = f"cuda.core/cuda.bindings not importable: {type(exc).__name__}: {exc}"
+    else:
+        try:
+            (err,) = driver.cuInit(0)
+            if err:
+                reason = f"cuInit(0) failed: {getattr(err, 'name', err)}"
+            else:
+                err, count = driver.cuDeviceGetCount()
+                if err:
+                    reason = f"cuDeviceGetCount failed: {getattr(err, 'name', err)}"
+                elif count < 1:
+                    reason = "cuDeviceGetCount found 0 devices"
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+    _probe_result.append(reason)
+    return reason
+
+
+def _check(result: Any, call: str) -> Any:
+    err = result[0]
+    if err:
+        raise RuntimeError(f"{call} failed: {getattr(err, 'name', err)}")
+    return result[1] if len(result) == 2 else result[1:] if len(result) > 2 else None
+
+
+def address(obj: Any) -> int:
+    """The address of a Buffer, an object with ``__cuda_array_interface__`` or an int."""
+    if isinstance(obj, int):
+        return obj
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    return int(obj.handle)
+
+
+class GpuHelper:
+    """Allocation and host<->device copies for tests (synchronous, context-wide).
+
+    Every read and write first synchronizes the whole context, so results of
+    work on any stream (including non-blocking ones) are visible.
+    """
+
+    def __init__(self, device: Any, stream: Any) -> None:
+        from cuda.bindings import driver
+
+        self.driver = driver
+        self.device = device
+        self.stream = stream
+
+    address = staticmethod(address)
+
+    def sync(self) -> None:
+        """Wait for all work in the context (releases the GIL, so host nodes can run)."""
+        _check(self.driver.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def alloc(self, nbytes: int) -> Any:
+        """A device ``Buffer`` of ``nbytes`` bytes, ready to use from any stream."""
+        buf = self.device.allocate(nbytes, stream=self.stream)
+        self.stream.sync()
+        return buf
+
+    def write(self, dst: Any, arr: np.ndarray, offset: int = 0) -> None:
+        """Copy a numpy array to device memory at ``dst`` (+ ``offset`` bytes)."""
+        arr = np.ascontiguousarray(arr)
+        self.sync()
+        _check(self.driver.cuMemcpyHtoD(address(dst) + offset, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
+
+    def upload(self, arr: np.ndarray) -> Any:
+        """A new device ``Buffer`` holding a copy of ``arr``."""
+        arr = np.ascontiguousarray(arr)
+        buf = self.alloc(max(arr.nbytes, 1))
+        self.write(buf, arr)
+        return buf
+
+    def read(self, src: Any, count: int, dtype: Any = np.float32, offset: int = 0) -> np.ndarray:
+        """``count`` elements of ``dtype`` copied back from ``src`` (+ ``offset`` bytes)."""
+        out = np.empty(count, dtype=dtype)
+        self.sync()
+        _check(self.driver.cuMemcpyDtoH(out.ctypes.data, address(src) + offset, out.nbytes), "cuMemcpyDtoH")
+        return out
+
+    def pinned(self, nbytes: int) -> tuple[Any, np.ndarray]:
+        """Pinned host memory: ``(cuda.core Buffer, numpy view of its bytes)``.
+
+        Skips the test when cuda.core offers no pinned memory resource.
+        """
+        try:
+            from cuda.core import LegacyPinnedMemoryResource
+
+            buf = LegacyPinnedMemoryResource().allocate(nbytes)
+        except Exception as exc:
+            pytest.skip(f"no pinned memory from cuda.core: {exc}")
+        raw = (ctypes.c_uint8 * nbytes).from_address(int(buf.handle))
+        view = np.ctypeslib.as_array(raw)
+        return buf, view
+
+
+@pytest.fixture(scope="session")
+def device() -> Any:
+    """The cuda.core ``Device`` 0, set current; skips when no GPU/driver works."""
+    reason = _probe()
+    if reason is not None:
+        pytest.skip(f"no NVIDIA GPU/driver: {reason}")
+    from cuda.core import Device
+
+    dev = Device(0)
+    dev.set_current()
+    return dev
+
+
+@pytest.fixture
+def stream(device: Any) -> Any:
+    """A fresh cuda.core ``Stream`` (synchronized at teardown)."""
+    device.set_current()
+    s = device.create_stream()
+    yield s
+    s.sync()
+
+
+@pytest.fixture
+def gpu(device: Any, stream: Any) -> GpuHelper:
+    """Helpers: ``alloc``, ``upload``, ``write``, ``read``, ``pinned``, ``sync``."""
+    return GpuHelper(device, stream)
+
+
+def compile_kernels(device: Any, source: str, names: tuple[str, ...]) -> SimpleNamespace:
+    """Compile ``source`` with NVRTC for ``device``; a namespace of cuda.core ``Kernel`` by name."""
+    from cuda.core import Program, ProgramOptions
+
+    prog = Program(source, "c++", ProgramOptions(arch=f"sm_{device.arch}"))
+    mod = prog.compile("cubin")
+    ns = SimpleNamespace(**{name: mod.get_kernel(name) for name in names})
+    ns._module = mod
+    return ns
+
+
+@pytest.fixture(scope="session")
+def nvrtc(device: Any) -> Any:
+    """``nvrtc(source, names)``: compile a fresh module; returns a namespace of ``Kernel`` objects."""
+    return lambda source, names: compile_kernels(device, source, tuple(names))
+
+
+@pytest.fixture(scope="session")
+def kernels(device: Any) -> SimpleNamespace:
+    """The test kernels of :data:`KERNEL_SOURCE` as cuda.core ``Kernel`` objects (compiled once)."""
+    try:
+        return compile_kernels(device, KERNEL_SOURCE, KERNEL_NAMES)
+    except Exception as exc:
+        pytest.fail(f"NVRTC compilation of the test kernels failed: {type(exc).__name__}: {exc}")

@@ -66,10 +66,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gpu: needs an NVIDIA GPU and driver (skipped, with the reason shown, when none works)"
     )
-    # Show skip reasons in the short summary so that "no GPU" is visible.
-    chars = getattr(config.option, "reportchars", None)
-    if isinstance(chars, str) and "s" not in chars and "a" not in chars and "A" not in chars:
-        config.option.reportchars = chars + "s"
 
 
 def _probe() -> str | None:

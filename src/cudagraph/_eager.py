@@ -7,8 +7,8 @@ from typing import Any
 from ._bindings import resolve_bindings
 from ._driver._calls import check, ensure_context, require_driver
 from ._driver._host_callbacks import HOST_FN_ADDRESS, register, unregister
-from ._driver._kernel_args import kernel_info
-from ._driver._node_params import event_handle, pointer_value
+from ._driver._kernel_args import PACKING_LOCK, kernel_info
+from ._driver._node_params import event_handle, memory_type, pointer_value
 from ._driver._streams import stream_handle
 from ._graph import Graph
 from ._nodes import (
@@ -40,7 +40,8 @@ def run(graph: Graph, stream: Any, params: dict[str, Any]) -> None:
     sink: list[Any] = []
     keys: list[int] = []
     try:
-        _run(graph, h, bindings, sink, keys)
+        with PACKING_LOCK:
+            _run(graph, h, bindings, sink, keys)
     finally:
         if keys:
             check(drv.cuStreamSynchronize(h), "cuStreamSynchronize")
@@ -77,6 +78,8 @@ def _run(graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: 
             assert isinstance(node, MemcpyNode)
             src = pointer_value(node.src, bindings, f"{node.label}: src")
             dst = pointer_value(node.dst, bindings, f"{node.label}: dst")
+            memory_type(src, f"{node.label}: src")
+            memory_type(dst, f"{node.label}: dst")
             check(drv.cuMemcpyAsync(dst, src, node.nbytes, h), "cuMemcpyAsync", node)
         elif t is MemsetNode:
             assert isinstance(node, MemsetNode)

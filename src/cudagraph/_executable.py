@@ -29,11 +29,11 @@ _STICKY = {
 _UNSET = object()
 
 
-def _destroy(exec_handle: Any, lowered: LoweredGraph) -> None:
+def _destroy(exec_handle: Any, lowered: LoweredGraph, streams: dict[int, Any]) -> None:
     try:
         drv = require_driver()
-        drv.cuGraphExecDestroy(exec_handle)
-        lowered.destroy()
+        drv.cuGraphExecDestroy(exec_handle)  # freed by the driver once no launch is in flight
+        lowered.destroy(in_flight_on=streams.values())
     except Exception:
         unregister(lowered.host_keys)
 
@@ -107,6 +107,7 @@ class Executable:
         "_last_stream",
         "_last_handle",
         "_finalizer",
+        "_streams",
         "__weakref__",
     )
 
@@ -120,7 +121,10 @@ class Executable:
         self._bindings = bindings
         self._last_stream: Any = _UNSET
         self._last_handle: Any = None
-        self._finalizer = weakref.finalize(self, _destroy, exec_handle, lowered)
+        # Streams launched on (by address): host callbacks stay registered
+        # until the work queued there has finished, even after close().
+        self._streams: dict[int, Any] = {}
+        self._finalizer = weakref.finalize(self, _destroy, exec_handle, lowered, self._streams)
 
     # ------------------------------------------------------------- handles
     @property
@@ -184,6 +188,8 @@ class Executable:
         if stream is not self._last_stream:
             self._last_handle = stream_handle(stream)
             self._last_stream = stream
+            if self._lowered.host_keys:
+                self._streams[int(self._last_handle)] = self._last_handle
         (err,) = _LAUNCH(exec_handle, self._last_handle)
         if err:
             self._launch_failed(err)

@@ -12,8 +12,8 @@ from typing import Any
 
 from ._driver._calls import check, ensure_context, raise_error, require_driver
 from ._driver._compat import BINDINGS_MAJOR, add_node_fn
-from ._driver._host_callbacks import unregister
-from ._driver._kernel_args import kernel_info
+from ._driver._host_callbacks import retire, unregister
+from ._driver._kernel_args import PACKING_LOCK, kernel_info
 from ._driver._node_params import node_params
 from ._graph import Graph
 from ._nodes import ChildGraphNode, KernelNode, Node
@@ -59,13 +59,20 @@ class LoweredGraph:
                 return n
         return None
 
-    def destroy(self) -> None:
-        """Destroy the driver graph and forget its host callbacks."""
+    def destroy(self, in_flight_on: Any = ()) -> None:
+        """Destroy the driver graph and forget its host callbacks.
+
+        Parameters
+        ----------
+        in_flight_on : iterable of CUstream
+            Streams on which work that may still call the host callbacks was
+            launched; the callbacks are forgotten only once that work is done.
+        """
         if self.handle is not None:
             drv = require_driver()
             drv.cuGraphDestroy(self.handle)
             self.handle = None
-            unregister(self.host_keys)
+            retire(self.host_keys, in_flight_on)
 
 
 def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGraph:
@@ -90,7 +97,9 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
     host_keys: list[int] = []
     bodies: list[Graph] = []
     try:
-        dnodes = _lower_into(graph, handle, ctx, bindings, sink, host_keys, bodies)
+        # Kernel argument buffers are shared per kernel: one lowering at a time.
+        with PACKING_LOCK:
+            dnodes = _lower_into(graph, handle, ctx, bindings, sink, host_keys, bodies)
     except BaseException:
         drv.cuGraphDestroy(handle)
         unregister(host_keys)
@@ -168,6 +177,8 @@ def _lower_into(
         elif type(node) is ChildGraphNode:
             assert isinstance(node, ChildGraphNode)
             r = _add_child(node, handle, deps, ctx, bindings, sink, host_keys, bodies, add)
+            # The body's kernels reused the shared argument buffers: repack next time.
+            last_args = None
         else:
             r = add(handle, deps, len(preds), node_params(node, ctx, bindings, sink, host_keys))
         if r[0]:

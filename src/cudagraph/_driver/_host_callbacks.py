@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HOST_FN_ADDRESS", "register", "unregister"]
+__all__ = ["HOST_FN_ADDRESS", "register", "retire", "unregister"]
 
 # key -> (callable, args, sink, node); the driver passes the key as userData.
 _REGISTRY: dict[int, tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any]] = {}
@@ -33,9 +33,60 @@ _HOST_FN = _HOST_FN_TYPE(_trampoline)
 HOST_FN_ADDRESS: int = ctypes.cast(_HOST_FN, ctypes.c_void_p).value or 0
 
 
+# (event, keys): callables of destroyed executables whose last launches may
+# still be running; forgotten once the event has completed.
+_RETIRED: list[tuple[Any, list[int]]] = []
+
+
+def _prune() -> None:
+    if not _RETIRED:
+        return
+    from ._calls import driver
+
+    keep = []
+    done = []
+    for event, keys in _RETIRED:
+        (err,) = driver.cuEventQuery(event)
+        if err and driver.CUresult(int(err)).name == "CUDA_ERROR_NOT_READY":
+            keep.append((event, keys))
+            continue
+        driver.cuEventDestroy(event)
+        done.append(keys)
+    _RETIRED[:] = keep
+    pending = {k for _, keys in keep for k in keys}
+    for keys in done:
+        for k in keys:
+            if k not in pending:
+                _REGISTRY.pop(k, None)
+
+
+def retire(keys: list[int], streams: Any) -> None:
+    """Forget ``keys`` once the work already queued on ``streams`` has finished."""
+    streams = list(streams)
+    if not keys:
+        return
+    if not streams:
+        unregister(keys)
+        return
+    from ._calls import driver
+
+    with _LOCK:
+        _prune()
+        for h in streams:
+            err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            if err or driver.cuEventRecord(event, h)[0]:
+                continue
+            _RETIRED.append((event, list(keys)))
+        # Keys stay registered while any retired event that names them is pending.
+        if not any(keys[0] in ks for _, ks in _RETIRED):
+            for k in keys:
+                _REGISTRY.pop(k, None)
+
+
 def register(fn: Callable[..., Any], args: tuple[Any, ...], sink: list[Any], node: Any) -> int:
     """Register a callable; return the key to pass as the host node's ``userData``."""
     with _LOCK:
+        _prune()
         key = next(_KEYS)
         _REGISTRY[key] = (fn, args, sink, node)
     return key

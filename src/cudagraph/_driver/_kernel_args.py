@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +16,10 @@ from .._param import Param
 from ..errors import KernelArgumentError, OperandError
 from ._calls import check, error_name, require_driver
 
-__all__ = ["KernelInfo", "kernel_info", "resolve_deferred"]
+__all__ = ["PACKING_LOCK", "KernelInfo", "kernel_info", "resolve_deferred"]
+
+#: Held while kernel arguments are packed into a shared buffer and handed to the driver.
+PACKING_LOCK = threading.RLock()
 
 
 _STRUCT_CODES = {
@@ -95,7 +100,10 @@ class KernelInfo:
         handle = kernel
         if not isinstance(kernel, (drv.CUkernel, drv.CUfunction)):
             handle = kernel.handle
-        self.kernel = kernel
+        try:
+            self.kernel: Any = weakref.ref(kernel)
+        except TypeError:
+            self.kernel = None
         self.handle = handle
         self.is_library_kernel = isinstance(handle, drv.CUkernel)
         get_info = drv.cuKernelGetParamInfo if self.is_library_kernel else drv.cuFuncGetParamInfo
@@ -256,6 +264,8 @@ def kernel_info(kernel: Any) -> KernelInfo:
     handle = kernel if isinstance(kernel, (drv.CUkernel, drv.CUfunction)) else kernel.handle
     key = (isinstance(handle, drv.CUkernel), int(handle))
     info = _INFO.get(key)
+    if info is not None and info.kernel is not None and info.kernel() is None:
+        info = None  # the kernel was freed; its handle may now name another kernel
     if info is None:
         info = KernelInfo(kernel)
         _INFO[key] = info

@@ -7,6 +7,7 @@ from typing import Any
 from .._nodes import EmptyNode, EventRecordNode, EventWaitNode, HostNode, MemcpyNode, MemsetNode, Node
 from .._operands import Deferred
 from .._param import Param
+from ..errors import OperandError
 from ._calls import require_driver
 from ._host_callbacks import HOST_FN_ADDRESS, register
 from ._kernel_args import resolve_deferred
@@ -26,11 +27,23 @@ def pointer_value(value: Any, bindings: dict[str, Any], what: str) -> int:
     raise TypeError(f"{what}: unexpected operand {value!r}")
 
 
-def memory_type(ptr: int) -> Any:
-    """``CU_MEMORYTYPE_UNIFIED`` for memory CUDA knows, ``CU_MEMORYTYPE_HOST`` for pageable host memory."""
+#: No valid user pointer lies below this address (Linux's default mmap_min_addr).
+LOWEST_VALID_ADDRESS = 1 << 16
+
+
+def memory_type(ptr: int, what: str = "operand") -> Any:
+    """``CU_MEMORYTYPE_UNIFIED`` for memory CUDA knows, ``CU_MEMORYTYPE_HOST`` for pageable host memory.
+
+    Raises
+    ------
+    OperandError
+        For an address no allocation can have (below 64 KiB).
+    """
     drv = require_driver()
     err, _ = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
     if err:
+        if ptr < LOWEST_VALID_ADDRESS:
+            raise OperandError(f"{what}: {ptr:#x} is not an address of device or host memory")
         return drv.CUmemorytype.CU_MEMORYTYPE_HOST
     return drv.CUmemorytype.CU_MEMORYTYPE_UNIFIED
 
@@ -53,7 +66,7 @@ def node_params(node: Node, ctx: Any, bindings: dict[str, Any], sink: list[Any],
         c = p.memcpy.copyParams
         src = pointer_value(node.src, bindings, f"{node.label}: src")
         dst = pointer_value(node.dst, bindings, f"{node.label}: dst")
-        st, dt = memory_type(src), memory_type(dst)
+        st, dt = memory_type(src, f"{node.label}: src"), memory_type(dst, f"{node.label}: dst")
         c.srcMemoryType = st
         if st == drv.CUmemorytype.CU_MEMORYTYPE_HOST:
             c.srcHost = src

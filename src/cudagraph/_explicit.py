@@ -3,11 +3,14 @@
 The hot loop keeps one prepared kernel ``CUgraphNodeParams`` and only writes
 the fields that differ from the previous kernel node; arguments are packed by
 the kernel's :class:`~cudagraph._driver._kernel_args.KernelInfo` only when the
-argument objects change.
+argument objects change. Other node kinds are lowered by the functions in
+:data:`LOWERERS` (keyed by node class), so a new kind plugs in by registering
+one function.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ._driver._calls import check, ensure_context, raise_error, require_driver
@@ -17,8 +20,179 @@ from ._driver._kernel_args import PACKING_LOCK, kernel_info
 from ._driver._node_params import node_params
 from ._graph import Graph
 from ._nodes import ChildGraphNode, KernelNode, Node
+from ._param import Param
 
-__all__ = ["LoweredGraph", "lower"]
+__all__ = ["LOWERERS", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
+
+#: node class -> fn(lowering, node, graph_handle, deps, ndeps) -> (CUresult, CUgraphNode)
+LOWERERS: dict[type, Callable[..., Any]] = {}
+
+
+def node_params_uses(node: Node) -> list[str]:
+    """Names of the parameters a node uses directly (not inside bodies)."""
+    names: list[str] = []
+    t = type(node)
+    if t is KernelNode:
+        names = [a.name for a in node.args if type(a) is Param]  # type: ignore[attr-defined]
+    else:
+        for field in ("dst", "src"):
+            v = getattr(node, field, None)
+            if type(v) is Param:
+                names.append(v.name)
+    return names
+
+
+class Lowering:
+    """The state of one explicit construction (shared by nested bodies).
+
+    Attributes
+    ----------
+    ctx : CUcontext
+        The context copies and fills run in.
+    bindings : dict
+        Parameter values.
+    sink : list
+        Where host callbacks append ``(node, exception)``.
+    host_keys : list of int
+        Registered host callbacks.
+    bodies : list of Graph
+        Child and conditional bodies lowered (kept alive with the executable).
+    driver_nodes : dict
+        ``id(node) -> (node, CUgraphNode)`` for every node at every depth whose
+        driver handle stays valid in the instantiated graph.
+    param_users : dict
+        ``name -> [node, ...]`` for every node that uses a parameter.
+    """
+
+    __slots__ = ("ctx", "bindings", "sink", "host_keys", "bodies", "driver_nodes", "param_users", "add")
+
+    def __init__(self, ctx: Any, bindings: dict[str, Any], sink: list[Any]) -> None:
+        self.ctx = ctx
+        self.bindings = bindings
+        self.sink = sink
+        self.host_keys: list[int] = []
+        self.bodies: list[Graph] = []
+        self.driver_nodes: dict[int, tuple[Node, Any]] = {}
+        self.param_users: dict[str, list[Node]] = {}
+        self.add = add_node_fn()
+
+    def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> list[Any]:
+        """Add every node of ``graph`` to the driver graph ``handle``; return driver nodes by index.
+
+        Parameters
+        ----------
+        graph : Graph
+            The definition (or body) to add.
+        handle : CUgraph
+            The driver graph to add to.
+        track : bool
+            Record the driver nodes in :attr:`driver_nodes` (only when their
+            handles stay valid in the instantiated graph).
+        """
+        drv = require_driver()
+        add = self.add
+        raw_add = drv.cuGraphAddNode
+        v13 = BINDINGS_MAJOR >= 13
+        bindings = self.bindings
+        order = graph.topological_order()
+        dn: list[Any] = [None] * len(graph._nodes)
+
+        kp = drv.CUgraphNodeParams()
+        kp.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+        k = kp.kernel
+        null_fn, null_kern = drv.CUfunction(0), drv.CUkernel(0)
+        last_kernel: Any = None
+        info: Any = None
+        last_grid: Any = None
+        last_block: Any = None
+        last_smem = 0
+        last_args: Any = None
+
+        for node in order:
+            preds = node._preds
+            npreds = len(preds)
+            if npreds == 1:
+                deps: Any = [dn[preds[0].index]]
+            elif npreds:
+                deps = [dn[p.index] for p in preds]
+            else:
+                deps = None
+            if type(node) is KernelNode:
+                kern = node.kernel
+                if kern is not last_kernel:
+                    new_info = kernel_info(kern)
+                    if new_info is not info:
+                        info = new_info
+                        if info.is_library_kernel:
+                            k.func = null_fn
+                            k.kern = info.handle
+                        else:
+                            k.kern = null_kern
+                            k.func = info.handle
+                        k.kernelParams = info.params_address
+                        last_args = None
+                    last_kernel = kern
+                grid = node.grid
+                if grid != last_grid:
+                    k.gridDimX, k.gridDimY, k.gridDimZ = grid
+                    last_grid = grid
+                block = node.block
+                if block != last_block:
+                    k.blockDimX, k.blockDimY, k.blockDimZ = block
+                    last_block = block
+                if node.shared_mem != last_smem:
+                    last_smem = node.shared_mem
+                    k.sharedMemBytes = last_smem
+                args = node.args
+                if args is not last_args:
+                    info.pack(args, node, bindings)
+                    last_args = args
+                r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
+            else:
+                lower_fn = LOWERERS.get(type(node))
+                if lower_fn is not None:
+                    r = lower_fn(self, node, handle, deps, npreds)
+                    # Bodies may have packed other arguments into shared buffers.
+                    last_args = None
+                else:
+                    r = add(handle, deps, npreds, node_params(node, self.ctx, bindings, self.sink, self.host_keys))
+            if r[0]:
+                raise_error(r[0], "cuGraphAddNode", node)
+            dn[node.index] = r[1]
+            if bindings:
+                for name in node_params_uses(node):
+                    self.param_users.setdefault(name, []).append(node)
+        if track:
+            dmap = self.driver_nodes
+            for node in graph._nodes:
+                dmap[id(node)] = (node, dn[node.index])
+        return dn
+
+
+def _lower_child(lowering: Lowering, node: ChildGraphNode, handle: Any, deps: Any, ndeps: int) -> Any:
+    """A child graph: its body is built in a graph of its own and moved into the parent."""
+    drv = require_driver()
+    body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
+    move = getattr(drv, "CUgraphChildGraphNodeOwnership", None)
+    try:
+        lowering.lower_graph(node.body, body, track=move is not None)
+        p = drv.CUgraphNodeParams()
+        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_GRAPH
+        p.graph.graph = body
+        if move is not None:
+            # The parent takes the body: its node handles stay valid for updates.
+            p.graph.ownership = move.CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE
+        r = lowering.add(handle, deps, ndeps, p)
+    except BaseException:
+        drv.cuGraphDestroy(body)
+        raise
+    if r[0] or move is None:
+        drv.cuGraphDestroy(body)  # cloned by the driver (or not added at all)
+    lowering.bodies.append(node.body)
+    return r
+
+
+LOWERERS[ChildGraphNode] = _lower_child
 
 
 class LoweredGraph:
@@ -36,25 +210,31 @@ class LoweredGraph:
         The definition's nodes at lowering time (they keep the operands alive).
     host_keys : list of int
         Registered host callbacks, forgotten by :meth:`destroy`.
+    all_nodes : dict
+        ``id(node) -> (node, CUgraphNode)`` at every depth (see :class:`Lowering`).
+    param_users : dict
+        ``name -> [node, ...]`` for every node that uses a parameter.
     """
 
-    __slots__ = ("handle", "definition", "driver_nodes", "nodes", "host_keys", "bodies")
+    __slots__ = ("handle", "definition", "driver_nodes", "nodes", "host_keys", "bodies", "all_nodes", "param_users")
 
-    def __init__(
-        self, handle: Any, definition: Graph, driver_nodes: list[Any], host_keys: list[int], bodies: list[Graph]
-    ) -> None:
+    def __init__(self, handle: Any, definition: Graph, driver_nodes: list[Any], lowering: Lowering) -> None:
         self.handle = handle
         self.definition = definition
         self.driver_nodes = driver_nodes
         self.nodes = list(definition._nodes)
-        self.host_keys = host_keys
-        # Child bodies (and their nodes, which hold operands) stay alive too.
-        self.bodies = [(b, list(b._nodes)) for b in bodies]
+        self.host_keys = lowering.host_keys
+        # Bodies (and their nodes, which hold operands) stay alive too.
+        self.bodies = [(b, list(b._nodes)) for b in lowering.bodies]
+        self.all_nodes = lowering.driver_nodes
+        self.param_users = lowering.param_users
 
     def node_for(self, driver_node: Any) -> Node | None:
-        """The definition node of a ``CUgraphNode`` (top level only), or ``None``."""
+        """The definition node of a ``CUgraphNode`` (at any depth), or ``None``."""
         key = int(driver_node) if driver_node is not None else 0
-        for n, d in zip(self.nodes, self.driver_nodes):
+        if not key:
+            return None
+        for n, d in self.all_nodes.values():
             if d is not None and int(d) == key:
                 return n
         return None
@@ -94,120 +274,13 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
     drv = require_driver()
     ctx = ensure_context()
     handle = check(drv.cuGraphCreate(0), "cuGraphCreate")
-    host_keys: list[int] = []
-    bodies: list[Graph] = []
+    lowering = Lowering(ctx, bindings, sink)
     try:
         # Kernel argument buffers are shared per kernel: one lowering at a time.
         with PACKING_LOCK:
-            dnodes = _lower_into(graph, handle, ctx, bindings, sink, host_keys, bodies)
+            dnodes = lowering.lower_graph(graph, handle)
     except BaseException:
         drv.cuGraphDestroy(handle)
-        unregister(host_keys)
+        unregister(lowering.host_keys)
         raise
-    return LoweredGraph(handle, graph, dnodes, host_keys, bodies)
-
-
-def _lower_into(
-    graph: Graph,
-    handle: Any,
-    ctx: Any,
-    bindings: dict[str, Any],
-    sink: list[Any],
-    host_keys: list[int],
-    bodies: list[Graph],
-) -> list[Any]:
-    drv = require_driver()
-    add = add_node_fn()
-    raw_add = drv.cuGraphAddNode
-    v13 = BINDINGS_MAJOR >= 13
-    order = graph.topological_order()
-    dn: list[Any] = [None] * len(graph._nodes)
-
-    kp = drv.CUgraphNodeParams()
-    kp.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
-    k = kp.kernel
-    null_fn, null_kern = drv.CUfunction(0), drv.CUkernel(0)
-    last_kernel: Any = None
-    info: Any = None
-    last_grid: Any = None
-    last_block: Any = None
-    last_smem = 0
-    last_args: Any = None
-
-    for node in order:
-        preds = node._preds
-        npreds = len(preds)
-        if npreds == 1:
-            deps: Any = [dn[preds[0].index]]
-        elif npreds:
-            deps = [dn[p.index] for p in preds]
-        else:
-            deps = None
-        if type(node) is KernelNode:
-            kern = node.kernel
-            if kern is not last_kernel:
-                new_info = kernel_info(kern)
-                if new_info is not info:
-                    info = new_info
-                    if info.is_library_kernel:
-                        k.func = null_fn
-                        k.kern = info.handle
-                    else:
-                        k.kern = null_kern
-                        k.func = info.handle
-                    k.kernelParams = info.params_address
-                    last_args = None
-                last_kernel = kern
-            grid = node.grid
-            if grid != last_grid:
-                k.gridDimX, k.gridDimY, k.gridDimZ = grid
-                last_grid = grid
-            block = node.block
-            if block != last_block:
-                k.blockDimX, k.blockDimY, k.blockDimZ = block
-                last_block = block
-            if node.shared_mem != last_smem:
-                last_smem = node.shared_mem
-                k.sharedMemBytes = last_smem
-            args = node.args
-            if args is not last_args:
-                info.pack(args, node, bindings)
-                last_args = args
-            r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
-        elif type(node) is ChildGraphNode:
-            assert isinstance(node, ChildGraphNode)
-            r = _add_child(node, handle, deps, ctx, bindings, sink, host_keys, bodies, add)
-            # The body's kernels reused the shared argument buffers: repack next time.
-            last_args = None
-        else:
-            r = add(handle, deps, len(preds), node_params(node, ctx, bindings, sink, host_keys))
-        if r[0]:
-            raise_error(r[0], "cuGraphAddNode", node)
-        dn[node.index] = r[1]
-    return dn
-
-
-def _add_child(
-    node: ChildGraphNode,
-    handle: Any,
-    deps: Any,
-    ctx: Any,
-    bindings: dict[str, Any],
-    sink: list[Any],
-    host_keys: list[int],
-    bodies: list[Graph],
-    add: Any,
-) -> Any:
-    drv = require_driver()
-    body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
-    try:
-        _lower_into(node.body, body, ctx, bindings, sink, host_keys, bodies)
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_GRAPH
-        p.graph.graph = body
-        r = add(handle, deps, len(node._preds), p)
-    finally:
-        # The driver embeds a clone; our copy of the body is not needed.
-        drv.cuGraphDestroy(body)
-    bodies.append(node.body)
-    return r
+    return LoweredGraph(handle, graph, dnodes, lowering)

@@ -90,6 +90,25 @@ class Node:
         """A one-line description of the node's parameters."""
         return ""
 
+    def update(self, **changes: Any) -> Node:
+        """Change this node's parameters in the definition; returns ``self``.
+
+        Takes the keywords of the node's builder (``args=``, ``grid=`` for a
+        kernel, ``src=``/``dst=``/``nbytes=`` for a copy, ...). The new values
+        are checked as the builder checks them; on error the node is left
+        unchanged. Edges are not touched. The next ``instantiate`` or
+        ``Executable.update`` sees the change.
+
+        Raises
+        ------
+        DefinitionError, OperandError
+            A keyword the builder does not take, or a bad value.
+        """
+        from ._node_update import update_definition_node
+
+        update_definition_node(self, changes)
+        return self
+
     def __repr__(self) -> str:
         d = self.describe()
         return f"<{type(self).__name__} #{self.index} {self.name!r}{' ' + d if d else ''} of Graph {self.graph.name!r}>"

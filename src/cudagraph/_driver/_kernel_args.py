@@ -240,8 +240,7 @@ class KernelInfo:
             size = sizes[i]
             if len(b) != size:
                 raise KernelArgumentError(
-                    f"{label}: kernel {self.name!r} parameter {i}: expected {size} bytes, "
-                    f"got {len(b)} bytes ({kind})",
+                    f"{label}: kernel {self.name!r} parameter {i}: expected {size} bytes, got {len(b)} bytes ({kind})",
                     kernel=self.name,
                     index=i,
                     expected=size,

@@ -56,7 +56,7 @@ def rebuilt_node(node: Node, changes: dict[str, Any]) -> Node:
     spec = BUILDER_FIELDS.get(type(node))
     if spec is None:
         raise DefinitionError(f"{node.label}: {type(node).__name__} cannot be updated")
-    builder, fields = spec
+    _builder, fields = spec
     unknown = sorted(set(changes) - set(fields))
     if unknown:
         raise DefinitionError(

@@ -68,6 +68,7 @@ def rebuilt_node(node: Node, changes: dict[str, Any]) -> Node:
     scratch._params = node.graph._params
     scratch._nodes = [None] * node.index  # type: ignore[list-item]  # labels keep the node's index
     t = type(node)
+    new: Node
     if t is KernelNode:
         new = scratch.kernel(
             values["kernel"],
@@ -98,6 +99,7 @@ def rebuilt_node(node: Node, changes: dict[str, Any]) -> Node:
     elif t is EventWaitNode:
         new = scratch.wait(values["event"], name=node.name)
     elif t is ChildGraphNode:
+        assert isinstance(node, ChildGraphNode)
         if values["body"] is not node.body and node.graph in values["body"]._descendants() | {values["body"]}:
             raise DefinitionError(f"{node.label}: Graph {values['body'].name!r} contains Graph {node.graph.name!r}")
         new = scratch.child(values["body"], name=node.name)

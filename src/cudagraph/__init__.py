@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from ._cache import ExecutableCache
 from ._graph import Graph
 from ._nodes import (
     ChildGraphNode,
@@ -27,7 +28,8 @@ from ._path import Path
 from .errors import CudaGraphError
 
 if TYPE_CHECKING:
-    from ._executable import Executable
+    from ._exec_node import ExecutableNode
+    from ._executable import Executable, UpdateResult
 
 __version__ = "0.1.0"
 
@@ -45,6 +47,9 @@ __all__ = [
     "ChildGraphNode",
     "EmptyNode",
     "Executable",
+    "ExecutableCache",
+    "ExecutableNode",
+    "UpdateResult",
     "CudaGraphError",
     "errors",
     "__version__",
@@ -53,8 +58,12 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The executable layer imports cuda.bindings; load it only when asked.
-    if name == "Executable":
-        from ._executable import Executable
+    if name in ("Executable", "UpdateResult"):
+        from . import _executable
 
-        return Executable
+        return getattr(_executable, name)
+    if name == "ExecutableNode":
+        from ._exec_node import ExecutableNode
+
+        return ExecutableNode
     raise AttributeError(f"module 'cudagraph' has no attribute {name!r}")

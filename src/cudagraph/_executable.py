@@ -1,19 +1,26 @@
-"""Instantiated graphs: launch, upload, host-callback errors, lifetime."""
+"""Instantiated graphs: launch, bind, per-node and whole-graph updates, lifetime."""
 
 from __future__ import annotations
 
+import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
-from ._bindings import resolve_bindings
+from ._bindings import all_params, resolve_bindings
+from ._diff import changed_nodes, describe_topology_diff, node_state, same_value, topology_signature
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
+from ._driver._node_update import KernelUpdater, set_node_params
 from ._driver._streams import stream_handle
+from ._exec_node import ExecutableNode
 from ._explicit import LoweredGraph, lower
 from ._graph import Graph
-from .errors import DriverError, ExecutableClosedError, HostCallbackError
+from ._node_update import rebuilt_node
+from ._nodes import KernelNode, Node
+from .errors import DefinitionError, DriverError, ExecutableClosedError, HostCallbackError, OperandError
 
-__all__ = ["Executable", "instantiate"]
+__all__ = ["Executable", "UpdateResult", "instantiate"]
 
 _STICKY = {
     "CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -25,17 +32,74 @@ _STICKY = {
     "CUDA_ERROR_ASSERT",
 }
 
-
 _UNSET = object()
+#: Above this share of changed nodes, ``Executable.update`` rebuilds the graph and
+#: calls ``cuGraphExecUpdate`` instead of updating node by node.
+WHOLE_GRAPH_THRESHOLD = 0.5
 
 
-def _destroy(exec_handle: Any, lowered: LoweredGraph, streams: dict[int, Any]) -> None:
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`Executable.update` did.
+
+    Attributes
+    ----------
+    mode : str
+        ``"unchanged"``, ``"per-node"`` (``cuGraphExec*SetParams`` on the
+        changed nodes), ``"whole-graph"`` (``cuGraphExecUpdate``) or
+        ``"reinstantiated"``.
+    nodes_updated : int
+        Top-level nodes whose parameters changed.
+    reason : str
+        Why the executable was re-instantiated, if it was.
+    """
+
+    mode: str
+    nodes_updated: int = 0
+    reason: str = ""
+
+
+def _destroy(state: list[Any], streams: dict[int, Any]) -> None:
+    exec_handle, lowered = state
     try:
         drv = require_driver()
         drv.cuGraphExecDestroy(exec_handle)  # freed by the driver once no launch is in flight
         lowered.destroy(in_flight_on=streams.values())
     except Exception:
         unregister(lowered.host_keys)
+
+
+def _flags(auto_free_on_launch: bool, device_launch: bool, use_node_priority: bool) -> int:
+    drv = require_driver()
+    F = drv.CUgraphInstantiate_flags
+    flags = 0
+    if auto_free_on_launch:
+        flags |= int(F.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+    if device_launch:
+        flags |= int(F.CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+    if use_node_priority:
+        flags |= int(F.CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+    return flags
+
+
+def _instantiate_lowered(lowered: LoweredGraph, flags: int, upload_stream: Any) -> Any:
+    drv = require_driver()
+    ip = drv.CUDA_GRAPH_INSTANTIATE_PARAMS()
+    if upload_stream is not None:
+        flags |= int(drv.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
+        ip.hUploadStream = stream_handle(upload_stream)
+    ip.flags = flags
+    err, exec_handle = drv.cuGraphInstantiateWithParams(lowered.handle, ip)
+    if err:
+        node = None
+        detail = ""
+        try:
+            detail = f"result {ip.result_out.name}"
+            node = lowered.node_for(ip.hErrNode_out)
+        except Exception:
+            pass
+        raise_error(err, "cuGraphInstantiateWithParams", node, detail)
+    return exec_handle
 
 
 def instantiate(
@@ -50,38 +114,17 @@ def instantiate(
     """Validate, lower explicitly and instantiate ``graph``; see :meth:`Graph.instantiate`."""
     graph._validate_structure()
     bindings = resolve_bindings(graph, params)
-    drv = require_driver()
+    require_driver()
     ensure_context()
-    flags = 0
-    F = drv.CUgraphInstantiate_flags
-    if auto_free_on_launch:
-        flags |= int(F.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
-    if device_launch:
-        flags |= int(F.CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
-    if use_node_priority:
-        flags |= int(F.CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
-    ip = drv.CUDA_GRAPH_INSTANTIATE_PARAMS()
-    if upload_stream is not None:
-        flags |= int(F.CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
-        ip.hUploadStream = stream_handle(upload_stream)
-    ip.flags = flags
+    flags = _flags(auto_free_on_launch, device_launch, use_node_priority)
     sink: list[Any] = []
     lowered = lower(graph, bindings, sink)
     try:
-        err, exec_handle = drv.cuGraphInstantiateWithParams(lowered.handle, ip)
-        if err:
-            node = None
-            detail = ""
-            try:
-                detail = f"result {ip.result_out.name}"
-                node = lowered.node_for(ip.hErrNode_out)
-            except Exception:
-                pass
-            raise_error(err, "cuGraphInstantiateWithParams", node, detail)
+        exec_handle = _instantiate_lowered(lowered, flags, upload_stream)
     except BaseException:
         lowered.destroy()
         raise
-    return Executable(graph, lowered, exec_handle, sink, bindings)
+    return Executable(graph, lowered, exec_handle, sink, bindings, flags)
 
 
 class Executable:
@@ -92,39 +135,78 @@ class Executable:
     closed. Use it as a context manager, or call :meth:`close`; it is also
     destroyed when garbage-collected.
 
+    Parameters bound at instantiation can be rebound with :meth:`bind` or
+    ``launch(stream, name=value)``: only the nodes that use a changed
+    parameter are updated, and a value equal to the bound one costs no driver
+    call. ``exe[node]`` is a view of one node (:class:`ExecutableNode`);
+    :meth:`update` applies a changed definition of the same topology.
+
+    Binding and updating take a lock, so concurrent calls from several
+    threads are serialized; ``launch`` without parameters takes none.
+
     Attributes
     ----------
     graph : Graph
-        The definition it was made from.
+        The definition it was made from (or last updated from).
+    update_calls : int
+        Number of driver calls made to update nodes so far (rebinds, node
+        updates, whole-graph updates).
     """
 
     __slots__ = (
-        "graph",
-        "_lowered",
-        "_exec",
-        "_sink",
-        "_bindings",
-        "_last_stream",
-        "_last_handle",
-        "_finalizer",
-        "_streams",
         "__weakref__",
+        "_bindings",
+        "_ctx",
+        "_enabled",
+        "_exec",
+        "_finalizer",
+        "_flags",
+        "_last_handle",
+        "_last_stream",
+        "_lock",
+        "_lowered",
+        "_overrides",
+        "_raw_bound",
+        "_sink",
+        "_states",
+        "_state",
+        "_streams",
+        "_updaters",
+        "graph",
+        "update_calls",
     )
 
     def __init__(
-        self, graph: Graph, lowered: LoweredGraph, exec_handle: Any, sink: list[Any], bindings: dict[str, Any]
+        self,
+        graph: Graph,
+        lowered: LoweredGraph,
+        exec_handle: Any,
+        sink: list[Any],
+        bindings: dict[str, Any],
+        flags: int = 0,
     ) -> None:
         self.graph = graph
         self._lowered = lowered
         self._exec = exec_handle
         self._sink = sink
         self._bindings = bindings
+        self._flags = flags
+        self._ctx: Any = None
         self._last_stream: Any = _UNSET
         self._last_handle: Any = None
+        self._lock = threading.RLock()
+        self._raw_bound: dict[str, Any] = {}
+        self._updaters: dict[int, KernelUpdater] = {}
+        self._overrides: dict[int, Node] = {}
+        self._enabled: dict[int, bool] = {}
+        # What each top-level node was built with, to diff a later update() against.
+        self._states: list[Any] = [node_state(n) for n in lowered.nodes]
+        self.update_calls = 0
         # Streams launched on (by address): host callbacks stay registered
         # until the work queued there has finished, even after close().
         self._streams: dict[int, Any] = {}
-        self._finalizer = weakref.finalize(self, _destroy, exec_handle, lowered, self._streams)
+        self._state = [exec_handle, lowered]
+        self._finalizer = weakref.finalize(self, _destroy, self._state, self._streams)
 
     # ------------------------------------------------------------- handles
     @property
@@ -140,21 +222,22 @@ class Executable:
         return self._lowered.handle
 
     def driver_node(self, node: Any) -> Any:
-        """The ``CUgraphNode`` built for a top-level definition node.
+        """The ``CUgraphNode`` built for a definition node (top level, child or conditional body).
 
         Raises
         ------
         KeyError
-            The node is not a top-level node of this executable's definition.
+            The node is not a node of this executable.
         """
         self._require_open()
-        if getattr(node, "graph", None) is not self.graph or node.index >= len(self._lowered.driver_nodes):
-            raise KeyError(f"{getattr(node, 'label', node)!r} is not a node of Graph {self.graph.name!r}")
-        return self._lowered.driver_nodes[node.index]
+        entry = self._lowered.all_nodes.get(id(node))
+        if entry is None or entry[0] is not node:
+            raise KeyError(f"{getattr(node, 'label', node)!r} is not a node of the executable of {self.graph.name!r}")
+        return entry[1]
 
     @property
     def bindings(self) -> dict[str, Any]:
-        """The parameter values it was instantiated with."""
+        """The current parameter values."""
         return dict(self._bindings)
 
     @property
@@ -166,9 +249,21 @@ class Executable:
         if self._exec is None:
             raise ExecutableClosedError(f"the executable of Graph {self.graph.name!r} is closed")
 
+    def __getitem__(self, node: Node) -> ExecutableNode:
+        """A view of ``node`` in this executable (``exe[node].update(...)``, ``.disable()``)."""
+        self.driver_node(node)
+        return ExecutableNode(self, node)
+
     # -------------------------------------------------------------- running
-    def launch(self, stream: Any = None) -> None:
-        """Launch on ``stream`` (a ``cuda.core`` Stream, ``__cuda_stream__`` object, CUstream, or None).
+    def launch(self, stream: Any = None, **params: Any) -> None:
+        """Launch on ``stream``, first rebinding any parameters given.
+
+        Parameters
+        ----------
+        stream : cuda.core.Stream, object with ``__cuda_stream__``, CUstream, int or None
+            Where to launch (``None``: the legacy default stream).
+        **params
+            New parameter values, as for :meth:`bind`.
 
         Raises
         ------
@@ -185,6 +280,8 @@ class Executable:
         exec_handle = self._exec
         if exec_handle is None:
             self._require_open()
+        if params:
+            self.bind(**params)
         if stream is not self._last_stream:
             self._last_handle = stream_handle(stream)
             self._last_stream = stream
@@ -230,6 +327,272 @@ class Executable:
                 node,
             ) from exc
 
+    # -------------------------------------------------------------- binding
+    def bind(self, **params: Any) -> int:
+        """Rebind parameters; update only the nodes that use a changed one.
+
+        A value equal to the bound one (the same object, or an equal address
+        or scalar) costs no driver call. All values are checked before any
+        node is touched.
+
+        Parameters
+        ----------
+        **params
+            ``name=value`` for parameters of the definition.
+
+        Returns
+        -------
+        int
+            The number of nodes updated.
+
+        Raises
+        ------
+        OperandError
+            Unknown name, or a value of the wrong kind (nothing is changed).
+        DriverError
+            The driver refused an update (names the node).
+        """
+        self._require_open()
+        raw = self._raw_bound
+        changed: dict[str, Any] = {}
+        for name, value in params.items():
+            if raw.get(name, _UNSET) is value:
+                continue
+            p = self._param(name)
+            v = p.coerce(value)
+            if not same_value(v, self._bindings.get(name, _UNSET)):
+                changed[name] = v
+            elif type(value) is not int:
+                raw[name] = value
+        if not changed:
+            return 0
+        with self._lock:
+            for name, v in changed.items():
+                self._bindings[name] = v
+                value = params[name]
+                if type(value) is not int:
+                    raw[name] = value
+                else:
+                    raw.pop(name, None)
+            dirty: dict[int, Node] = {}
+            for name in changed:
+                for node in self._lowered.param_users.get(name, ()):
+                    dirty[id(node)] = node
+            for node in dirty.values():
+                self._refresh(node, changed)
+        return len(dirty)
+
+    def _param(self, name: str) -> Any:
+        p = self.graph._params.get(name)
+        if p is None:
+            params = all_params(self.graph)
+            p = params.get(name)
+            if p is None:
+                raise OperandError(
+                    f"the executable of Graph {self.graph.name!r} has no parameter {name!r}; "
+                    f"its parameters are {sorted(params) or 'none'}"
+                )
+        return p
+
+    def _context(self) -> Any:
+        if self._ctx is None:
+            self._ctx = ensure_context()
+        return self._ctx
+
+    def _refresh(self, node: Node, changed: dict[str, Any]) -> None:
+        """Re-issue one node's parameters after ``changed`` parameters were rebound."""
+        current = self._overrides.get(id(node), node)
+        dnode = self._lowered.all_nodes[id(node)][1]
+        up = None
+        if type(current) is KernelNode:
+            up = self._updaters.get(id(node))
+            if up is None:
+                up = self._updaters[id(node)] = KernelUpdater(current, self._bindings)  # type: ignore[arg-type]
+            else:
+                for name, v in changed.items():
+                    up.rebind(name, v)
+        set_node_params(
+            self._exec, current, dnode, self._context(), self._bindings, self._sink, self._lowered.host_keys, up
+        )
+        self.update_calls += 1
+
+    # ------------------------------------------------------- node updates
+    def _update_node(self, node: Node, changes: dict[str, Any]) -> None:
+        self._require_open()
+        dnode = self.driver_node(node)
+        current = self._overrides.get(id(node), node)
+        new = rebuilt_node(current, changes)
+        with self._lock:
+            up = KernelUpdater(new, self._bindings) if type(new) is KernelNode else None  # type: ignore[arg-type]
+            set_node_params(
+                self._exec, new, dnode, self._context(), self._bindings, self._sink, self._lowered.host_keys, up
+            )
+            self.update_calls += 1
+            self._overrides[id(node)] = new
+            if up is not None:
+                self._updaters[id(node)] = up
+            else:
+                self._updaters.pop(id(node), None)
+
+    def _set_enabled(self, node: Node, enabled: bool) -> None:
+        drv = require_driver()
+        dnode = self.driver_node(node)
+        check(drv.cuGraphNodeSetEnabled(self._exec, dnode, 1 if enabled else 0), "cuGraphNodeSetEnabled", node)
+        self._enabled[id(node)] = enabled
+
+    def _get_enabled(self, node: Node) -> bool:
+        drv = require_driver()
+        dnode = self.driver_node(node)
+        return bool(check(drv.cuGraphNodeGetEnabled(self._exec, dnode), "cuGraphNodeGetEnabled", node))
+
+    # ------------------------------------------------------ whole updates
+    def update(self, graph: Graph, *, reinstantiate_if_needed: bool = False, **params: Any) -> UpdateResult:
+        """Make the executable run ``graph``, a changed definition of the same topology.
+
+        Only the differences are applied: the changed nodes one by one
+        (``cuGraphExec*SetParams``) when few changed, else the whole graph is
+        rebuilt and applied with ``cuGraphExecUpdate``.
+
+        Parameters
+        ----------
+        graph : Graph
+            The new definition (it may be the same object, changed with
+            :meth:`Node.update`).
+        reinstantiate_if_needed : bool
+            When the topology differs (or the driver refuses the update),
+            instantiate ``graph`` afresh instead of raising.
+        **params
+            Parameter values for ``graph`` (default: the current bindings).
+
+        Returns
+        -------
+        UpdateResult
+
+        Raises
+        ------
+        DefinitionError
+            The topology differs; the message lists what differs.
+        DriverError
+            ``cuGraphExecUpdate`` failed; the message gives the driver's reason
+            and the definition node at fault.
+        """
+        self._require_open()
+        if not isinstance(graph, Graph):
+            raise OperandError(f"update() expects a cudagraph.Graph, got {type(graph).__name__}")
+        graph._validate_structure()
+        old_def = self._lowered.definition
+        merged = {k: v for k, v in self._bindings.items() if k in all_params(graph)}
+        merged.update(params)
+        bindings = resolve_bindings(graph, merged)
+        with self._lock:
+            same_shape = topology_signature(graph) == topology_signature(old_def) and len(graph) == len(
+                self._lowered.nodes
+            )
+            if not same_shape:
+                diffs = describe_topology_diff(old_def, graph)
+                reason = "; ".join(diffs[:8]) + (f"; ... {len(diffs) - 8} more" if len(diffs) > 8 else "")
+                if not reinstantiate_if_needed:
+                    raise DefinitionError(
+                        f"cannot update the executable of Graph {old_def.name!r} from Graph {graph.name!r}: "
+                        f"the topology differs: {reason or 'node kinds differ'}"
+                    )
+                self._reinstantiate(graph, bindings)
+                return UpdateResult("reinstantiated", len(graph), reason)
+            states = self._states
+            changed = changed_nodes(states, graph)
+            bindings_changed = [k for k, v in bindings.items() if not same_value(v, self._bindings.get(k))]
+            if bindings_changed:
+                users = {id(n) for k in bindings_changed for n in self._lowered.param_users.get(k, ())}
+                extra = [n for n in graph._nodes if id(self._lowered.nodes[n.index]) in users]
+                seen = {id(n) for n in changed}
+                changed += [n for n in extra if id(n) not in seen]
+            if not changed and not bindings_changed:
+                self._adopt(graph, same_lowered=True)
+                return UpdateResult("unchanged")
+            nested_params = bool(bindings_changed) and any(
+                id(n) not in {id(m) for m in self._lowered.nodes}
+                for k in bindings_changed
+                for n in self._lowered.param_users.get(k, ())
+            )
+            if len(changed) <= WHOLE_GRAPH_THRESHOLD * max(len(graph), 1) and not nested_params:
+                ctx = self._context()
+                for n in changed:
+                    dnode = self._lowered.driver_nodes[n.index]
+                    set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
+                    self.update_calls += 1
+                self._bindings = bindings
+                self._adopt(graph, same_lowered=True)
+                return UpdateResult("per-node", len(changed))
+            self._whole_graph_update(graph, bindings)
+            return UpdateResult("whole-graph", len(changed))
+
+    def _adopt(self, graph: Graph, same_lowered: bool) -> None:
+        """Record ``graph`` as the definition this executable now runs."""
+        self.graph = graph
+        self._states = [node_state(n) for n in graph._nodes]
+        self._overrides.clear()
+        self._updaters.clear()
+        if same_lowered and graph is not self._lowered.definition:
+            lw = self._lowered
+            # Same topology: the driver nodes now stand for the new definition's nodes.
+            lw.all_nodes = {
+                **{k: v for k, v in lw.all_nodes.items() if not any(v[0] is n for n in lw.nodes)},
+                **{id(n): (n, d) for n, d in zip(graph._nodes, lw.driver_nodes)},
+            }
+            users: dict[str, list[Node]] = {}
+            old_to_new = {id(o): n for o, n in zip(lw.nodes, graph._nodes)}
+            for name, nodes in lw.param_users.items():
+                users[name] = [old_to_new.get(id(n), n) for n in nodes]
+            lw.param_users = users
+            lw.definition = graph
+            lw.nodes = list(graph._nodes)
+
+    def _whole_graph_update(self, graph: Graph, bindings: dict[str, Any]) -> None:
+        drv = require_driver()
+        new_lowered = lower(graph, bindings, self._sink)
+        try:
+            err, info = drv.cuGraphExecUpdate(self._exec, new_lowered.handle)
+            self.update_calls += 1
+            if err:
+                reason = ""
+                node = None
+                try:
+                    reason = info.result.name
+                    node = new_lowered.node_for(info.errorNode)
+                except Exception:
+                    pass
+                raise_error(err, "cuGraphExecUpdate", node, f"reason {reason}")
+        except BaseException:
+            new_lowered.destroy()
+            raise
+        old = self._lowered
+        self._lowered = new_lowered
+        self._state[1] = new_lowered
+        self._bindings = bindings
+        self._raw_bound.clear()
+        self._adopt(graph, same_lowered=False)
+        old.destroy(in_flight_on=list(self._streams.values()))
+
+    def _reinstantiate(self, graph: Graph, bindings: dict[str, Any]) -> None:
+        new_lowered = lower(graph, bindings, self._sink)
+        try:
+            new_exec = _instantiate_lowered(new_lowered, self._flags, None)
+        except BaseException:
+            new_lowered.destroy()
+            raise
+        drv = require_driver()
+        drv.cuGraphExecDestroy(self._exec)
+        old = self._lowered
+        self._exec = new_exec
+        self._lowered = new_lowered
+        self._state[0] = new_exec
+        self._state[1] = new_lowered
+        self._bindings = bindings
+        self._raw_bound.clear()
+        self._adopt(graph, same_lowered=False)
+        old.destroy(in_flight_on=list(self._streams.values()))
+
+    # ------------------------------------------------------------ lifetime
     def close(self) -> None:
         """Destroy the executable and its driver graph; idempotent."""
         if self._exec is not None:

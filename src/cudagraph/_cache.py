@@ -1,0 +1,113 @@
+"""Reusing instantiated graphs across definitions of the same shape."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from ._diff import topology_signature
+from .errors import OperandError
+
+if TYPE_CHECKING:
+    from ._executable import Executable
+    from ._graph import Graph
+
+__all__ = ["ExecutableCache"]
+
+
+class ExecutableCache:
+    """Executables keyed by topology: a rebuilt definition of a known shape is updated, not instantiated.
+
+    ``cache.get(g)`` returns an executable for ``g``. When a definition with
+    the same nodes kinds, order and edges was seen before, its executable is
+    updated in place (:meth:`Executable.update`: only the changed nodes, or
+    ``cuGraphExecUpdate``) — much cheaper than instantiating. Otherwise ``g``
+    is instantiated and remembered; the least recently used executable is
+    closed once more than ``maxsize`` are held.
+
+    Parameters
+    ----------
+    maxsize : int
+        The most executables kept (default 16).
+    **instantiate_options
+        Passed to :meth:`Graph.instantiate` on a miss (``upload_stream=``, ...).
+
+    Attributes
+    ----------
+    hits, misses, evictions : int
+        Counters, also in :meth:`stats`.
+
+    Notes
+    -----
+    An executable returned by ``get`` stays owned by the cache: do not close
+    it; it may be updated for a later definition of the same shape, so launch
+    it before the next ``get`` of that shape.
+    """
+
+    __slots__ = ("_entries", "_options", "evictions", "hits", "maxsize", "misses")
+
+    def __init__(self, maxsize: int = 16, **instantiate_options: Any) -> None:
+        if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
+            raise OperandError(f"ExecutableCache: maxsize must be a positive int, got {maxsize!r}")
+        self.maxsize = maxsize
+        self._options = instantiate_options
+        self._entries: OrderedDict[Any, Executable] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def get(self, graph: Graph, **params: Any) -> Executable:
+        """An executable running ``graph`` (updated from a cached one when the shape is known).
+
+        Parameters
+        ----------
+        graph : Graph
+            The definition.
+        **params
+            Parameter values.
+
+        Returns
+        -------
+        Executable
+        """
+        key = topology_signature(graph)
+        exe = self._entries.get(key)
+        if exe is not None and not exe.closed:
+            self._entries.move_to_end(key)
+            exe.update(graph, reinstantiate_if_needed=True, **params)
+            self.hits += 1
+            return exe
+        self.misses += 1
+        exe = graph.instantiate(**self._options, **params)
+        self._entries[key] = exe
+        while len(self._entries) > self.maxsize:
+            _, old = self._entries.popitem(last=False)
+            old.close()
+            self.evictions += 1
+        return exe
+
+    def stats(self) -> dict[str, int]:
+        """``{"hits", "misses", "evictions", "size", "maxsize"}``."""
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "evictions": self.evictions,
+            "size": len(self._entries),
+            "maxsize": self.maxsize,
+        }
+
+    def clear(self) -> None:
+        """Close and forget every executable (counters are kept)."""
+        for exe in self._entries.values():
+            exe.close()
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (
+            f"<ExecutableCache size={s['size']}/{s['maxsize']} hits={s['hits']} "
+            f"misses={s['misses']} evictions={s['evictions']}>"
+        )

@@ -1,0 +1,148 @@
+"""Comparing definitions: topology signatures, node states and differences (GPU-free)."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ._nodes import Node
+
+if TYPE_CHECKING:
+    from ._graph import Graph
+
+__all__ = ["bodies_of", "changed_nodes", "describe_topology_diff", "node_state", "same_value", "topology_signature"]
+
+_BASE_SLOTS = frozenset({"graph", "index", "name", "_preds", "_succs", "__weakref__", "_keep"})
+
+
+def _state_slots(cls: type) -> tuple[str, ...]:
+    out: list[str] = []
+    for c in cls.__mro__:
+        if c is Node or c is object:
+            break
+        out.extend(s for s in getattr(c, "__slots__", ()) if s not in _BASE_SLOTS)
+    return tuple(out)
+
+
+_SLOTS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    slots = _SLOTS_CACHE.get(cls)
+    if slots is None:
+        slots = _SLOTS_CACHE[cls] = _state_slots(cls)
+    return slots
+
+
+def bodies_of(node: Node) -> list[Graph]:
+    """The graphs nested in a node (a child graph's body, a conditional's branches)."""
+    from ._graph import Graph
+
+    out: list[Graph] = []
+    for s in _slots(type(node)):
+        v = getattr(node, s, None)
+        if isinstance(v, Graph):
+            out.append(v)
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(b, Graph) for b in v):
+            out.extend(v)
+    return out
+
+
+def topology_signature(graph: Graph) -> tuple[Any, ...]:
+    """A hashable value equal for two definitions with the same nodes kinds, order and edges.
+
+    Nested bodies (child graphs, conditional branches) are included.
+    """
+    out: list[Any] = []
+    for n in graph._nodes:
+        preds = tuple(p.index for p in n._preds)
+        bodies = bodies_of(n)
+        if bodies:
+            out.append((type(n), preds, tuple(topology_signature(b) for b in bodies)))
+        else:
+            out.append((type(n), preds))
+    return tuple(out)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as node parameters: same object, or same type and equal value (tuples elementwise)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+_GETTERS: dict[type, tuple[Any, bool]] = {}
+
+
+def _getter(cls: type, node: Node) -> tuple[Any, bool]:
+    from ._graph import Graph
+
+    slots = _slots(cls)
+    nested = any(
+        isinstance(v, Graph) or (isinstance(v, (list, tuple)) and v and isinstance(v[0], Graph))
+        for v in (getattr(node, s, None) for s in slots)
+    )
+    get = operator.attrgetter(*slots) if len(slots) > 1 else (lambda n: (getattr(n, slots[0]),)) if slots else None
+    entry = _GETTERS[cls] = (get, nested)
+    return entry
+
+
+def node_state(node: Node) -> tuple[Any, ...]:
+    """The node's parameters as a tuple (nested bodies are compared by their own states)."""
+    from ._graph import Graph
+
+    entry = _GETTERS.get(type(node))
+    if entry is None:
+        entry = _getter(type(node), node)
+    get, nested = entry
+    if get is None:
+        return ()
+    vals = get(node)
+    if not nested:
+        return vals  # type: ignore[no-any-return]
+    out: list[Any] = []
+    for v in vals:
+        if isinstance(v, Graph):
+            out.append(tuple(node_state(n) for n in v._nodes))
+        elif isinstance(v, (list, tuple)) and v and isinstance(v[0], Graph):
+            out.append(tuple(tuple(node_state(n) for n in b._nodes) for b in v))
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+def changed_nodes(old_states: list[tuple[Any, ...]], graph: Graph) -> list[Node]:
+    """Top-level nodes of ``graph`` whose state differs from ``old_states`` (same topology assumed)."""
+    return [n for n, old in zip(graph._nodes, old_states) if not same_value(node_state(n), old)]
+
+
+def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]:
+    """Human-readable differences in nodes, kinds and edges between two definitions."""
+    where = f" in {_path}" if _path else ""
+    diffs: list[str] = []
+    if len(old._nodes) != len(new._nodes):
+        diffs.append(f"node count{where}: {len(old._nodes)} -> {len(new._nodes)}")
+    for a, b in zip(old._nodes, new._nodes):
+        if type(a) is not type(b):
+            diffs.append(f"node #{a.index}{where}: kind changed from {a.kind} ({a.name!r}) to {b.kind} ({b.name!r})")
+            continue
+        pa = {p.index for p in a._preds}
+        pb = {p.index for p in b._preds}
+        for i in sorted(pb - pa):
+            diffs.append(f"edge added{where}: #{i} -> {b.label}")
+        for i in sorted(pa - pb):
+            diffs.append(f"edge removed{where}: #{i} -> {a.label}")
+        for ba, bb in zip(bodies_of(a), bodies_of(b)):
+            diffs.extend(describe_topology_diff(ba, bb, f"{_path}/{a.label}"))
+    for extra in new._nodes[len(old._nodes) :]:
+        diffs.append(f"node added{where}: {extra.label}")
+    for gone in old._nodes[len(new._nodes) :]:
+        diffs.append(f"node removed{where}: {gone.label}")
+    return diffs

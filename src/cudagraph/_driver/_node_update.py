@@ -1,0 +1,111 @@
+"""Setting a node's parameters in an instantiated graph (``cuGraphExec*SetParams``)."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any
+
+import numpy as np
+
+from .._nodes import ChildGraphNode, KernelNode, Node
+from .._param import Param
+from ._calls import raise_error, require_driver
+from ._kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
+from ._node_params import node_params
+
+__all__ = ["KernelUpdater", "set_node_params"]
+
+
+class KernelUpdater:
+    """The parameters of one kernel node, kept so that a rebind rewrites only the bytes that change.
+
+    Attributes
+    ----------
+    params : CUDA_KERNEL_NODE_PARAMS
+        Prepared once; ``kernelParams`` points into this object's own buffer.
+    slots : dict
+        ``param name -> [(offset, struct code), ...]`` for arguments that are parameters.
+    """
+
+    __slots__ = ("params", "_buf", "_ptrs", "slots")
+
+    def __init__(self, node: KernelNode, bindings: dict[str, Any]) -> None:
+        drv = require_driver()
+        info = kernel_info(node.kernel)
+        with PACKING_LOCK:
+            info.pack(node.args, node, bindings)
+            data = ctypes.string_at(info._scratch_addr, max(info.total, 1))
+        self._buf = ctypes.create_string_buffer(data, max(info.total, 1))
+        base = ctypes.addressof(self._buf)
+        self._ptrs = (ctypes.c_void_p * max(len(info.offsets), 1))(*[base + o for o in info.offsets])
+        p = drv.CUDA_KERNEL_NODE_PARAMS()
+        if info.is_library_kernel:
+            p.kern = info.handle
+        else:
+            p.func = info.handle
+        p.gridDimX, p.gridDimY, p.gridDimZ = node.grid
+        p.blockDimX, p.blockDimY, p.blockDimZ = node.block
+        p.sharedMemBytes = node.shared_mem
+        p.kernelParams = ctypes.addressof(self._ptrs) if info.offsets else 0
+        self.params = p
+        self.slots: dict[str, list[tuple[int, str]]] = {}
+        for a, off in zip(node.args, info.offsets):
+            if type(a) is Param:
+                code = "<Q" if a.dtype is None else "<" + _STRUCT_CODES[(a.dtype.kind, a.dtype.itemsize)]
+                self.slots.setdefault(a.name, []).append((off, code))
+
+    def rebind(self, name: str, value: Any) -> None:
+        """Write a parameter's new value into the argument buffer."""
+        for off, code in self.slots.get(name, ()):
+            if isinstance(value, np.generic):
+                value = value.item()
+            struct.pack_into(code, self._buf, off, value)
+
+
+def set_node_params(
+    exec_handle: Any,
+    node: Node,
+    driver_node: Any,
+    ctx: Any,
+    bindings: dict[str, Any],
+    sink: list[Any],
+    host_keys: list[int],
+    updater: KernelUpdater | None = None,
+) -> None:
+    """Give ``driver_node`` of ``exec_handle`` the parameters of ``node`` (under ``bindings``).
+
+    Raises
+    ------
+    DriverError
+        The driver refused the update; the message names the node.
+    """
+    drv = require_driver()
+    if type(node) is KernelNode:
+        assert isinstance(node, KernelNode)
+        up = updater if updater is not None else KernelUpdater(node, bindings)
+        (err,) = drv.cuGraphExecKernelNodeSetParams(exec_handle, driver_node, up.params)
+        if err:
+            raise_error(err, "cuGraphExecKernelNodeSetParams", node)
+        return
+    if type(node) is ChildGraphNode:
+        assert isinstance(node, ChildGraphNode)
+        from .._explicit import Lowering
+        from ._calls import check
+
+        body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
+        try:
+            lowering = Lowering(ctx, bindings, sink)
+            with PACKING_LOCK:
+                lowering.lower_graph(node.body, body, track=False)
+            host_keys.extend(lowering.host_keys)
+            (err,) = drv.cuGraphExecChildGraphNodeSetParams(exec_handle, driver_node, body)
+            if err:
+                raise_error(err, "cuGraphExecChildGraphNodeSetParams", node)
+        finally:
+            drv.cuGraphDestroy(body)
+        return
+    p = node_params(node, ctx, bindings, sink, host_keys)
+    (err,) = drv.cuGraphExecNodeSetParams(exec_handle, driver_node, p)
+    if err:
+        raise_error(err, "cuGraphExecNodeSetParams", node)

@@ -127,8 +127,6 @@ def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]
     """Human-readable differences in nodes, kinds and edges between two definitions."""
     where = f" in {_path}" if _path else ""
     diffs: list[str] = []
-    if len(old._nodes) != len(new._nodes):
-        diffs.append(f"node count{where}: {len(old._nodes)} -> {len(new._nodes)}")
     for a, b in zip(old._nodes, new._nodes):
         if type(a) is not type(b):
             diffs.append(f"node #{a.index}{where}: kind changed from {a.kind} ({a.name!r}) to {b.kind} ({b.name!r})")

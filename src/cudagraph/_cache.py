@@ -74,7 +74,7 @@ class ExecutableCache:
         exe = self._entries.get(key)
         if exe is not None and not exe.closed:
             self._entries.move_to_end(key)
-            exe.update(graph, reinstantiate_if_needed=True, **params)
+            exe.update(graph, reinstantiate_if_needed=True, _signature=key, **params)
             self.hits += 1
             return exe
         self.misses += 1

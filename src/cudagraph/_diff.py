@@ -118,9 +118,28 @@ def node_state(node: Node) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _same_types(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    for x, y in zip(a, b):
+        if type(x) is not type(y):
+            return False
+        if type(x) is tuple and tuple(map(type, x)) != tuple(map(type, y)):
+            return False
+    return True
+
+
 def changed_nodes(old_states: list[tuple[Any, ...]], graph: Graph) -> list[Node]:
     """Top-level nodes of ``graph`` whose state differs from ``old_states`` (same topology assumed)."""
-    return [n for n, old in zip(graph._nodes, old_states) if not same_value(node_state(n), old)]
+    out: list[Node] = []
+    for n, old in zip(graph._nodes, old_states):
+        new = node_state(n)
+        try:
+            if new == old and _same_types(new, old):
+                continue
+        except Exception:
+            pass
+        if not same_value(new, old):
+            out.append(n)
+    return out
 
 
 def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]:

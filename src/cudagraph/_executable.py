@@ -167,6 +167,7 @@ class Executable:
         "_lowered",
         "_overrides",
         "_raw_bound",
+        "_sig",
         "_sink",
         "_states",
         "_state",
@@ -201,6 +202,7 @@ class Executable:
         self._enabled: dict[int, bool] = {}
         # What each top-level node was built with, to diff a later update() against.
         self._states: list[Any] = [node_state(n) for n in lowered.nodes]
+        self._sig: Any = None
         self.update_calls = 0
         # Streams launched on (by address): host callbacks stay registered
         # until the work queued there has finished, even after close().
@@ -446,7 +448,14 @@ class Executable:
         return bool(check(drv.cuGraphNodeGetEnabled(self._exec, dnode), "cuGraphNodeGetEnabled", node))
 
     # ------------------------------------------------------ whole updates
-    def update(self, graph: Graph, *, reinstantiate_if_needed: bool = False, **params: Any) -> UpdateResult:
+    def _signature(self) -> Any:
+        if self._sig is None:
+            self._sig = topology_signature(self._lowered.definition)
+        return self._sig
+
+    def update(
+        self, graph: Graph, *, reinstantiate_if_needed: bool = False, _signature: Any = None, **params: Any
+    ) -> UpdateResult:
         """Make the executable run ``graph``, a changed definition of the same topology.
 
         Only the differences are applied: the changed nodes one by one
@@ -485,9 +494,8 @@ class Executable:
         merged.update(params)
         bindings = resolve_bindings(graph, merged)
         with self._lock:
-            same_shape = topology_signature(graph) == topology_signature(old_def) and len(graph) == len(
-                self._lowered.nodes
-            )
+            new_sig = _signature if _signature is not None else topology_signature(graph)
+            same_shape = new_sig == self._signature() and len(graph) == len(self._lowered.nodes)
             if not same_shape:
                 diffs = describe_topology_diff(old_def, graph)
                 reason = "; ".join(diffs[:8]) + (f"; ... {len(diffs) - 8} more" if len(diffs) > 8 else "")
@@ -497,6 +505,7 @@ class Executable:
                         f"the topology differs: {reason or 'node kinds differ'}"
                     )
                 self._reinstantiate(graph, bindings)
+                self._sig = new_sig
                 return UpdateResult("reinstantiated", len(graph), reason)
             states = self._states
             changed = changed_nodes(states, graph)

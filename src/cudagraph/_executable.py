@@ -110,15 +110,24 @@ def instantiate(
     device_launch: bool,
     use_node_priority: bool,
     params: dict[str, Any],
+    backend: str = "explicit",
 ) -> Executable:
-    """Validate, lower explicitly and instantiate ``graph``; see :meth:`Graph.instantiate`."""
+    """Validate, build (explicitly or by capture) and instantiate ``graph``; see :meth:`Graph.instantiate`."""
+    if backend == "explicit":
+        build = lower
+    elif backend == "capture":
+        from ._capture_backend import capture_lower
+
+        build = capture_lower
+    else:
+        raise OperandError(f"instantiate: backend must be 'explicit' or 'capture', got {backend!r}")
     graph._validate_structure()
     bindings = resolve_bindings(graph, params)
     require_driver()
     ensure_context()
     flags = _flags(auto_free_on_launch, device_launch, use_node_priority)
     sink: list[Any] = []
-    lowered = lower(graph, bindings, sink)
+    lowered = build(graph, bindings, sink)
     try:
         exec_handle = _instantiate_lowered(lowered, flags, upload_stream)
     except BaseException:

@@ -1,0 +1,135 @@
+"""One definition, several ways to build: explicit vs capture, and lifting a captured graph.
+
+Measured in one process on one GPU with a tiny kernel ``inc(float* x, float a, int n)``:
+
+- build + instantiate the same definitions (a chain and a fan-out/fan-in of
+  N kernels) with ``g.instantiate(backend="explicit")`` and
+  ``g.instantiate(backend="capture")``;
+- lifting: a 10,000-kernel chain captured with cuda.core's GraphBuilder is
+  read back with ``cudagraph.lift``; µs per node, compared with explicit
+  construction (define + lower) of the same chain. Target: lifting costs at
+  most 2x explicit construction per node.
+
+Run from the repository root::
+
+    PYTHONPATH=src python3 bench/materializers.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+KERNEL_SOURCE = r"""
+extern "C" __global__ void inc(float* x, float a, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += a;
+}
+"""
+
+
+def _timed(fn: Callable[[], Any], repeats: int) -> float:
+    """Median seconds of ``fn`` over ``repeats`` runs after one warm-up (gc off while timing)."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+        finally:
+            gc.enable()
+    return statistics.median(samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its tables."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="N = 1000 only, 3 repeats")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+    import numpy as np
+    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+
+    import cudagraph as cg
+    from cudagraph._explicit import lower
+
+    dev = Device()
+    dev.set_current()
+    s = dev.create_stream()
+    k = Program(KERNEL_SOURCE, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile("cubin").get_kernel("inc")
+    buf = dev.allocate(128, stream=s)
+    s.sync()
+    kargs = (buf, np.float32(1.0), np.int32(32))
+    repeats = 3 if args.quick else 5
+    sizes = [1000] if args.quick else [1000, 10000]
+
+    def chain(n: int) -> cg.Graph:
+        g = cg.Graph("chain")
+        prev = None
+        for _ in range(n):
+            prev = g.kernel(k, 1, 32, kargs, after=prev)
+        return g
+
+    def fan(n: int) -> cg.Graph:
+        g = cg.Graph("fan")
+        root = g.empty()
+        g.join([g.kernel(k, 1, 32, kargs, after=root) for _ in range(n)])
+        return g
+
+    print(f"cudagraph {cg.__version__}, GPU {dev.name}")
+    print()
+    print("| shape | N | explicit build+instantiate µs/node | capture build+instantiate µs/node | capture/explicit |")
+    print("|---|---|---|---|---|")
+    for shape, make in (("chain", chain), ("fan", fan)):
+        for n in sizes:
+            g = make(n)
+            times = {}
+            for backend in ("explicit", "capture"):
+
+                def run(backend: str = backend, g: cg.Graph = g) -> None:
+                    g.instantiate(backend=backend).close()
+
+                times[backend] = _timed(run, repeats) / len(g) * 1e6
+            ratio = times["capture"] / times["explicit"]
+            print(f"| {shape} | {n} | {times['explicit']:.2f} | {times['capture']:.2f} | {ratio:.2f} |")
+
+    print()
+    n = 1000 if args.quick else 10000
+    cfg = LaunchConfig(grid=1, block=32)
+    gb = dev.create_graph_builder()
+    gb.begin_building()
+    for _ in range(n):
+        launch(gb, cfg, k, *kargs)
+    gb.end_building()
+
+    def explicit_build() -> None:
+        lower(chain(n), {}, []).destroy()
+
+    t_lift = _timed(lambda: cg.lift(gb), repeats) / n * 1e6
+    t_explicit = _timed(explicit_build, repeats) / n * 1e6
+    lifted = cg.lift(gb)
+    assert len(lifted) == n and all(x.kind == "kernel" for x in lifted.nodes)
+    ratio = t_lift / t_explicit
+    print(f"| lift a captured {n}-kernel chain | {t_lift:.2f} µs/node |")
+    print(f"| explicit define + lower of the same chain | {t_explicit:.2f} µs/node |")
+    verdict = "PASS" if ratio <= 2.0 else "MISS"
+    print(f"lift / explicit construction per node: {ratio:.2f}x (target <= 2x: {verdict})")
+    gb.close()
+    buf.close(s)
+    s.sync()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

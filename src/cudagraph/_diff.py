@@ -127,11 +127,21 @@ def _same_types(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return True
 
 
-def changed_nodes(old_states: list[tuple[Any, ...]], graph: Graph) -> list[Node]:
-    """Top-level nodes of ``graph`` whose state differs from ``old_states`` (same topology assumed)."""
+def changed_nodes(
+    old_states: list[tuple[Any, ...]], graph: Graph, new_states: list[tuple[Any, ...]] | None = None
+) -> list[Node]:
+    """Top-level nodes of ``graph`` whose state differs from ``old_states`` (same topology assumed).
+
+    When ``new_states`` is a list, the states of ``graph``'s nodes are appended to it.
+    """
     out: list[Node] = []
+    keep = new_states.append if new_states is not None else None
     for n, old in zip(graph._nodes, old_states):
         new = node_state(n)
+        if keep is not None:
+            keep(new)
+        if new is old:
+            continue
         try:
             if new == old and _same_types(new, old):
                 continue

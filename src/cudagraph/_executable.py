@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 import weakref
 from dataclasses import dataclass
@@ -175,6 +176,7 @@ class Executable:
         "_lock",
         "_lowered",
         "_overrides",
+        "_plans",
         "_raw_bound",
         "_sig",
         "_sink",
@@ -207,6 +209,7 @@ class Executable:
         self._lock = threading.RLock()
         self._raw_bound: dict[str, Any] = {}
         self._updaters: dict[int, KernelUpdater] = {}
+        self._plans: dict[str, list[tuple[Any, Any, Node]]] = {}
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}
         # What each top-level node was built with, to diff a later update() against.
@@ -354,7 +357,7 @@ class Executable:
         Returns
         -------
         int
-            The number of nodes updated.
+            The number of node updates made.
 
         Raises
         ------
@@ -363,35 +366,76 @@ class Executable:
         DriverError
             The driver refused an update (names the node).
         """
-        self._require_open()
+        if self._exec is None:
+            self._require_open()
         raw = self._raw_bound
+        bound = self._bindings
         changed: dict[str, Any] = {}
         for name, value in params.items():
             if raw.get(name, _UNSET) is value:
                 continue
             p = self._param(name)
-            v = p.coerce(value)
-            if not same_value(v, self._bindings.get(name, _UNSET)):
-                changed[name] = v
-            elif type(value) is not int:
-                raw[name] = value
+            if p.dtype is None:
+                v = value if type(value) is int and 0 < value < 1 << 64 else _pointer(p, value)
+                if v == bound.get(name):
+                    raw[name] = value
+                    continue
+            else:
+                v = p.coerce(value)
+                if same_value(v, bound.get(name, _UNSET)):
+                    raw[name] = value
+                    continue
+            changed[name] = v
         if not changed:
             return 0
         with self._lock:
             for name, v in changed.items():
-                self._bindings[name] = v
-                value = params[name]
-                if type(value) is not int:
-                    raw[name] = value
-                else:
-                    raw.pop(name, None)
+                bound[name] = v
+                raw[name] = params[name]
+            if len(changed) == 1:
+                ((name, v),) = changed.items()
+                return self._apply_plan(name, v)
             dirty: dict[int, Node] = {}
             for name in changed:
                 for node in self._lowered.param_users.get(name, ()):
                     dirty[id(node)] = node
+            self._plans.clear()
             for node in dirty.values():
                 self._refresh(node, changed)
         return len(dirty)
+
+    def _apply_plan(self, name: str, value: Any) -> int:
+        """Rebind one parameter through its prepared plan: rewrite bytes, one driver call per node."""
+        plan = self._plans.get(name)
+        if plan is None:
+            plan = self._plans[name] = self._make_plan(name)
+        exec_handle = self._exec
+        for up, dnode, node in plan:
+            if up is not None:
+                for off, code in up.slots[name]:
+                    _pack_into(code, up._buf, off, value)
+                (err,) = _SET_KERNEL(exec_handle, dnode, up.params)
+                if err:
+                    raise_error(err, "cuGraphExecKernelNodeSetParams", node)
+            else:
+                set_node_params(
+                    exec_handle, node, dnode, self._context(), self._bindings, self._sink, self._lowered.host_keys
+                )
+        self.update_calls += len(plan)
+        return len(plan)
+
+    def _make_plan(self, name: str) -> list[tuple[Any, Any, Node]]:
+        plan: list[tuple[Any, Any, Node]] = []
+        for node in self._lowered.param_users.get(name, ()):
+            current = self._overrides.get(id(node), node)
+            dnode = self._lowered.all_nodes[id(node)][1]
+            up = None
+            if type(current) is KernelNode:
+                up = self._updaters.get(id(node))
+                if up is None:
+                    up = self._updaters[id(node)] = KernelUpdater(current, self._bindings)  # type: ignore[arg-type]
+            plan.append((up, dnode, current))
+        return plan
 
     def _param(self, name: str) -> Any:
         p = self.graph._params.get(name)
@@ -440,6 +484,7 @@ class Executable:
             )
             self.update_calls += 1
             self._overrides[id(node)] = new
+            self._plans.clear()
             if up is not None:
                 self._updaters[id(node)] = up
             else:
@@ -517,7 +562,8 @@ class Executable:
                 self._sig = new_sig
                 return UpdateResult("reinstantiated", len(graph), reason)
             states = self._states
-            changed = changed_nodes(states, graph)
+            new_states: list[Any] = []
+            changed = changed_nodes(states, graph, new_states)
             bindings_changed = [k for k, v in bindings.items() if not same_value(v, self._bindings.get(k))]
             if bindings_changed:
                 users = {id(n) for k in bindings_changed for n in self._lowered.param_users.get(k, ())}
@@ -525,7 +571,7 @@ class Executable:
                 seen = {id(n) for n in changed}
                 changed += [n for n in extra if id(n) not in seen]
             if not changed and not bindings_changed:
-                self._adopt(graph, same_lowered=True)
+                self._adopt(graph, same_lowered=True, states=new_states)
                 return UpdateResult("unchanged")
             nested_params = bool(bindings_changed) and any(
                 id(n) not in {id(m) for m in self._lowered.nodes}
@@ -539,24 +585,26 @@ class Executable:
                     set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
                     self.update_calls += 1
                 self._bindings = bindings
-                self._adopt(graph, same_lowered=True)
+                self._raw_bound.clear()
+                self._adopt(graph, same_lowered=True, states=new_states)
                 return UpdateResult("per-node", len(changed))
             self._whole_graph_update(graph, bindings)
             return UpdateResult("whole-graph", len(changed))
 
-    def _adopt(self, graph: Graph, same_lowered: bool) -> None:
+    def _adopt(self, graph: Graph, same_lowered: bool, states: list[Any] | None = None) -> None:
         """Record ``graph`` as the definition this executable now runs."""
         self.graph = graph
-        self._states = [node_state(n) for n in graph._nodes]
+        self._states = states if states is not None else [node_state(n) for n in graph._nodes]
         self._overrides.clear()
         self._updaters.clear()
+        self._plans.clear()
         if same_lowered and graph is not self._lowered.definition:
             lw = self._lowered
             # Same topology: the driver nodes now stand for the new definition's nodes.
-            lw.all_nodes = {
-                **{k: v for k, v in lw.all_nodes.items() if not any(v[0] is n for n in lw.nodes)},
-                **{id(n): (n, d) for n, d in zip(graph._nodes, lw.driver_nodes)},
-            }
+            old_ids = {id(n) for n in lw.nodes}
+            all_nodes = {k: v for k, v in lw.all_nodes.items() if k not in old_ids}
+            all_nodes.update({id(n): (n, d) for n, d in zip(graph._nodes, lw.driver_nodes)})
+            lw.all_nodes = all_nodes
             users: dict[str, list[Node]] = {}
             old_to_new = {id(o): n for o, n in zip(lw.nodes, graph._nodes)}
             for name, nodes in lw.param_users.items():
@@ -628,7 +676,21 @@ class Executable:
         return f"<Executable of Graph {self.graph.name!r}: {len(self._lowered.nodes)} nodes, {state}>"
 
 
+def _pointer(param: Any, value: Any) -> int:
+    """A pointer parameter's value as an address (the common cases first)."""
+    handle = getattr(value, "handle", None)
+    if handle is not None and hasattr(value, "memory_resource"):
+        ptr = int(handle)
+        if ptr:
+            return ptr
+    return param.coerce(value)  # type: ignore[no-any-return]
+
+
+_pack_into = struct.pack_into
+
 try:
     _LAUNCH = require_driver().cuGraphLaunch
+    _SET_KERNEL = require_driver().cuGraphExecKernelNodeSetParams
 except DriverError:  # pragma: no cover - no cuda-bindings: instantiate() raises first
     _LAUNCH = None
+    _SET_KERNEL = None

@@ -39,6 +39,7 @@ _RETIRED: list[tuple[Any, list[int]]] = []
 
 
 def _prune() -> None:
+    """Forget the callables of retired executables whose work has finished."""
     if not _RETIRED:
         return
     from ._calls import driver
@@ -70,6 +71,9 @@ def retire(keys: list[int], streams: Any) -> None:
         return
     from ._calls import driver
 
+    if all(driver.cuStreamQuery(h)[0] == 0 for h in streams):
+        unregister(keys)  # nothing in flight: forget them now
+        return
     with _LOCK:
         _prune()
         for h in streams:
@@ -86,7 +90,6 @@ def retire(keys: list[int], streams: Any) -> None:
 def register(fn: Callable[..., Any], args: tuple[Any, ...], sink: list[Any], node: Any) -> int:
     """Register a callable; return the key to pass as the host node's ``userData``."""
     with _LOCK:
-        _prune()
         key = next(_KEYS)
         _REGISTRY[key] = (fn, args, sink, node)
     return key

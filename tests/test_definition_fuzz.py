@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 import itertools
 
-import pytest
 from hypothesis import HealthCheck, currently_in_test_context, example, given, settings
 from hypothesis import event as _event
 from hypothesis import strategies as st

@@ -11,17 +11,33 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from ._cache import ExecutableCache
+from ._condition import CONDITIONAL_SNIPPET, Condition
 from ._graph import Graph
+from ._graph_memory import graph_memory_usage, trim_graph_memory
 from ._nodes import (
+    AllocNode,
+    AllocOffset,
+    BatchMemOpNode,
     ChildGraphNode,
+    ConditionalNode,
     EmptyNode,
     EventRecordNode,
     EventWaitNode,
+    FreeNode,
     HostNode,
+    IfElseNode,
+    IfNode,
     KernelNode,
+    Memcpy2DNode,
+    Memcpy3DNode,
     MemcpyNode,
     MemsetNode,
     Node,
+    SetConditionNode,
+    SwitchNode,
+    WaitValueNode,
+    WhileNode,
+    WriteValueNode,
 )
 from ._param import Param
 from ._path import Path
@@ -46,6 +62,24 @@ __all__ = [
     "EventWaitNode",
     "ChildGraphNode",
     "EmptyNode",
+    "Condition",
+    "CONDITIONAL_SNIPPET",
+    "ConditionalNode",
+    "IfNode",
+    "IfElseNode",
+    "WhileNode",
+    "SwitchNode",
+    "SetConditionNode",
+    "AllocNode",
+    "AllocOffset",
+    "FreeNode",
+    "Memcpy2DNode",
+    "Memcpy3DNode",
+    "BatchMemOpNode",
+    "WriteValueNode",
+    "WaitValueNode",
+    "trim_graph_memory",
+    "graph_memory_usage",
     "Executable",
     "ExecutableCache",
     "ExecutableNode",

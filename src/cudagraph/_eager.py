@@ -8,20 +8,29 @@ from ._bindings import resolve_bindings
 from ._driver._calls import check, ensure_context, require_driver
 from ._driver._host_callbacks import HOST_FN_ADDRESS, register, unregister
 from ._driver._kernel_args import PACKING_LOCK, kernel_info
-from ._driver._node_params import event_handle, memory_type, pointer_value
+from ._driver._node_params import event_handle, fill_memcpy3d, memop_address, memory_type, pointer_value
 from ._driver._streams import stream_handle
 from ._graph import Graph
+from ._lower_state import LowerState, begin, late_kernel_args
 from ._nodes import (
+    AllocNode,
+    AllocOffset,
     ChildGraphNode,
+    ConditionalNode,
     EmptyNode,
     EventRecordNode,
     EventWaitNode,
+    FreeNode,
     HostNode,
     KernelNode,
+    Memcpy3DNode,
     MemcpyNode,
     MemsetNode,
+    SetConditionNode,
+    WaitValueNode,
+    WriteValueNode,
 )
-from .errors import HostCallbackError
+from .errors import HostCallbackError, OperandError, UnsupportedError
 
 __all__ = ["run"]
 
@@ -41,7 +50,14 @@ def run(graph: Graph, stream: Any, params: dict[str, Any]) -> None:
     keys: list[int] = []
     try:
         with PACKING_LOCK:
-            _run(graph, h, bindings, sink, keys)
+            state = begin(object(), ensure_context(), eager=True)
+            try:
+                _run(graph, h, bindings, sink, keys, state)
+            finally:
+                # Allocations the graph does not free are released in stream order at the end.
+                for key, (_alloc, addr) in state.allocs.items():
+                    if key not in state.freed:
+                        drv.cuMemFreeAsync(addr, h)
     finally:
         if keys:
             check(drv.cuStreamSynchronize(h), "cuStreamSynchronize")
@@ -60,14 +76,25 @@ def _function(info: Any) -> Any:
     return info.handle
 
 
-def _run(graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: list[int]) -> None:
+def _run(
+    graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: list[int], state: LowerState
+) -> None:
     drv = require_driver()
     for node in graph.topological_order():
         t = type(node)
         if t is KernelNode:
             assert isinstance(node, KernelNode)
             info = kernel_info(node.kernel)
-            params = info.pack(node.args, node, bindings)
+            try:
+                params = info.pack(node.args, node, bindings)
+            except OperandError:
+                late = late_kernel_args(state, node)
+                if late is None:
+                    raise
+                params = info.pack(late, node, bindings)
+            if node.attrs is not None:
+                _launch_ex(node, info, params, h, state)
+                continue
             g, b = node.grid, node.block
             check(
                 drv.cuLaunchKernel(_function(info), *g, *b, node.shared_mem, h, params, 0),
@@ -78,8 +105,10 @@ def _run(graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: 
             assert isinstance(node, MemcpyNode)
             src = pointer_value(node.src, bindings, f"{node.label}: src")
             dst = pointer_value(node.dst, bindings, f"{node.label}: dst")
-            memory_type(src, f"{node.label}: src")
-            memory_type(dst, f"{node.label}: dst")
+            if type(node.src) not in _LATE:
+                memory_type(src, f"{node.label}: src")
+            if type(node.dst) not in _LATE:
+                memory_type(dst, f"{node.label}: dst")
             check(drv.cuMemcpyAsync(dst, src, node.nbytes, h), "cuMemcpyAsync", node)
         elif t is MemsetNode:
             assert isinstance(node, MemsetNode)
@@ -98,9 +127,68 @@ def _run(graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: 
             check(drv.cuStreamWaitEvent(h, event_handle(node.event), 0), "cuStreamWaitEvent", node)
         elif t is ChildGraphNode:
             assert isinstance(node, ChildGraphNode)
-            _run(node.body, h, bindings, sink, keys)
+            _run(node.body, h, bindings, sink, keys, state)
         elif t is EmptyNode:
             continue
+        elif t is AllocNode:
+            assert isinstance(node, AllocNode)
+            addr = check(drv.cuMemAllocAsync(node.nbytes, h), "cuMemAllocAsync", node)
+            state.allocs[id(node)] = (node, int(addr))
+        elif t is FreeNode:
+            assert isinstance(node, FreeNode)
+            addr = pointer_value(node.alloc, bindings, f"{node.label}: alloc")
+            check(drv.cuMemFreeAsync(addr, h), "cuMemFreeAsync", node)
+            state.freed.add(id(node.alloc))
+        elif isinstance(node, Memcpy3DNode):
+            copy = drv.CUDA_MEMCPY3D()
+            fill_memcpy3d(copy, node, bindings)
+            check(drv.cuMemcpy3DAsync(copy, h), "cuMemcpy3DAsync", node)
+        elif t is WriteValueNode or t is WaitValueNode:
+            assert isinstance(node, (WriteValueNode, WaitValueNode))
+            addr = memop_address(node, bindings)
+            if t is WriteValueNode:
+                fn = drv.cuStreamWriteValue64 if node.bits == 64 else drv.cuStreamWriteValue32
+            else:
+                fn = drv.cuStreamWaitValue64 if node.bits == 64 else drv.cuStreamWaitValue32
+            check(fn(h, addr, node.value, node.flags), fn.__name__, node)
+        elif isinstance(node, (ConditionalNode, SetConditionNode)):
+            raise UnsupportedError(
+                f"{node.label} of Graph {graph.name!r}: {node.kind} nodes run only inside an instantiated "
+                "graph (the condition is a graph object); Graph.run() cannot run them",
+                node=node,
+            )
+        else:  # pragma: no cover - every kind is handled above
+            raise UnsupportedError(f"{node.label}: Graph.run() cannot run {type(node).__name__}", node=node)
+
+
+_LATE = (AllocNode, AllocOffset)
+
+
+def _launch_ex(node: KernelNode, info: Any, params: int, h: Any, state: LowerState) -> None:
+    """``cuLaunchKernelEx`` with the node's launch attributes (programmatic edges launch normally)."""
+    from ._lower_special import ensure_dynamic_smem, launch_attribute_values
+
+    drv = require_driver()
+    attrs = node.attrs
+    why = ensure_dynamic_smem(info, node.shared_mem, state) if attrs.smem_optin else ""
+    cfg = drv.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = node.grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = node.block
+    cfg.sharedMemBytes = node.shared_mem
+    cfg.hStream = h
+    launch_attrs = []
+    for attr_id, setter, _desc in launch_attribute_values(attrs):
+        a = drv.CUlaunchAttribute()
+        a.id = attr_id
+        setter(a.value)
+        launch_attrs.append(a)
+    cfg.attrs = launch_attrs
+    cfg.numAttrs = len(launch_attrs)
+    (err,) = drv.cuLaunchKernelEx(cfg, _function(info), params, 0)
+    if err:
+        from ._driver._calls import raise_error
+
+        raise_error(err, "cuLaunchKernelEx", node, why)
 
 
 def _memset(node: MemsetNode, dst: int, h: Any) -> None:

@@ -21,6 +21,7 @@ from ._driver._node_params import node_params
 from ._graph import Graph
 from ._nodes import ChildGraphNode, KernelNode, Node
 from ._param import Param
+from .errors import OperandError
 
 __all__ = ["LOWERERS", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
 
@@ -145,9 +146,20 @@ class Lowering:
                     k.sharedMemBytes = last_smem
                 args = node.args
                 if args is not last_args:
-                    info.pack(args, node, bindings)
+                    try:
+                        info.pack(args, node, bindings)
+                    except OperandError:
+                        # Graph allocations and conditions get their values only now.
+                        late = kernel_args_late(self, node, handle)
+                        if late is None:
+                            raise
+                        info.pack(late, node, bindings)
                     last_args = args
-                r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
+                attrs = node.attrs
+                if attrs is None:
+                    r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
+                else:
+                    r = add_kernel_with_attrs(self, node, attrs, handle, deps, npreds, kp, info)
             else:
                 lower_fn = LOWERERS.get(type(node))
                 if lower_fn is not None:
@@ -284,3 +296,10 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
         unregister(lowering.host_keys)
         raise
     return LoweredGraph(handle, graph, dnodes, lowering)
+
+
+# Conditional nodes, set_condition kernels, graph allocations, and the kernels with launch
+# attributes or late operands that the kernel branch above hands over.
+from ._lower_special import add_kernel_with_attrs, kernel_args_late, register  # noqa: E402
+
+register(LOWERERS)

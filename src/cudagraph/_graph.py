@@ -9,16 +9,33 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from . import _render
+from ._condition import PREDICATE_DTYPES, PREDICATE_OPS, Condition
 from ._nodes import (
+    WAIT_COMPARISONS,
+    WAIT_VALUE_FLUSH,
+    AllocNode,
+    AllocOffset,
+    BatchMemOpNode,
     ChildGraphNode,
+    ConditionalNode,
     EmptyNode,
     EventRecordNode,
     EventWaitNode,
+    FreeNode,
     HostNode,
+    IfElseNode,
+    IfNode,
     KernelNode,
+    Memcpy2DNode,
+    Memcpy3DNode,
     MemcpyNode,
     MemsetNode,
     Node,
+    SetConditionNode,
+    SwitchNode,
+    WaitValueNode,
+    WhileNode,
+    WriteValueNode,
     _set_base,
 )
 from ._operands import normalize_kernel_args, resolve_pointer
@@ -128,7 +145,17 @@ class Graph:
     ['a', 'b']
     """
 
-    __slots__ = ("name", "_nodes", "_ordered", "_nedges", "_params", "__weakref__")
+    __slots__ = (
+        "name",
+        "_nodes",
+        "_ordered",
+        "_nedges",
+        "_params",
+        "_special",
+        "_owner",
+        "_conditions",
+        "__weakref__",
+    )
 
     def __init__(self, name: str = "graph") -> None:
         if not isinstance(name, str):
@@ -140,6 +167,11 @@ class Graph:
         self._ordered = True
         self._nedges = 0
         self._params: dict[str, Param] = {}
+        # Nodes that need the checks of _checks.check_tree (conditionals, graph memory, late operands).
+        self._special = 0
+        # The conditional node whose body this graph is (None for a graph of its own).
+        self._owner: ConditionalNode | None = None
+        self._conditions: list[Condition] = []
 
     # ------------------------------------------------------------------ deps
     def _deps(self, after: Any, what: str) -> list[Node]:
@@ -189,6 +221,10 @@ class Graph:
         args: Sequence[Any] = (),
         *,
         shared_mem: int = 0,
+        cluster: DimLike | None = None,
+        cooperative: bool = False,
+        priority: int | None = None,
+        programmatic: bool | Node | Sequence[Node] | None = None,
         after: After = None,
         name: str | None = None,
     ) -> KernelNode:
@@ -208,7 +244,25 @@ class Graph:
             cheap they are stored as given and checked by :meth:`validate`
             and at instantiation, against the kernel's real parameter layout.
         shared_mem : int
-            Dynamic shared memory in bytes.
+            Dynamic shared memory in bytes. Above 48 KiB the kernel's
+            ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` is raised for
+            it when the graph is built.
+        cluster : int or tuple of up to 3 ints, optional
+            Thread-block cluster shape (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``);
+            the grid must be a whole number of clusters (compute capability 9.0+).
+        cooperative : bool
+            Cooperative launch: every block is resident at once, so grid-wide
+            synchronization is safe. The driver refuses grids too large to be
+            co-resident.
+        priority : int, optional
+            Node priority, honoured with ``instantiate(use_node_priority=True)``.
+        programmatic : True, KernelNode or sequence of KernelNode, optional
+            Programmatic dependent launch: the edges from these predecessor
+            kernels (``True``: from every node in ``after``) become
+            programmatic, so this kernel may start before they finish; it
+            must call ``cudaGridDependencySynchronize()`` (PTX
+            ``griddepcontrol.wait``) before reading their results. Nodes not
+            in ``after`` are added as dependencies.
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -245,12 +299,14 @@ class Graph:
                 raise DefinitionError(
                     f"{self._what('kernel', name)}: block {b} has {b[0] * b[1] * b[2]} threads; the CUDA limit is 1024"
                 )
-        if shared_mem.__class__ is not int or shared_mem < 0:
+        plain = cluster is None and priority is None and programmatic is None and not cooperative
+        if shared_mem.__class__ is not int or not 0 <= shared_mem <= 49152:
             if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
                 raise DefinitionError(
                     f"{self._what('kernel', name)}: shared_mem must be a non-negative int, got {shared_mem!r}"
                 )
             shared_mem = int(shared_mem)
+            plain = plain and shared_mem <= 49152
         if type(args) is not tuple:
             if not isinstance(args, (list, tuple)):
                 raise OperandError(
@@ -280,8 +336,27 @@ class Graph:
         node.block = b
         node.shared_mem = shared_mem
         node.args = args
+        if plain:
+            node.attrs = None
+        else:
+            node.attrs = self._launch_attrs(node, cluster, cooperative, priority, programmatic, name)
         nodes.append(node)
         return node
+
+    def _launch_attrs(
+        self, node: KernelNode, cluster: Any, cooperative: Any, priority: Any, programmatic: Any, name: str | None
+    ) -> Any:
+        from ._launch import make_launch_attrs
+
+        what = self._what("kernel", name)
+        try:
+            return make_launch_attrs(self, node, cluster, cooperative, priority, programmatic, what)
+        except BaseException:
+            # Nothing half-built: drop the edges recorded for the node.
+            for p in node._preds:
+                p._succs.remove(node)
+            self._nedges -= len(node._preds)
+            raise
 
     def memcpy(
         self,
@@ -322,8 +397,8 @@ class Graph:
             ``nbytes`` is not positive, is unknown, or exceeds an operand's size.
         """
         what = self._what("memcpy", name)
-        d, dkeep, dsize = resolve_pointer(dst, f"{what}: dst")
-        s, skeep, ssize = resolve_pointer(src, f"{what}: src")
+        d, dkeep, dsize = self._pointer(dst, f"{what}: dst")
+        s, skeep, ssize = self._pointer(src, f"{what}: src")
         if nbytes is None:
             nbytes = ssize if ssize is not None else dsize
             if nbytes is None:
@@ -334,6 +409,7 @@ class Graph:
         if dsize is not None and n > dsize:
             raise DefinitionError(f"{what}: nbytes = {n} exceeds the {dsize} bytes of dst")
         deps = self._deps(after, what)
+        self._note_late(d, s)
         node = MemcpyNode.__new__(MemcpyNode)
         _set_base(node, self, len(self._nodes), name or "memcpy")
         node.dst, node.src, node.nbytes = d, s, n
@@ -392,7 +468,7 @@ class Graph:
             Bad sizes, or a fill larger than ``dst``.
         """
         what = self._what("memset", name)
-        d, dkeep, dsize = resolve_pointer(dst, f"{what}: dst")
+        d, dkeep, dsize = self._pointer(dst, f"{what}: dst")
         if isinstance(value, np.generic):
             if element_size is None:
                 element_size = value.dtype.itemsize
@@ -434,6 +510,7 @@ class Graph:
         if dsize is not None and extent > dsize:
             raise DefinitionError(f"{what}: the fill covers {extent} bytes but dst has {dsize}")
         deps = self._deps(after, what)
+        self._note_late(d)
         node = MemsetNode.__new__(MemsetNode)
         _set_base(node, self, len(self._nodes), name or "memset")
         node.dst, node.value, node.element_size = d, bits, element_size
@@ -564,6 +641,629 @@ class Graph:
             nodes = tuple(nodes[0])
         return self.empty(after=list(nodes), name=name or "join")
 
+    # ------------------------------------------------------ late operands
+    def _pointer(self, obj: Any, what: str, allow_null: bool = False) -> tuple[Any, Any, int | None]:
+        """:func:`resolve_pointer`, plus graph allocations (whose address exists only once built)."""
+        t = type(obj)
+        if t is AllocNode or t is AllocOffset:
+            return obj, None, obj.nbytes
+        return resolve_pointer(obj, what, allow_null)
+
+    def _note_late(self, *ptrs: Any) -> None:
+        """Count operands that are graph allocations (they need the checks of :meth:`validate`)."""
+        for p in ptrs:
+            if type(p) is AllocNode or type(p) is AllocOffset:
+                self._special += 1
+
+    # ------------------------------------------------------- control flow
+    def condition(self, default: int | bool | None = None, *, name: str | None = None) -> Condition:
+        """Declare a condition for conditional nodes.
+
+        Parameters
+        ----------
+        default : int or bool, optional
+            Assigned at the start of every launch (``CU_GRAPH_COND_ASSIGN_DEFAULT``);
+            ``None`` (default) leaves the value to the kernels that set it.
+            ``default=1`` makes a while loop run its first pass.
+        name : str, optional
+            A label (defaults to ``"cond<i>"``).
+
+        Returns
+        -------
+        Condition
+            Pass it to :meth:`if_`, :meth:`if_else`, :meth:`while_`,
+            :meth:`switch` and :meth:`set_condition`, or to a kernel as a
+            ``cudaGraphConditionalHandle`` argument.
+
+        Raises
+        ------
+        OperandError
+            ``default`` is not an int.
+        DefinitionError
+            ``default`` does not fit in 32 unsigned bits.
+        """
+        index = len(self._conditions)
+        label = name or f"cond{index}"
+        what = f"condition#{index} {label!r}"
+        if default is not None:
+            if isinstance(default, (bool, np.bool_)):
+                default = int(default)
+            try:
+                default = operator.index(default)
+            except TypeError:
+                raise OperandError(f"{what}: default must be an int or None, got {type(default).__name__}") from None
+            if not 0 <= default < 1 << 32:
+                raise DefinitionError(f"{what}: default {default} does not fit in 32 unsigned bits")
+        if not isinstance(label, str):
+            raise OperandError(f"{what}: name must be a str")
+        cond = Condition(self, index, label, default)
+        self._conditions.append(cond)
+        return cond
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        """The conditions declared by this graph."""
+        return tuple(self._conditions)
+
+    @property
+    def owner(self) -> ConditionalNode | None:
+        """The conditional node whose body this graph is, or ``None``."""
+        return self._owner
+
+    def _check_condition(self, cond: Any, what: str) -> Condition:
+        if not isinstance(cond, Condition):
+            raise OperandError(f"{what}: expected a Condition from Graph.condition(), got {type(cond).__name__}")
+        g: Graph | None = self
+        while g is not None:
+            if g is cond.graph:
+                return cond
+            g = g._owner.graph if g._owner is not None else None
+        raise ForeignNodeError(
+            f"{what}: {cond.label} belongs to Graph {cond.graph.name!r}; a condition is used in the graph "
+            f"that declared it or in the conditional bodies inside that graph, not in Graph {self.name!r}"
+        )
+
+    def _conditional(
+        self, cls: Any, kind: str, cond: Any, suffixes: list[str], after: After, name: str | None
+    ) -> Any:
+        what = self._what(kind, name)
+        self._check_condition(cond, what)
+        if cond._nodes:
+            other = cond._nodes[0]
+            raise DefinitionError(
+                f"{what}: {cond.label} already drives {other.label} of Graph {other.graph.name!r}; the driver "
+                "ties a condition to one conditional node: declare another condition"
+            )
+        deps = self._deps(after, what)
+        node = cls.__new__(cls)
+        _set_base(node, self, len(self._nodes), name or kind)
+        node.cond = cond
+        bodies = []
+        for suffix in suffixes:
+            body = Graph(f"{self.name}/{node.name}.{suffix}")
+            body._params = self._params  # parameters declared in a body are the parent's
+            body._owner = node
+            bodies.append(body)
+        node.bodies = tuple(bodies)
+        cond._nodes.append(node)
+        self._special += 1
+        self._add(node, deps)
+        return node
+
+    def if_(self, cond: Condition, *, after: After = None, name: str | None = None) -> IfNode:
+        """Add an if node: ``node.body`` runs once when ``cond`` is non-zero.
+
+        Parameters
+        ----------
+        cond : Condition
+            From :meth:`condition` (of this graph or of a graph whose
+            conditional body this graph is).
+        after : Node or sequence of Node, optional
+            Dependencies.
+        name : str, optional
+            A label.
+
+        Returns
+        -------
+        IfNode
+            Fill ``node.body`` (a :class:`Graph`) with the usual builders.
+
+        Raises
+        ------
+        OperandError
+            ``cond`` is not a Condition.
+        ForeignNodeError
+            ``cond`` belongs to a graph that does not enclose this one.
+        """
+        node: IfNode = self._conditional(IfNode, "if", cond, ["body"], after, name)
+        return node
+
+    def if_else(self, cond: Condition, *, after: After = None, name: str | None = None) -> IfElseNode:
+        """Add an if/else node: ``node.then`` runs when ``cond`` is non-zero, else ``node.else_``.
+
+        Needs a CUDA 12.8 or newer driver. See :meth:`if_` for the parameters.
+
+        Returns
+        -------
+        IfElseNode
+        """
+        node: IfElseNode = self._conditional(IfElseNode, "if_else", cond, ["then", "else"], after, name)
+        return node
+
+    def while_(self, cond: Condition, *, after: After = None, name: str | None = None) -> WhileNode:
+        """Add a while node: ``node.body`` runs again and again while ``cond`` is non-zero.
+
+        The condition is tested before every pass (so ``default=1`` or a
+        kernel before the loop must set it for a first pass), and a node of
+        the body must set it to 0 to end the loop: a kernel calling
+        ``cudaGraphSetConditional`` or a :meth:`set_condition` node. See
+        :meth:`if_` for the parameters.
+
+        Returns
+        -------
+        WhileNode
+        """
+        node: WhileNode = self._conditional(WhileNode, "while", cond, ["body"], after, name)
+        return node
+
+    def switch(self, cond: Condition, n: int, *, after: After = None, name: str | None = None) -> SwitchNode:
+        """Add a switch node: ``node.cases[v]`` runs where ``v`` is the value of ``cond``.
+
+        Nothing runs when ``v >= n``. Needs a CUDA 12.8 or newer driver.
+
+        Parameters
+        ----------
+        cond : Condition
+            The selector.
+        n : int
+            The number of cases (at least 1).
+
+        Returns
+        -------
+        SwitchNode
+
+        Raises
+        ------
+        DefinitionError
+            ``n`` is smaller than 1.
+        """
+        what = self._what("switch", name)
+        if isinstance(n, bool):
+            raise OperandError(f"{what}: the number of cases must be an int, got bool")
+        try:
+            count = operator.index(n)
+        except TypeError:
+            raise OperandError(f"{what}: the number of cases must be an int, got {type(n).__name__}") from None
+        if count < 1:
+            raise DefinitionError(f"{what}: a switch needs at least one case, got {count}")
+        cases = [f"case{i}" for i in range(count)]
+        node: SwitchNode = self._conditional(SwitchNode, "switch", cond, cases, after, name)
+        return node
+
+    def set_condition(
+        self,
+        cond: Condition,
+        ptr: Any,
+        op: str,
+        value: Any,
+        dtype: Any = None,
+        *,
+        after: After = None,
+        name: str | None = None,
+    ) -> SetConditionNode:
+        """Add a built-in kernel that sets ``cond = (*ptr <op> value)``; no device code needed.
+
+        For example ``g.set_condition(cond, residual, ">", 1e-6, np.float32)``
+        at the end of a while body keeps looping while the device scalar
+        ``residual`` is above 1e-6. The kernels are compiled once per process
+        (NVRTC, or the PTX shipped with cudagraph) and cached.
+
+        Parameters
+        ----------
+        cond : Condition
+            The condition to set.
+        ptr : Buffer, array, int, Param or AllocNode
+            Device memory holding the scalar.
+        op : {"<", "<=", ">", ">=", "==", "!="}
+            The comparison.
+        value : number
+            The right-hand side, converted to ``dtype``.
+        dtype : numpy dtype, optional
+            float32, float64, int32, int64, uint32 or uint64; defaults to the
+            dtype of a numpy ``value``, else of an array ``ptr``.
+        after : Node or sequence of Node, optional
+            Dependencies.
+        name : str, optional
+            A label.
+
+        Returns
+        -------
+        SetConditionNode
+
+        Raises
+        ------
+        OperandError
+            Bad condition, pointer, operator or value.
+        DefinitionError
+            No dtype could be chosen, or ``ptr`` is smaller than one scalar.
+        """
+        what = self._what("set_condition", name)
+        self._check_condition(cond, what)
+        if op not in PREDICATE_OPS:
+            raise OperandError(f"{what}: op must be one of {', '.join(PREDICATE_OPS)}; got {op!r}")
+        p, keep, size = self._pointer(ptr, f"{what}: ptr")
+        if dtype is None:
+            if isinstance(value, np.generic):
+                dtype = value.dtype
+            else:
+                iface = getattr(ptr, "__cuda_array_interface__", None) or getattr(ptr, "__array_interface__", None)
+                if iface is None:
+                    raise DefinitionError(f"{what}: dtype is required (the scalar type at ptr)")
+                dtype = iface.get("typestr")
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise OperandError(f"{what}: dtype {dtype!r} is not a numpy dtype") from None
+        if dt not in PREDICATE_DTYPES:
+            raise OperandError(
+                f"{what}: dtype {dt} is not supported; use one of "
+                f"{', '.join(str(d) for d in PREDICATE_DTYPES)}"
+            )
+        if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
+            raise OperandError(f"{what}: value must be a number, got {type(value).__name__}")
+        if dt.kind in "iu":
+            try:
+                ivalue = operator.index(value)
+            except TypeError:
+                raise OperandError(f"{what}: value must be an integer for dtype {dt}, got {value!r}") from None
+            info = np.iinfo(dt)
+            if not info.min <= ivalue <= info.max:
+                raise OperandError(f"{what}: value {ivalue} does not fit in {dt}")
+            v = dt.type(ivalue)
+        else:
+            try:
+                v = dt.type(value)
+            except (TypeError, ValueError):
+                raise OperandError(f"{what}: value must be a number, got {type(value).__name__}") from None
+        if size is not None and size < dt.itemsize:
+            raise DefinitionError(f"{what}: ptr holds {size} bytes, less than one {dt} ({dt.itemsize} bytes)")
+        deps = self._deps(after, what)
+        self._note_late(p)
+        node = SetConditionNode.__new__(SetConditionNode)
+        _set_base(node, self, len(self._nodes), name or "set_condition")
+        node.cond, node.ptr, node.op, node.value, node.dtype = cond, p, op, v, dt
+        node._keep = (keep,)
+        self._special += 1
+        self._add(node, deps)
+        return node
+
+    # -------------------------------------------------------- graph memory
+    def alloc(self, nbytes: int, *, after: After = None, name: str | None = None) -> AllocNode:
+        """Add a device memory allocation that lives inside the graph.
+
+        The returned node is the operand: pass it as a kernel argument, a
+        copy's ``src``/``dst`` or a fill's ``dst`` (``node.offset(n)`` for an
+        address inside it); its address is filled in when the graph is
+        built. Every user must be ordered after this node and before the
+        :meth:`free` node, and the allocation must be freed in this graph
+        unless the executable is made with ``instantiate(auto_free_on_launch=True)``.
+
+        Parameters
+        ----------
+        nbytes : int
+            Bytes to allocate.
+        after : Node or sequence of Node, optional
+            Dependencies.
+        name : str, optional
+            A label.
+
+        Returns
+        -------
+        AllocNode
+        """
+        what = self._what("alloc", name)
+        n = _check_size(nbytes, f"{what}: nbytes")
+        deps = self._deps(after, what)
+        node = AllocNode.__new__(AllocNode)
+        _set_base(node, self, len(self._nodes), name or "alloc")
+        node.nbytes = n
+        node.freed_by = None
+        self._special += 1
+        self._add(node, deps)
+        return node
+
+    def free(self, alloc: AllocNode, *, after: After = None, name: str | None = None) -> FreeNode:
+        """Add the node that frees ``alloc`` (an :class:`AllocNode` of this graph).
+
+        ``after`` must order it after the allocation and after every node
+        that uses the allocation (checked by :meth:`validate`).
+
+        Returns
+        -------
+        FreeNode
+
+        Raises
+        ------
+        OperandError
+            ``alloc`` is not an AllocNode.
+        ForeignNodeError
+            ``alloc`` was allocated in another graph.
+        DefinitionError
+            ``alloc`` is freed already.
+        """
+        what = self._what("free", name)
+        if type(alloc) is not AllocNode:
+            raise OperandError(
+                f"{what}: expected the AllocNode returned by Graph.alloc(), got {type(alloc).__name__}"
+            )
+        if alloc.graph is not self:
+            raise ForeignNodeError(
+                f"{what}: {alloc.label} was allocated in Graph {alloc.graph.name!r}, not in {self.name!r}; "
+                "an allocation is freed in the graph that allocated it"
+            )
+        if alloc.freed_by is not None:
+            raise DefinitionError(f"{what}: {alloc.label} is freed already by {alloc.freed_by.label} (double free)")
+        deps = self._deps(after, what)
+        node = FreeNode.__new__(FreeNode)
+        _set_base(node, self, len(self._nodes), name or "free")
+        node.alloc = alloc
+        alloc.freed_by = node
+        self._special += 1
+        self._add(node, deps)
+        return node
+
+    # ------------------------------------------------------- pitched copies
+    def memcpy2d(
+        self,
+        dst: Any,
+        dst_pitch: int,
+        src: Any,
+        src_pitch: int,
+        width: int,
+        height: int,
+        *,
+        after: After = None,
+        name: str | None = None,
+    ) -> Memcpy2DNode:
+        """Add a pitched 2-D copy of ``height`` rows of ``width`` bytes (as ``cudaMemcpy2D``).
+
+        Parameters
+        ----------
+        dst, src : Buffer, array, int, Param or AllocNode
+            Base addresses (device or host memory; the direction is read
+            from the pointers when the graph is built).
+        dst_pitch, src_pitch : int
+            Bytes between the starts of consecutive rows (at least ``width``).
+        width : int
+            Bytes copied per row.
+        height : int
+            Rows.
+
+        Returns
+        -------
+        Memcpy2DNode
+
+        Raises
+        ------
+        DefinitionError
+            A size is not positive, a pitch is smaller than ``width``, or the
+            copy runs past an operand of known size.
+        """
+        node: Memcpy2DNode = self._memcpy3d(
+            Memcpy2DNode, "memcpy2d", dst, src, width, height, 1, dst_pitch, src_pitch, None, None, after, name
+        )
+        return node
+
+    def memcpy3d(
+        self,
+        dst: Any,
+        src: Any,
+        width: int,
+        height: int,
+        depth: int,
+        *,
+        dst_pitch: int | None = None,
+        src_pitch: int | None = None,
+        dst_height: int | None = None,
+        src_height: int | None = None,
+        after: After = None,
+        name: str | None = None,
+    ) -> Memcpy3DNode:
+        """Add a pitched 3-D copy of ``depth`` slices of ``height`` rows of ``width`` bytes.
+
+        Parameters
+        ----------
+        dst, src : Buffer, array, int, Param or AllocNode
+            Base addresses.
+        width : int
+            Bytes per row copied.
+        height, depth : int
+            Rows per slice and slices copied.
+        dst_pitch, src_pitch : int, optional
+            Bytes between rows (default ``width``).
+        dst_height, src_height : int, optional
+            Rows between slices of each operand (default ``height``).
+
+        Returns
+        -------
+        Memcpy3DNode
+        """
+        node: Memcpy3DNode = self._memcpy3d(
+            Memcpy3DNode,
+            "memcpy3d",
+            dst,
+            src,
+            width,
+            height,
+            depth,
+            dst_pitch,
+            src_pitch,
+            dst_height,
+            src_height,
+            after,
+            name,
+        )
+        return node
+
+    def _memcpy3d(
+        self,
+        cls: Any,
+        kind: str,
+        dst: Any,
+        src: Any,
+        width: Any,
+        height: Any,
+        depth: Any,
+        dst_pitch: Any,
+        src_pitch: Any,
+        dst_height: Any,
+        src_height: Any,
+        after: After,
+        name: str | None,
+    ) -> Any:
+        what = self._what(kind, name)
+        d, dkeep, dsize = self._pointer(dst, f"{what}: dst")
+        s, skeep, ssize = self._pointer(src, f"{what}: src")
+        w = _check_size(width, f"{what}: width")
+        h = _check_size(height, f"{what}: height")
+        dep = _check_size(depth, f"{what}: depth")
+        dp = w if dst_pitch is None else _check_size(dst_pitch, f"{what}: dst_pitch")
+        sp = w if src_pitch is None else _check_size(src_pitch, f"{what}: src_pitch")
+        dh = h if dst_height is None else _check_size(dst_height, f"{what}: dst_height")
+        sh = h if src_height is None else _check_size(src_height, f"{what}: src_height")
+        for label, pitch in (("dst_pitch", dp), ("src_pitch", sp)):
+            if pitch < w:
+                raise DefinitionError(f"{what}: {label} {pitch} is smaller than a row (width {w} bytes)")
+        for label, rows in (("dst_height", dh), ("src_height", sh)):
+            if rows < h:
+                raise DefinitionError(f"{what}: {label} {rows} is smaller than the {h} rows copied per slice")
+        for label, size, pitch, rows in (("dst", dsize, dp, dh), ("src", ssize, sp, sh)):
+            extent = pitch * rows * (dep - 1) + pitch * (h - 1) + w
+            if size is not None and extent > size:
+                raise DefinitionError(f"{what}: the copy spans {extent} bytes of {label}, which has {size}")
+        deps = self._deps(after, what)
+        self._note_late(d, s)
+        node = cls.__new__(cls)
+        _set_base(node, self, len(self._nodes), name or kind)
+        node.dst, node.src = d, s
+        node.width, node.height, node.depth = w, h, dep
+        node.dst_pitch, node.src_pitch, node.dst_height, node.src_height = dp, sp, dh, sh
+        node._keep = (dkeep, skeep)
+        self._add(node, deps)
+        return node
+
+    # --------------------------------------------------- memory operations
+    def _memop(
+        self, cls: Any, kind: str, ptr: Any, value: Any, bits: Any, flags: int, after: After, name: str | None
+    ) -> Any:
+        what = self._what(kind, name)
+        if type(ptr) is AllocNode or type(ptr) is AllocOffset:
+            raise OperandError(
+                f"{what}: ptr is a graph allocation; graph memory comes from a memory pool, which the driver's "
+                "memory operations refuse: use memory from cuMemAlloc"
+            )
+        p, keep, size = self._pointer(ptr, f"{what}: ptr")
+        if bits is None:
+            if isinstance(value, np.generic):
+                bits = 8 * value.dtype.itemsize
+            else:
+                bits = 32 if isinstance(value, int) and -(1 << 31) <= value < 1 << 32 else 64
+        if bits not in (32, 64):
+            raise DefinitionError(f"{what}: bits must be 32 or 64, got {bits!r}")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise OperandError(f"{what}: value must be an integer, got {type(value).__name__}")
+        v = int(value)
+        if not -(1 << (bits - 1)) <= v < 1 << bits:
+            raise OperandError(f"{what}: value {v} does not fit in {bits} bits")
+        if size is not None and size < bits // 8:
+            raise DefinitionError(f"{what}: ptr holds {size} bytes, less than a {bits}-bit word")
+        if isinstance(p, int) and p % (bits // 8):
+            raise DefinitionError(f"{what}: address {p:#x} is not aligned to {bits // 8} bytes")
+        deps = self._deps(after, what)
+        self._note_late(p)
+        node: BatchMemOpNode = cls.__new__(cls)
+        _set_base(node, self, len(self._nodes), name or kind)
+        node.ptr, node.value, node.bits, node.flags = p, v & ((1 << bits) - 1), bits, flags
+        node._keep = (keep,)
+        self._add(node, deps)
+        return node
+
+    def write_value(
+        self,
+        ptr: Any,
+        value: int,
+        *,
+        bits: int | None = None,
+        after: After = None,
+        name: str | None = None,
+    ) -> WriteValueNode:
+        """Add a memory-operation node that writes a 32- or 64-bit ``value`` to ``ptr``.
+
+        Parameters
+        ----------
+        ptr : Buffer, array, int or Param
+            The device word (aligned to its size), in memory from ``cuMemAlloc``
+            (or pinned / registered host memory): the driver refuses memory
+            operations on memory-pool memory (``cuMemAllocAsync``, ``cuda.core``
+            device buffers, graph allocations).
+        value : int or numpy integer
+            The value; negative values are written in two's complement.
+        bits : {32, 64}, optional
+            Word size (default: a numpy value's size, else 32 when the value
+            fits, else 64).
+
+        Notes
+        -----
+        The write is preceded by a memory fence scoped to the graph (earlier
+        writes are visible first); the driver's graph API (v2 memory
+        operations) offers no flag to drop it.
+
+        Returns
+        -------
+        WriteValueNode
+        """
+        node: WriteValueNode = self._memop(WriteValueNode, "write_value", ptr, value, bits, 0, after, name)
+        return node
+
+    def wait_value(
+        self,
+        ptr: Any,
+        value: int,
+        *,
+        cmp: str = "geq",
+        bits: int | None = None,
+        flush: bool = False,
+        after: After = None,
+        name: str | None = None,
+    ) -> WaitValueNode:
+        """Add a memory-operation node that waits until the word at ``ptr`` compares true with ``value``.
+
+        Parameters
+        ----------
+        ptr : Buffer, array, int or Param
+            The device word, in memory from ``cuMemAlloc`` (see :meth:`write_value`).
+        value : int
+            The operand of the comparison.
+        cmp : {"geq", "eq", "and", "nor"}
+            ``*ptr >= value`` (unsigned, wrapping), ``*ptr == value``,
+            ``(*ptr & value) != 0``, ``~(*ptr | value) != 0``.
+        bits : {32, 64}, optional
+            Word size.
+        flush : bool
+            ``CU_STREAM_WAIT_VALUE_FLUSH``: flush remote writes after the wait
+            (needs device support).
+
+        Returns
+        -------
+        WaitValueNode
+        """
+        what = self._what("wait_value", name)
+        if cmp not in WAIT_COMPARISONS:
+            raise OperandError(f"{what}: cmp must be one of {', '.join(WAIT_COMPARISONS)}; got {cmp!r}")
+        flags = WAIT_COMPARISONS[cmp] | (WAIT_VALUE_FLUSH if flush else 0)
+        node: WaitValueNode = self._memop(WaitValueNode, "wait_value", ptr, value, bits, flags, after, name)
+        return node
+
     def param(self, name: str, dtype: Any = None, *, default: Any = None) -> Param:
         """Declare a named parameter, bound at ``instantiate(name=value)``.
 
@@ -617,8 +1317,20 @@ class Graph:
             raise ForeignNodeError(f"{what}: {node.label} belongs to Graph {node.graph.name!r}, not {self.name!r}")
         return node
 
-    def add_edge(self, src: Node, dst: Node) -> None:
+    def add_edge(self, src: Node, dst: Node, *, programmatic: bool | str = False) -> None:
         """Make ``dst`` depend on ``src``.
+
+        Parameters
+        ----------
+        src, dst : Node
+            Nodes of this graph.
+        programmatic : bool or {"programmatic", "launch_order"}
+            Make the edge between two kernels programmatic (programmatic
+            dependent launch): ``dst`` may start once every block of ``src``
+            has called ``cudaTriggerProgrammaticLaunchCompletion()`` or exited
+            (``True``/``"programmatic"``), or once every block of ``src`` has
+            started (``"launch_order"``). ``dst`` must wait with
+            ``cudaGridDependencySynchronize()`` before reading what ``src`` wrote.
 
         Raises
         ------
@@ -628,9 +1340,25 @@ class Graph:
             The edge exists.
         CycleError
             The edge would close a cycle; the message spells the cycle out.
+        DefinitionError
+            A programmatic edge whose ends are not both kernel nodes.
         """
         self._own(src, "add_edge: src")
         self._own(dst, "add_edge: dst")
+        port = None
+        if programmatic is not False:
+            from ._launch import PROGRAMMATIC_PORTS
+
+            port = "programmatic" if programmatic is True else programmatic
+            if port not in PROGRAMMATIC_PORTS:
+                raise OperandError(
+                    f"add_edge: programmatic must be a bool or one of {', '.join(PROGRAMMATIC_PORTS)}; "
+                    f"got {programmatic!r}"
+                )
+            if type(src) is not KernelNode or type(dst) is not KernelNode:
+                raise DefinitionError(
+                    f"add_edge: a programmatic edge joins two kernel nodes; {src.label} -> {dst.label} does not"
+                )
         if src is dst:
             raise CycleError(f"add_edge: {src.label} cannot depend on itself", [src, src])
         if any(p is src for p in dst._preds):
@@ -647,6 +1375,13 @@ class Graph:
         dst._preds.append(src)
         src._succs.append(dst)
         self._nedges += 1
+        if port is not None:
+            from ._launch import LaunchAttrs
+
+            assert isinstance(dst, KernelNode)
+            attrs = dst.attrs if dst.attrs is not None else LaunchAttrs()
+            attrs.programmatic.append((src, str(port)))
+            dst.attrs = attrs
 
     def remove_edge(self, src: Node, dst: Node) -> None:
         """Remove the dependency of ``dst`` on ``src``.
@@ -666,6 +1401,11 @@ class Graph:
             raise DefinitionError(f"remove_edge: there is no edge {src.label} -> {dst.label}")
         src._succs.remove(dst)
         self._nedges -= 1
+        attrs = getattr(dst, "attrs", None)
+        if attrs is not None and attrs.programmatic:
+            attrs.programmatic = [(p, port) for p, port in attrs.programmatic if p is not src]
+            if attrs.empty:
+                dst.attrs = None  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------ inspection
     @property
@@ -735,6 +1475,11 @@ class Graph:
                 if type(n) is ChildGraphNode and n.body not in out:
                     out.add(n.body)
                     stack.append(n.body)
+                elif isinstance(n, ConditionalNode):
+                    for b in n.bodies:
+                        if b not in out:
+                            out.add(b)
+                            stack.append(b)
         return out
 
     def validate(self) -> None:
@@ -745,27 +1490,66 @@ class Graph:
         and do not contain this graph, and that node operands have the right
         kinds.
 
+        With conditional nodes and graph memory it also checks that:
+        conditions are used only inside the graph that declared them and by
+        at least one conditional node; conditional bodies hold only the node
+        kinds the driver allows there (kernel, empty, memcpy, memset, child
+        graph, conditional); while bodies are not empty; every allocation is
+        used only by nodes ordered after its alloc node and before its free
+        node, in the graph that allocated it.
+
         Raises
         ------
         ForeignNodeError, DuplicateEdgeError, CycleError, DefinitionError, OperandError
         """
-        self._validate(set())
+        if self._validate(set()):
+            from ._checks import check_tree
+
+            check_tree(self)
 
     def _validate_structure(self) -> None:
         """The checks instantiation needs before lowering: cheap when edges were only added forward.
 
-        Operands are checked by the lowering itself, node by node.
+        Operands are checked by the lowering itself, node by node; conditional
+        and graph-memory rules are checked here when the graph has such nodes.
         """
+        if self._walk_structure():
+            from ._checks import check_tree
+
+            check_tree(self)
+
+    def _walk_structure(self) -> bool:
+        """Cycle checks of this graph and its bodies; ``True`` if any has special nodes."""
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
+        special = self._special > 0
         for n in self._nodes:
             if type(n) is ChildGraphNode:
-                n.body._validate_structure()  # type: ignore[attr-defined]
+                special = n.body._walk_structure() or special  # type: ignore[attr-defined]
+        if special:
+            for n in self._nodes:
+                if isinstance(n, ConditionalNode):
+                    for b in n.bodies:
+                        b._walk_structure()
+        return special
 
-    def _validate(self, stack: set[int]) -> None:
+    def _unfreed_allocs(self) -> list[AllocNode]:
+        """Allocations of this graph and its child graphs that no free node releases."""
+        out: list[AllocNode] = []
+        for n in self._nodes:
+            if type(n) is AllocNode:
+                assert isinstance(n, AllocNode)
+                if n.freed_by is None:
+                    out.append(n)
+            elif type(n) is ChildGraphNode:
+                out.extend(n.body._unfreed_allocs())  # type: ignore[attr-defined]
+        return out
+
+    def _validate(self, stack: set[int]) -> bool:
         if id(self) in stack:
             raise DefinitionError(f"Graph {self.name!r} contains itself through child nodes")
         stack.add(id(self))
+        special = self._special > 0
         nedges = 0
         succ_ids = {id(n): {id(s) for s in n._succs} for n in self._nodes}
         for i, n in enumerate(self._nodes):
@@ -785,14 +1569,33 @@ class Graph:
             if t is KernelNode:
                 assert isinstance(n, KernelNode)
                 _check_kernel(n.kernel, n.label) if type(n.kernel).__name__ != "Kernel" else None
-                normalize_kernel_args(n.args, n.label)
+                try:
+                    normalize_kernel_args(n.args, n.label)
+                except OperandError:
+                    from ._checks import placeholder_args
+
+                    plain = placeholder_args(n.args)
+                    if plain is None:
+                        raise
+                    normalize_kernel_args(plain, n.label)
+                    special = True
+                if n.attrs is not None:
+                    from ._checks import check_launch_attrs
+
+                    check_launch_attrs(n)
             elif t is ChildGraphNode:
                 assert isinstance(n, ChildGraphNode)
-                n.body._validate(stack)
+                special = n.body._validate(stack) or special
             elif t is MemcpyNode or t is MemsetNode:
                 assert isinstance(n, (MemcpyNode, MemsetNode))
                 for field in ("dst", "src") if t is MemcpyNode else ("dst",):
-                    resolve_pointer(getattr(n, field), f"{n.label}: {field}")
+                    self._pointer(getattr(n, field), f"{n.label}: {field}")
+            elif isinstance(n, ConditionalNode):
+                for b in n.bodies:
+                    b._validate(stack)
+            elif isinstance(n, (Memcpy3DNode, SetConditionNode, BatchMemOpNode)):
+                for field in ("dst", "src") if isinstance(n, Memcpy3DNode) else ("ptr",):
+                    self._pointer(getattr(n, field), f"{n.label}: {field}")
             elif t is HostNode:
                 assert isinstance(n, HostNode)
                 if not callable(n.fn):
@@ -804,6 +1607,7 @@ class Graph:
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
         stack.discard(id(self))
+        return special
 
     def summary(self, limit: int = 50) -> str:
         """A text summary: counts by kind and one line per node (up to ``limit``)."""
@@ -858,6 +1662,8 @@ class Graph:
             Upload the executable on this stream as part of instantiation.
         auto_free_on_launch : bool
             Free unfreed graph allocations when the executable is relaunched.
+            Without it, every :meth:`alloc` must have a :meth:`free` node
+            (a :class:`~cudagraph.errors.DefinitionError` names the others).
         device_launch : bool
             Make the executable launchable from the device.
         use_node_priority : bool
@@ -878,6 +1684,14 @@ class Graph:
         DriverUnavailableError
             No NVIDIA driver or GPU was found.
         """
+        if not auto_free_on_launch:
+            unfreed = self._unfreed_allocs()
+            if unfreed:
+                names = ", ".join(f"{a.label} of Graph {a.graph.name!r}" for a in unfreed)
+                raise DefinitionError(
+                    f"Graph {self.name!r}: {names} {'is' if len(unfreed) == 1 else 'are'} never freed; add "
+                    "g.free(alloc, after=...) or instantiate with auto_free_on_launch=True"
+                )
         from ._executable import instantiate
 
         return instantiate(

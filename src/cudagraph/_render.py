@@ -20,7 +20,26 @@ _DOT_STYLE = {
     "wait": 'shape=triangle style=filled fillcolor="#e2e3e5"',
     "child": 'shape=box3d style=filled fillcolor="#ffffff"',
     "empty": 'shape=circle label="" width=0.2 style=filled fillcolor="#adb5bd"',
+    "if": 'shape=diamond style=filled fillcolor="#e0cffc"',
+    "if_else": 'shape=diamond style=filled fillcolor="#e0cffc"',
+    "while": 'shape=diamond style="filled,bold" fillcolor="#e0cffc"',
+    "switch": 'shape=diamond style=filled fillcolor="#e0cffc"',
+    "set_condition": 'shape=box style="rounded,filled,dashed" fillcolor="#e0cffc"',
+    "alloc": 'shape=cylinder style=filled fillcolor="#c3fae8"',
+    "free": 'shape=cylinder style="filled,dashed" fillcolor="#c3fae8"',
+    "memcpy2d": 'shape=box style=filled fillcolor="#d1e7dd"',
+    "memcpy3d": 'shape=box style=filled fillcolor="#d1e7dd"',
+    "write_value": 'shape=note style=filled fillcolor="#ffe8cc"',
+    "wait_value": 'shape=note style="filled,dashed" fillcolor="#ffe8cc"',
 }
+
+#: Edge style of a programmatic (programmatic dependent launch) edge.
+_DOT_PROGRAMMATIC = ' [style=dashed color="#6f42c1" label="pdl"]'
+
+
+def _programmatic_port(n: Node, p: Node) -> str | None:
+    attrs = getattr(n, "attrs", None)
+    return attrs.port_of(p) if attrs is not None else None
 
 
 def summary(graph: Graph, limit: int = 50) -> str:
@@ -47,7 +66,7 @@ def _esc(text: str) -> str:
 
 
 def _dot_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
-    from ._nodes import ChildGraphNode
+    from ._nodes import ChildGraphNode, ConditionalNode
 
     for n in graph._nodes:
         nid = f"{prefix}n{n.index}"
@@ -58,6 +77,17 @@ def _dot_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
             _dot_body(n.body, nid + "_", out, indent + "  ")
             out.append(f"{indent}}}")
             continue
+        if isinstance(n, ConditionalNode):
+            # The node, then one cluster per body, labelled with the value that selects it.
+            label = f"{_esc(n.name)}\\n{n.kind}#{n.index} ({_esc(n.cond.name)})"
+            out.append(f'{indent}{nid} [label="{label}" {_DOT_STYLE.get(n.kind, "shape=diamond")}];')
+            for i, body in enumerate(n.bodies):
+                bid = f"{nid}_b{i}"
+                out.append(f"{indent}subgraph cluster_{bid} {{")
+                out.append(f'{indent}  label="{_esc(_body_title(n, i))}"; style=dotted;')
+                _dot_body(body, bid + "_", out, indent + "  ")
+                out.append(f"{indent}}}")
+            continue
         label = f"{_esc(n.name)}\\n{n.kind}#{n.index}"
         style = _DOT_STYLE.get(n.kind, "shape=box")
         if n.kind == "empty":
@@ -66,7 +96,19 @@ def _dot_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
             out.append(f'{indent}{nid} [label="{label}" {style}];')
     for n in graph._nodes:
         for p in n._preds:
-            out.append(f"{indent}{prefix}n{p.index} -> {prefix}n{n.index};")
+            style = _DOT_PROGRAMMATIC if _programmatic_port(n, p) else ""
+            out.append(f"{indent}{prefix}n{p.index} -> {prefix}n{n.index}{style};")
+
+
+def _body_title(n: Node, i: int) -> str:
+    kind = n.kind
+    if kind == "if":
+        return f"{n.name}: if {n.cond.name} != 0"  # type: ignore[attr-defined]
+    if kind == "if_else":
+        return f"{n.name}: {'if' if i == 0 else 'else'} ({n.cond.name} {'!=' if i == 0 else '=='} 0)"  # type: ignore[attr-defined]
+    if kind == "while":
+        return f"{n.name}: while {n.cond.name} != 0"  # type: ignore[attr-defined]
+    return f"{n.name}: case {n.cond.name} == {i}"  # type: ignore[attr-defined]
 
 
 def to_dot(graph: Graph) -> str:
@@ -86,6 +128,14 @@ _MERMAID_SHAPE = {
     "wait": ('>"', '"]'),
     "child": ('[["', '"]]'),
     "empty": ('(("', '"))'),
+    "if": ('{"', '"}'),
+    "if_else": ('{"', '"}'),
+    "while": ('{"', '"}'),
+    "switch": ('{"', '"}'),
+    "alloc": ('[("', '")]'),
+    "free": ('[("', '")]'),
+    "memcpy2d": ('[/"', '"/]'),
+    "memcpy3d": ('[/"', '"/]'),
 }
 
 
@@ -94,7 +144,7 @@ def _mermaid_label(n: Node) -> str:
 
 
 def _mermaid_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
-    from ._nodes import ChildGraphNode
+    from ._nodes import ChildGraphNode, ConditionalNode
 
     for n in graph._nodes:
         nid = f"{prefix}n{n.index}"
@@ -106,9 +156,18 @@ def _mermaid_body(graph: Graph, prefix: str, out: list[str], indent: str) -> Non
             _mermaid_body(n.body, nid + "_", out, indent + "  ")
             out.append(f"{indent}end")
             out.append(f"{indent}{nid} -.- {nid}_body")
+        elif isinstance(n, ConditionalNode):
+            for i, body in enumerate(n.bodies):
+                bid = f"{nid}_b{i}"
+                title = _body_title(n, i).replace('"', "'")
+                out.append(f'{indent}subgraph {bid}["{title}"]')
+                _mermaid_body(body, bid + "_", out, indent + "  ")
+                out.append(f"{indent}end")
+                out.append(f"{indent}{nid} -.- {bid}")
     for n in graph._nodes:
         for p in n._preds:
-            out.append(f"{indent}{prefix}n{p.index} --> {prefix}n{n.index}")
+            arrow = "-. pdl .->" if _programmatic_port(n, p) else "-->"
+            out.append(f"{indent}{prefix}n{p.index} {arrow} {prefix}n{n.index}")
 
 
 def to_mermaid(graph: Graph) -> str:

@@ -4,19 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._nodes import EmptyNode, EventRecordNode, EventWaitNode, HostNode, MemcpyNode, MemsetNode, Node
+from .._nodes import (
+    AllocNode,
+    AllocOffset,
+    EmptyNode,
+    EventRecordNode,
+    EventWaitNode,
+    FreeNode,
+    HostNode,
+    Memcpy3DNode,
+    MemcpyNode,
+    MemsetNode,
+    Node,
+    WaitValueNode,
+    WriteValueNode,
+)
 from .._operands import Deferred
 from .._param import Param
-from ..errors import OperandError
+from ..errors import DefinitionError, OperandError
 from ._calls import require_driver
 from ._host_callbacks import HOST_FN_ADDRESS, register
 from ._kernel_args import resolve_deferred
 
-__all__ = ["pointer_value", "memory_type", "event_handle", "node_params"]
+__all__ = [
+    "pointer_value",
+    "memory_type",
+    "event_handle",
+    "node_params",
+    "fill_memcpy3d",
+    "fill_memop",
+    "memop_address",
+]
 
 
 def pointer_value(value: Any, bindings: dict[str, Any], what: str) -> int:
-    """The address behind a stored operand (an int, a bound Param or a DLPack object)."""
+    """The address behind a stored operand (an int, a bound Param, a DLPack object or a graph allocation)."""
     t = type(value)
     if t is int:
         return value  # type: ignore[no-any-return]
@@ -24,7 +46,94 @@ def pointer_value(value: Any, bindings: dict[str, Any], what: str) -> int:
         return bindings[value.name]  # type: ignore[no-any-return]
     if t is Deferred:
         return resolve_deferred(value.obj, what)
+    if t is AllocNode or t is AllocOffset:
+        from .._lower_state import current
+
+        state = current()
+        if state is None:
+            raise DefinitionError(f"{what}: a graph allocation has an address only while its graph is built")
+        return state.alloc_address(value, what)
     raise TypeError(f"{what}: unexpected operand {value!r}")
+
+
+def _endpoint(value: Any, bindings: dict[str, Any], what: str) -> tuple[int, Any]:
+    """``(address, CUmemorytype)`` of a copy operand; graph allocations are device memory."""
+    ptr = pointer_value(value, bindings, what)
+    t = type(value)
+    if t is AllocNode or t is AllocOffset:
+        return ptr, require_driver().CUmemorytype.CU_MEMORYTYPE_DEVICE
+    return ptr, memory_type(ptr, what)
+
+
+def fill_memcpy3d(c: Any, node: Any, bindings: dict[str, Any]) -> None:
+    """Fill a ``CUDA_MEMCPY3D`` for a :class:`MemcpyNode` or :class:`Memcpy3DNode`."""
+    drv = require_driver()
+    HOST = drv.CUmemorytype.CU_MEMORYTYPE_HOST
+    src, st = _endpoint(node.src, bindings, f"{node.label}: src")
+    dst, dt = _endpoint(node.dst, bindings, f"{node.label}: dst")
+    c.srcMemoryType = st
+    if st == HOST:
+        c.srcHost = src
+    else:
+        c.srcDevice = src
+    c.dstMemoryType = dt
+    if dt == HOST:
+        c.dstHost = dst
+    else:
+        c.dstDevice = dst
+    if type(node) is MemcpyNode:
+        c.WidthInBytes = node.nbytes
+        c.Height = 1
+        c.Depth = 1
+        return
+    c.WidthInBytes = node.width
+    c.Height = node.height
+    c.Depth = node.depth
+    c.srcPitch = node.src_pitch
+    c.dstPitch = node.dst_pitch
+    c.srcHeight = node.src_height
+    c.dstHeight = node.dst_height
+
+
+def memop_address(node: Any, bindings: dict[str, Any]) -> int:
+    """The word a write-value / wait-value node works on, checked for memory operations.
+
+    Raises
+    ------
+    OperandError
+        The word lies in memory-pool memory (``cuMemAllocAsync``, ``cuda.core``
+        device buffers, graph allocations), which the driver's memory
+        operations refuse at launch.
+    """
+    drv = require_driver()
+    what = f"{node.label}: ptr"
+    addr = pointer_value(node.ptr, bindings, what)
+    err, pool = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, addr)
+    if not err and pool is not None and int(pool):
+        raise OperandError(
+            f"{what}: {addr:#x} is memory-pool memory (cuMemAllocAsync / cuda.core device buffers); memory "
+            "operations need memory from cuMemAlloc, cuMemHostAlloc or registered host memory"
+        )
+    return addr
+
+
+def fill_memop(op: Any, node: Any, bindings: dict[str, Any]) -> None:
+    """Fill a ``CUstreamBatchMemOpParams`` for a write-value or wait-value node."""
+    drv = require_driver()
+    T = drv.CUstreamBatchMemOpType
+    addr = memop_address(node, bindings)
+    if type(node) is WriteValueNode:
+        v = op.writeValue
+        v.operation = T.CU_STREAM_MEM_OP_WRITE_VALUE_64 if node.bits == 64 else T.CU_STREAM_MEM_OP_WRITE_VALUE_32
+    else:
+        v = op.waitValue
+        v.operation = T.CU_STREAM_MEM_OP_WAIT_VALUE_64 if node.bits == 64 else T.CU_STREAM_MEM_OP_WAIT_VALUE_32
+    v.address = addr
+    if node.bits == 64:
+        v.value64 = node.value
+    else:
+        v.value = node.value
+    v.flags = node.flags
 
 
 #: No valid user pointer lies below this address (Linux's default mmap_min_addr).
@@ -60,26 +169,9 @@ def node_params(node: Node, ctx: Any, bindings: dict[str, Any], sink: list[Any],
     T = drv.CUgraphNodeType
     p = drv.CUgraphNodeParams()
     t = type(node)
-    if t is MemcpyNode:
-        assert isinstance(node, MemcpyNode)
+    if t is MemcpyNode or isinstance(node, Memcpy3DNode):
         p.type = T.CU_GRAPH_NODE_TYPE_MEMCPY
-        c = p.memcpy.copyParams
-        src = pointer_value(node.src, bindings, f"{node.label}: src")
-        dst = pointer_value(node.dst, bindings, f"{node.label}: dst")
-        st, dt = memory_type(src, f"{node.label}: src"), memory_type(dst, f"{node.label}: dst")
-        c.srcMemoryType = st
-        if st == drv.CUmemorytype.CU_MEMORYTYPE_HOST:
-            c.srcHost = src
-        else:
-            c.srcDevice = src
-        c.dstMemoryType = dt
-        if dt == drv.CUmemorytype.CU_MEMORYTYPE_HOST:
-            c.dstHost = dst
-        else:
-            c.dstDevice = dst
-        c.WidthInBytes = node.nbytes
-        c.Height = 1
-        c.Depth = 1
+        fill_memcpy3d(p.memcpy.copyParams, node, bindings)
         p.memcpy.copyCtx = ctx
     elif t is MemsetNode:
         assert isinstance(node, MemsetNode)
@@ -109,6 +201,19 @@ def node_params(node: Node, ctx: Any, bindings: dict[str, Any], sink: list[Any],
         p.eventWait.event = event_handle(node.event)
     elif t is EmptyNode:
         p.type = T.CU_GRAPH_NODE_TYPE_EMPTY
+    elif t is FreeNode:
+        assert isinstance(node, FreeNode)
+        p.type = T.CU_GRAPH_NODE_TYPE_MEM_FREE
+        p.free.dptr = pointer_value(node.alloc, bindings, f"{node.label}: alloc")
+    elif t is WriteValueNode or t is WaitValueNode:
+        p.type = T.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP
+        op = drv.CUstreamBatchMemOpParams()
+        fill_memop(op, node, bindings)
+        m = p.memOp
+        m.ctx = ctx
+        m.count = 1
+        m.paramArray = [op]
+        m.flags = 0
     else:  # pragma: no cover - every kind is handled above or by the caller
         raise TypeError(f"{node.label}: no lowering for {t.__name__}")
     return p

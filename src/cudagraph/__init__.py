@@ -44,8 +44,11 @@ from ._path import Path
 from .errors import CudaGraphError
 
 if TYPE_CHECKING:
+    from ._capture_region import CaptureRegion, CaptureStream
     from ._exec_node import ExecutableNode
     from ._executable import Executable, UpdateResult
+    from ._lift import lift
+    from ._opaque import OpaqueNode
 
 __version__ = "0.1.0"
 
@@ -83,6 +86,10 @@ __all__ = [
     "Executable",
     "ExecutableCache",
     "ExecutableNode",
+    "CaptureRegion",
+    "CaptureStream",
+    "OpaqueNode",
+    "lift",
     "UpdateResult",
     "CudaGraphError",
     "errors",
@@ -100,4 +107,16 @@ def __getattr__(name: str) -> Any:
         from ._exec_node import ExecutableNode
 
         return ExecutableNode
+    if name == "lift":
+        from ._lift import lift
+
+        return lift
+    if name == "OpaqueNode":
+        from ._opaque import OpaqueNode
+
+        return OpaqueNode
+    if name in ("CaptureRegion", "CaptureStream"):
+        from . import _capture_region
+
+        return getattr(_capture_region, name)
     raise AttributeError(f"module 'cudagraph' has no attribute {name!r}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from . import _render
+from ._capture_accessor import CaptureAccessor
 from ._condition import PREDICATE_DTYPES, PREDICATE_OPS, Condition
 from ._nodes import (
     WAIT_COMPARISONS,
@@ -1624,6 +1625,31 @@ class Graph:
     def __repr__(self) -> str:
         return f"<Graph {self.name!r}: {len(self._nodes)} nodes, {self._nedges} edges>"
 
+    #: ``with g.capture(after=...) as s:`` records library calls on ``s`` into one
+    #: node (a :class:`~cudagraph._capture_region.CaptureRegion`);
+    #: ``Graph.capture(fn, stream=None)`` runs ``fn(stream)`` under capture and
+    #: returns what it recorded as a new definition.
+    capture = CaptureAccessor()
+
+    @classmethod
+    def from_cuda_graph(cls, handle: Any, name: str = "lifted") -> Graph:
+        """Read a driver graph made by anyone back into a typed definition.
+
+        Parameters
+        ----------
+        handle : CUgraph, int, cuda.core GraphDefinition/GraphBuilder, torch.cuda.CUDAGraph, CuPy graph
+            The graph (see :func:`cudagraph.lift`).
+        name : str
+            The definition's name.
+
+        Returns
+        -------
+        Graph
+        """
+        from ._lift import lift
+
+        return lift(handle, name)
+
     # ---------------------------------------------------------- run / build
     def run(self, stream: Any = None, **params: Any) -> None:
         """Run the definition eagerly, with no graph, in topological order on ``stream``.
@@ -1652,12 +1678,19 @@ class Graph:
         auto_free_on_launch: bool = False,
         device_launch: bool = False,
         use_node_priority: bool = False,
+        backend: str = "explicit",
         **params: Any,
     ) -> Executable:
         """Validate, build on the driver (``cuGraphCreate`` + ``cuGraphAddNode``) and instantiate.
 
         Parameters
         ----------
+        backend : {"explicit", "capture"}
+            ``"explicit"`` (default) adds every node with ``cuGraphAddNode``;
+            ``"capture"`` replays the definition onto streams under stream
+            capture (events for fan-out and fan-in). Both give an
+            :class:`Executable` that behaves the same; a node kind one
+            backend cannot express raises an error naming the node.
         upload_stream : cuda.core.Stream or object with ``__cuda_stream__``, optional
             Upload the executable on this stream as part of instantiation.
         auto_free_on_launch : bool
@@ -1701,4 +1734,5 @@ class Graph:
             device_launch=device_launch,
             use_node_priority=use_node_priority,
             params=params,
+            backend=backend,
         )

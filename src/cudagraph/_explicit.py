@@ -134,11 +134,11 @@ class Lowering:
                         last_args = None
                     last_kernel = kern
                 grid = node.grid
-                if grid != last_grid:
+                if grid is not last_grid and grid != last_grid:
                     k.gridDimX, k.gridDimY, k.gridDimZ = grid
                     last_grid = grid
                 block = node.block
-                if block != last_block:
+                if block is not last_block and block != last_block:
                     k.blockDimX, k.blockDimY, k.blockDimZ = block
                     last_block = block
                 if node.shared_mem != last_smem:

@@ -63,6 +63,18 @@ _new = object.__new__
 _EVENT_TYPES = ("CUevent",)
 
 
+# One shared (n, 1, 1) tuple per 1-D size: nodes of the same shape hold the
+# same object, so lowering compares dimensions by identity.
+_DIMS: dict[int, tuple[int, int, int]] = {}
+
+
+def _dim_tuple(n: int) -> tuple[int, int, int]:
+    t = (n, 1, 1)
+    if len(_DIMS) < 4096:
+        _DIMS[n] = t
+    return t
+
+
 def _dim3(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
     if type(value) is int:
         if 0 < value <= limits[0]:
@@ -289,11 +301,11 @@ class Graph:
             if type(kernel).__name__ in _KERNEL_TYPES or type(kernel).__module__.startswith("cuda.core"):
                 _KERNEL_TYPES_SEEN.add(type(kernel))
         if type(grid) is int and 0 < grid <= 2147483647:
-            g: tuple[int, int, int] = (grid, 1, 1)
+            g: tuple[int, int, int] = _DIMS.get(grid) or _dim_tuple(grid)
         else:
             g = _dim3(grid, f"{self._what('kernel', name)}: grid", _MAX_GRID)
         if type(block) is int and 0 < block <= 1024:
-            b: tuple[int, int, int] = (block, 1, 1)
+            b: tuple[int, int, int] = _DIMS.get(block) or _dim_tuple(block)
         else:
             b = _dim3(block, f"{self._what('kernel', name)}: block", _MAX_BLOCK)
             if b[0] * b[1] * b[2] > 1024:

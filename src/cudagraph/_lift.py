@@ -57,9 +57,12 @@ def _topo(nodes: list[Any], edges: list[tuple[Any, Any]]) -> tuple[list[int], di
 def _kernel_args(kp: Any) -> tuple[Any, tuple[bytes, ...]]:
     """The kernel handle and its arguments as exact bytes, read through the parameter layout."""
     drv = require_driver()
-    func = kp.func
-    if not int(func) and int(getattr(kp, "kern", 0) or 0):
-        func = kp.kern
+    # Copy the handles out of the parameter struct: objects read from its
+    # fields point into it and would dangle once it is freed.
+    func: Any = drv.CUfunction(int(kp.func))
+    kern = int(getattr(kp, "kern", 0) or 0)
+    if not int(func) and kern:
+        func = drv.CUkernel(kern)
     info = kernel_info(func)
     address = int(kp.kernelParams or 0)
     if not info.sizes:
@@ -68,7 +71,6 @@ def _kernel_args(kp: Any) -> tuple[Any, tuple[bytes, ...]]:
         raise OperandError(f"kernel {info.name!r}: arguments given with 'extra' cannot be read back")
     ptrs = (ctypes.c_void_p * len(info.sizes)).from_address(address)
     args = tuple(ctypes.string_at(ptrs[i] or 0, size) for i, size in enumerate(info.sizes))
-    del drv
     return func, args
 
 

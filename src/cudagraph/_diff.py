@@ -34,17 +34,32 @@ def _slots(cls: type) -> tuple[str, ...]:
     return slots
 
 
+#: Slots that hold nested graphs: a child graph's ``body``, a conditional's ``bodies``.
+_BODY_SLOT_NAMES = ("body", "bodies")
+_BODY_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _body_slots(cls: type) -> tuple[str, ...]:
+    slots = _BODY_SLOTS.get(cls)
+    if slots is None:
+        slots = _BODY_SLOTS[cls] = tuple(s for s in _slots(cls) if s in _BODY_SLOT_NAMES)
+    return slots
+
+
 def bodies_of(node: Node) -> list[Graph]:
     """The graphs nested in a node (a child graph's body, a conditional's branches)."""
-    from ._graph import Graph
-
+    slots = _BODY_SLOTS.get(type(node))
+    if slots is None:
+        slots = _body_slots(type(node))
+    if not slots:
+        return []
     out: list[Graph] = []
-    for s in _slots(type(node)):
+    for s in slots:
         v = getattr(node, s, None)
-        if isinstance(v, Graph):
-            out.append(v)
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(b, Graph) for b in v):
+        if isinstance(v, (list, tuple)):
             out.extend(v)
+        elif v is not None:
+            out.append(v)
     return out
 
 
@@ -54,13 +69,19 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
     Nested bodies (child graphs, conditional branches) are included.
     """
     out: list[Any] = []
+    append = out.append
+    body_slots = _BODY_SLOTS
     for n in graph._nodes:
-        preds = tuple(p.index for p in n._preds)
-        bodies = bodies_of(n)
-        if bodies:
-            out.append((type(n), preds, tuple(topology_signature(b) for b in bodies)))
+        t = type(n)
+        preds = n._preds
+        key = (t, preds[0].index) if len(preds) == 1 else (t, tuple([p.index for p in preds]))
+        slots = body_slots.get(t)
+        if slots is None:
+            slots = _body_slots(t)
+        if slots:
+            append((key, tuple(topology_signature(b) for b in bodies_of(n))))
         else:
-            out.append((type(n), preds))
+            append(key)
     return tuple(out)
 
 
@@ -82,13 +103,8 @@ _GETTERS: dict[type, tuple[Any, bool]] = {}
 
 
 def _getter(cls: type, node: Node) -> tuple[Any, bool]:
-    from ._graph import Graph
-
     slots = _slots(cls)
-    nested = any(
-        isinstance(v, Graph) or (isinstance(v, (list, tuple)) and v and isinstance(v[0], Graph))
-        for v in (getattr(node, s, None) for s in slots)
-    )
+    nested = bool(_body_slots(cls))
     get = operator.attrgetter(*slots) if len(slots) > 1 else (lambda n: (getattr(n, slots[0]),)) if slots else None
     entry = _GETTERS[cls] = (get, nested)
     return entry
@@ -96,8 +112,6 @@ def _getter(cls: type, node: Node) -> tuple[Any, bool]:
 
 def node_state(node: Node) -> tuple[Any, ...]:
     """The node's parameters as a tuple (nested bodies are compared by their own states)."""
-    from ._graph import Graph
-
     entry = _GETTERS.get(type(node))
     if entry is None:
         entry = _getter(type(node), node)
@@ -107,6 +121,8 @@ def node_state(node: Node) -> tuple[Any, ...]:
     vals = get(node)
     if not nested:
         return vals  # type: ignore[no-any-return]
+    from ._graph import Graph
+
     out: list[Any] = []
     for v in vals:
         if isinstance(v, Graph):
@@ -118,12 +134,15 @@ def node_state(node: Node) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _same_types(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def _identical(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Every field the same object (tuples such as ``args`` compared element by element)."""
+    is_ = operator.is_
     for x, y in zip(a, b):
-        if type(x) is not type(y):
-            return False
-        if type(x) is tuple and tuple(map(type, x)) != tuple(map(type, y)):
-            return False
+        if x is y:
+            continue
+        if type(x) is tuple and type(y) is tuple and len(x) == len(y) and all(map(is_, x, y)):
+            continue
+        return False
     return True
 
 
@@ -140,13 +159,8 @@ def changed_nodes(
         new = node_state(n)
         if keep is not None:
             keep(new)
-        if new is old:
+        if new is old or _identical(new, old):
             continue
-        try:
-            if new == old and _same_types(new, old):
-                continue
-        except Exception:
-            pass
         if not same_value(new, old):
             out.append(n)
     return out

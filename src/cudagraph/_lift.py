@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from collections import deque
 from typing import Any
 
 from ._driver._calls import check, ensure_context, require_driver
@@ -42,10 +43,10 @@ def _topo(nodes: list[Any], edges: list[tuple[Any, Any]]) -> tuple[list[int], di
         preds[ib].append(ia)
         succs[ia].append(ib)
     indeg = {i: len(p) for i, p in preds.items()}
-    ready = [i for i in range(len(nodes)) if indeg[i] == 0]
+    ready = deque(i for i in range(len(nodes)) if indeg[i] == 0)
     order: list[int] = []
     while ready:
-        i = ready.pop(0)
+        i = ready.popleft()
         order.append(i)
         for s in succs[i]:
             indeg[s] -= 1
@@ -54,7 +55,7 @@ def _topo(nodes: list[Any], edges: list[tuple[Any, Any]]) -> tuple[list[int], di
     return order, preds
 
 
-def _kernel_args(kp: Any) -> tuple[Any, tuple[bytes, ...]]:
+def _kernel_args(kp: Any) -> tuple[Any, tuple[bytes, ...], str]:
     """The kernel handle and its arguments as exact bytes, read through the parameter layout."""
     drv = require_driver()
     # Copy the handles out of the parameter struct: objects read from its
@@ -66,12 +67,12 @@ def _kernel_args(kp: Any) -> tuple[Any, tuple[bytes, ...]]:
     info = kernel_info(func)
     address = int(kp.kernelParams or 0)
     if not info.sizes:
-        return func, ()
+        return func, (), info.name
     if not address:
         raise OperandError(f"kernel {info.name!r}: arguments given with 'extra' cannot be read back")
     ptrs = (ctypes.c_void_p * len(info.sizes)).from_address(address)
     args = tuple(ctypes.string_at(ptrs[i] or 0, size) for i, size in enumerate(info.sizes))
-    return func, args
+    return func, args, info.name
 
 
 def _lift_into(g: Graph, handle: Any, keep: Any) -> None:
@@ -86,7 +87,7 @@ def _lift_into(g: Graph, handle: Any, keep: Any) -> None:
         t = check(drv.cuGraphNodeGetType(dn), "cuGraphNodeGetType")
         if t == T.CU_GRAPH_NODE_TYPE_KERNEL:
             kp = check(drv.cuGraphKernelNodeGetParams(dn), "cuGraphKernelNodeGetParams")
-            func, args = _kernel_args(kp)
+            func, args, name = _kernel_args(kp)
             node: Node = g.kernel(
                 func,
                 (kp.gridDimX, kp.gridDimY, kp.gridDimZ),
@@ -94,7 +95,7 @@ def _lift_into(g: Graph, handle: Any, keep: Any) -> None:
                 args,
                 shared_mem=int(kp.sharedMemBytes),
                 after=after,
-                name=kernel_info(func).name,
+                name=name,
             )
         elif t == T.CU_GRAPH_NODE_TYPE_MEMSET:
             mp = check(drv.cuGraphMemsetNodeGetParams(dn), "cuGraphMemsetNodeGetParams")

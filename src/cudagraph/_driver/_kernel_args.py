@@ -100,10 +100,14 @@ class KernelInfo:
         handle = kernel
         if not isinstance(kernel, (drv.CUkernel, drv.CUfunction)):
             handle = kernel.handle
-        try:
-            self.kernel: Any = weakref.ref(kernel)
-        except TypeError:
-            self.kernel = None
+        # A cuda.core Kernel is watched: once freed, its handle may name another
+        # kernel. Raw handles are transient wrappers and are not watched.
+        self.kernel: Any = None
+        if handle is not kernel:
+            try:
+                self.kernel = weakref.ref(kernel)
+            except TypeError:
+                pass
         self.handle = handle
         self.is_library_kernel = isinstance(handle, drv.CUkernel)
         get_info = drv.cuKernelGetParamInfo if self.is_library_kernel else drv.cuFuncGetParamInfo

@@ -65,7 +65,7 @@ class Lowering:
         ``name -> [node, ...]`` for every node that uses a parameter.
     """
 
-    __slots__ = ("ctx", "bindings", "sink", "host_keys", "bodies", "driver_nodes", "param_users", "add")
+    __slots__ = ("ctx", "bindings", "sink", "host_keys", "bodies", "driver_nodes", "param_users", "add", "tracked")
 
     def __init__(self, ctx: Any, bindings: dict[str, Any], sink: list[Any]) -> None:
         self.ctx = ctx
@@ -76,6 +76,8 @@ class Lowering:
         self.driver_nodes: dict[int, tuple[Node, Any]] = {}
         self.param_users: dict[str, list[Node]] = {}
         self.add = add_node_fn()
+        # (nodes, driver nodes) of each tracked graph; merged into the map on demand.
+        self.tracked: list[tuple[list[Node], list[Any]]] = []
 
     def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> list[Any]:
         """Add every node of ``graph`` to the driver graph ``handle``; return driver nodes by index.
@@ -175,10 +177,15 @@ class Lowering:
                 for name in node_params_uses(node):
                     self.param_users.setdefault(name, []).append(node)
         if track:
-            dmap = self.driver_nodes
-            for node in graph._nodes:
-                dmap[id(node)] = (node, dn[node.index])
+            self.tracked.append((list(graph._nodes), dn))
         return dn
+
+    def node_map(self) -> dict[int, tuple[Node, Any]]:
+        """``id(node) -> (node, CUgraphNode)`` for every tracked node."""
+        out = dict(self.driver_nodes)
+        for nodes, dn in self.tracked:
+            out.update({id(n): (n, d) for n, d in zip(nodes, dn)})
+        return out
 
 
 def _lower_child(lowering: Lowering, node: ChildGraphNode, handle: Any, deps: Any, ndeps: int) -> Any:
@@ -228,7 +235,17 @@ class LoweredGraph:
         ``name -> [node, ...]`` for every node that uses a parameter.
     """
 
-    __slots__ = ("handle", "definition", "driver_nodes", "nodes", "host_keys", "bodies", "all_nodes", "param_users")
+    __slots__ = (
+        "handle",
+        "definition",
+        "driver_nodes",
+        "nodes",
+        "host_keys",
+        "bodies",
+        "_all",
+        "_lowering",
+        "param_users",
+    )
 
     def __init__(self, handle: Any, definition: Graph, driver_nodes: list[Any], lowering: Lowering) -> None:
         self.handle = handle
@@ -238,8 +255,23 @@ class LoweredGraph:
         self.host_keys = lowering.host_keys
         # Bodies (and their nodes, which hold operands) stay alive too.
         self.bodies = [(b, list(b._nodes)) for b in lowering.bodies]
-        self.all_nodes = lowering.driver_nodes
+        self._all: dict[int, tuple[Node, Any]] | None = None
+        self._lowering: Lowering | None = lowering
         self.param_users = lowering.param_users
+
+    @property
+    def all_nodes(self) -> dict[int, tuple[Node, Any]]:
+        """``id(node) -> (node, CUgraphNode)`` at every depth (built on first use)."""
+        if self._all is None:
+            assert self._lowering is not None
+            self._all = self._lowering.node_map()
+            self._lowering = None
+        return self._all
+
+    @all_nodes.setter
+    def all_nodes(self, value: dict[int, tuple[Node, Any]]) -> None:
+        self._all = value
+        self._lowering = None
 
     def node_for(self, driver_node: Any) -> Node | None:
         """The definition node of a ``CUgraphNode`` (at any depth), or ``None``."""

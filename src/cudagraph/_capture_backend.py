@@ -132,6 +132,15 @@ def _replay(rp: _Replay, graph: Graph, entry: list[tuple[Any, Any]], bindings: d
                 "use backend='explicit'",
                 node=node,
             )
+        if type(node) is KernelNode and (
+            getattr(node, "attrs", None) is not None or node.shared_mem > 48 * 1024  # type: ignore[attr-defined]
+        ):
+            raise UnsupportedError(
+                f"{node.label}: the capture backend launches kernels with cuLaunchKernel, which cannot carry "
+                "launch attributes (cluster, cooperative, priority, programmatic) or more than 48 KiB of "
+                "dynamic shared memory; use backend='explicit'",
+                node=node,
+            )
         waits = [where[p.index] for p in node._preds] or entry
         stream = None
         for p in node._preds:

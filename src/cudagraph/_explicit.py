@@ -36,7 +36,7 @@ def node_params_uses(node: Node) -> list[str]:
     if t is KernelNode:
         names = [a.name for a in node.args if type(a) is Param]  # type: ignore[attr-defined]
     else:
-        for field in ("dst", "src"):
+        for field in ("dst", "src", "ptr"):
             v = getattr(node, field, None)
             if type(v) is Param:
                 names.append(v.name)

@@ -78,6 +78,8 @@ def rebuilt_node(node: Node, changes: dict[str, Any]) -> Node:
             shared_mem=values["shared_mem"],
             name=node.name,
         )
+        # Launch attributes (cluster, cooperative, priority, programmatic edges) are kept.
+        new.attrs = getattr(node, "attrs", None)  # type: ignore[attr-defined]
     elif t is MemcpyNode:
         new = scratch.memcpy(values["dst"], values["src"], values["nbytes"], name=node.name)
     elif t is MemsetNode:

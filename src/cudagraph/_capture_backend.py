@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from ._driver._calls import check, ensure_context, raise_error, require_driver
-from ._driver._host_callbacks import HOST_FN_ADDRESS, register, unregister
-from ._driver._kernel_args import PACKING_LOCK, kernel_info
-from ._driver._node_params import event_handle, memory_type, pointer_value
+from ._driver._host_callbacks import unregister
+from ._driver._kernel_args import PACKING_LOCK
+from ._eager import issue_node
 from ._explicit import LoweredGraph, Lowering, node_params_uses
 from ._graph import Graph
+from ._lower_state import begin
 from ._nodes import (
     ChildGraphNode,
     EmptyNode,
@@ -51,7 +52,7 @@ class _Replay:
         self.free: list[Any] = []
         self.events: list[Any] = []
         self.tail: dict[int, Any] = {}  # id(stream handle) -> (stream, last event)
-        self.start_event: Any = None
+        self.state: Any = None  # made current under PACKING_LOCK by capture_lower
 
     def event_on(self, h: Any) -> Any:
         drv = self.drv
@@ -72,42 +73,6 @@ class _Replay:
             self.drv.cuEventDestroy(ev)
         for s in self.owned:
             s.close()
-
-
-def _issue(rp: _Replay, node: Node, h: Any, bindings: dict[str, Any]) -> None:
-    drv = rp.drv
-    t = type(node)
-    if t is KernelNode:
-        assert isinstance(node, KernelNode)
-        info = kernel_info(node.kernel)
-        fn = info.handle
-        if info.is_library_kernel:
-            fn = check(drv.cuKernelGetFunction(info.handle), "cuKernelGetFunction")
-        params = info.pack(node.args, node, bindings)
-        check(drv.cuLaunchKernel(fn, *node.grid, *node.block, node.shared_mem, h, params, 0), "cuLaunchKernel", node)
-    elif t is MemcpyNode:
-        assert isinstance(node, MemcpyNode)
-        src = pointer_value(node.src, bindings, f"{node.label}: src")
-        dst = pointer_value(node.dst, bindings, f"{node.label}: dst")
-        memory_type(src, f"{node.label}: src")
-        memory_type(dst, f"{node.label}: dst")
-        check(drv.cuMemcpyAsync(dst, src, node.nbytes, h), "cuMemcpyAsync", node)
-    elif t is MemsetNode:
-        assert isinstance(node, MemsetNode)
-        from ._eager import _memset
-
-        _memset(node, pointer_value(node.dst, bindings, f"{node.label}: dst"), h)
-    elif t is HostNode:
-        assert isinstance(node, HostNode)
-        key = register(node.fn, node.args, rp.lowering.sink, node)
-        rp.lowering.host_keys.append(key)
-        check(drv.cuLaunchHostFunc(h, drv.CUhostFn(HOST_FN_ADDRESS), key), "cuLaunchHostFunc", node)
-    elif t is EventRecordNode:
-        assert isinstance(node, EventRecordNode)
-        check(drv.cuEventRecord(event_handle(node.event), h), "cuEventRecord", node)
-    elif t is EventWaitNode:
-        assert isinstance(node, EventWaitNode)
-        check(drv.cuStreamWaitEvent(h, event_handle(node.event), 0), "cuStreamWaitEvent", node)
 
 
 def _last_node(rp: _Replay, h: Any, node: Node) -> Any:
@@ -161,7 +126,7 @@ def _replay(rp: _Replay, graph: Graph, entry: list[tuple[Any, Any]], bindings: d
                 if s2 is not stream:
                     check(drv.cuStreamWaitEvent(h, ev, 0), "cuStreamWaitEvent", node)
         elif type(node) is not EmptyNode:
-            _issue(rp, node, h, bindings)
+            issue_node(node, h, bindings, rp.lowering.sink, rp.lowering.host_keys, rp.state)
             dn = _last_node(rp, h, node)
             if dn is not None:
                 rp.lowering.driver_nodes[id(node)] = (node, dn)
@@ -189,6 +154,7 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
         try:
             start = rp.event_on(origin)
             with PACKING_LOCK:
+                rp.state = begin(object(), ctx, eager=True)
                 exits = _replay(rp, graph, [(rp.origin, start)], bindings)
             for s2, ev in exits:
                 if s2 is not rp.origin:

@@ -5,32 +5,21 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any
 
-from ._nodes import Node
+from ._nodes import Node, parameter_slots
 
 if TYPE_CHECKING:
     from ._graph import Graph
 
 __all__ = ["bodies_of", "changed_nodes", "describe_topology_diff", "node_state", "same_value", "topology_signature"]
 
-_BASE_SLOTS = frozenset({"graph", "index", "name", "_preds", "_succs", "__weakref__", "_keep"})
-
-
-def _state_slots(cls: type) -> tuple[str, ...]:
-    out: list[str] = []
-    for c in cls.__mro__:
-        if c is Node or c is object:
-            break
-        out.extend(s for s in getattr(c, "__slots__", ()) if s not in _BASE_SLOTS)
-    return tuple(out)
-
-
 _SLOTS_CACHE: dict[type, tuple[str, ...]] = {}
 
 
 def _slots(cls: type) -> tuple[str, ...]:
+    """A node class's parameter slots, without the kept operand objects."""
     slots = _SLOTS_CACHE.get(cls)
     if slots is None:
-        slots = _SLOTS_CACHE[cls] = _state_slots(cls)
+        slots = _SLOTS_CACHE[cls] = tuple(s for s in parameter_slots(cls) if s != "_keep")
     return slots
 
 

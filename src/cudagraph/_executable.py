@@ -19,6 +19,7 @@ from ._explicit import LoweredGraph, lower
 from ._graph import Graph
 from ._node_update import rebuilt_node
 from ._nodes import KernelNode, Node
+from ._operands import buffer_like
 from .errors import DefinitionError, DriverError, ExecutableClosedError, HostCallbackError, OperandError
 
 __all__ = ["Executable", "UpdateResult", "instantiate"]
@@ -678,9 +679,8 @@ class Executable:
 
 def _pointer(param: Any, value: Any) -> int:
     """A pointer parameter's value as an address (the common cases first)."""
-    handle = getattr(value, "handle", None)
-    if handle is not None and hasattr(value, "memory_resource"):
-        ptr = int(handle)
+    if buffer_like(value):
+        ptr = int(value.handle)
         if ptr:
             return ptr
     return param.coerce(value)  # type: ignore[no-any-return]

@@ -229,11 +229,12 @@ _LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority")
 
 def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
     """``KernelNode.update``: the builder's keywords plus launch attributes, all or nothing."""
-    from ._node_update import _slots, update_definition_node
+    from ._node_update import update_definition_node
+    from ._nodes import parameter_slots
 
     launch = {k: changes.pop(k) for k in _LAUNCH_KEYWORDS if k in changes}
     old = node.attrs
-    saved = {slot: getattr(node, slot) for slot in _slots(type(node))}
+    saved = {slot: getattr(node, slot) for slot in parameter_slots(type(node))}
     try:
         update_definition_node(node, changes)
         base = old.copy() if old is not None else LaunchAttrs()

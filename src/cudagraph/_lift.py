@@ -109,15 +109,10 @@ def _lift_into(g: Graph, handle: Any, keep: Any) -> None:
                 element_size=int(mp.elementSize),
                 after=after,
             )
-        elif t == T.CU_GRAPH_NODE_TYPE_MEMCPY and _is_1d_copy(dn):
-            cp = check(drv.cuGraphMemcpyNodeGetParams(dn), "cuGraphMemcpyNodeGetParams")
-            src = int(cp.srcHost) if cp.srcMemoryType == drv.CUmemorytype.CU_MEMORYTYPE_HOST else int(cp.srcDevice)
-            dst = int(cp.dstHost) if cp.dstMemoryType == drv.CUmemorytype.CU_MEMORYTYPE_HOST else int(cp.dstDevice)
-            node = g.memcpy(dst + int(cp.dstXInBytes), src + int(cp.srcXInBytes), int(cp.WidthInBytes), after=after)
-        elif t == T.CU_GRAPH_NODE_TYPE_HOST and _is_ours(dn):
-            hp = check(drv.cuGraphHostNodeGetParams(dn), "cuGraphHostNodeGetParams")
-            fn, fargs, _sink, _node = _REGISTRY[int(hp.userData)]
-            node = g.host(fn, *fargs, after=after)
+        elif t == T.CU_GRAPH_NODE_TYPE_MEMCPY:
+            node = _lift_copy(g, dn, after) or _opaque(g, dn, t, after, keep)
+        elif t == T.CU_GRAPH_NODE_TYPE_HOST:
+            node = _lift_host(g, dn, after) or _opaque(g, dn, t, after, keep)
         elif t == T.CU_GRAPH_NODE_TYPE_EVENT_RECORD:
             ev = check(drv.cuGraphEventRecordNodeGetEvent(dn), "cuGraphEventRecordNodeGetEvent")
             node = g.record(ev, after=after)
@@ -135,12 +130,13 @@ def _lift_into(g: Graph, handle: Any, keep: Any) -> None:
         made[i] = node
 
 
-def _is_1d_copy(dn: Any) -> bool:
+def _lift_copy(g: Graph, dn: Any, after: Any) -> Node | None:
+    """A 1-D copy node, or ``None`` for a copy this library does not model (2-D, 3-D, arrays)."""
     drv = require_driver()
     cp = check(drv.cuGraphMemcpyNodeGetParams(dn), "cuGraphMemcpyNodeGetParams")
     M = drv.CUmemorytype
     ok_types = (M.CU_MEMORYTYPE_HOST, M.CU_MEMORYTYPE_DEVICE, M.CU_MEMORYTYPE_UNIFIED)
-    return (
+    one_d = (
         int(cp.Height) <= 1
         and int(cp.Depth) <= 1
         and cp.srcMemoryType in ok_types
@@ -150,12 +146,22 @@ def _is_1d_copy(dn: Any) -> bool:
         and int(cp.srcZ) == 0
         and int(cp.dstZ) == 0
     )
+    if not one_d:
+        return None
+    src = int(cp.srcHost) if cp.srcMemoryType == M.CU_MEMORYTYPE_HOST else int(cp.srcDevice)
+    dst = int(cp.dstHost) if cp.dstMemoryType == M.CU_MEMORYTYPE_HOST else int(cp.dstDevice)
+    return g.memcpy(dst + int(cp.dstXInBytes), src + int(cp.srcXInBytes), int(cp.WidthInBytes), after=after)
 
 
-def _is_ours(dn: Any) -> bool:
+def _lift_host(g: Graph, dn: Any, after: Any) -> Node | None:
+    """A host node of this library's callbacks, or ``None`` for a foreign host function."""
     drv = require_driver()
     hp = check(drv.cuGraphHostNodeGetParams(dn), "cuGraphHostNodeGetParams")
-    return int(hp.fn) == HOST_FN_ADDRESS and int(hp.userData) in _REGISTRY
+    entry = _REGISTRY.get(int(hp.userData)) if int(hp.fn) == HOST_FN_ADDRESS else None
+    if entry is None:
+        return None
+    fn, fargs, _sink, _node = entry
+    return g.host(fn, *fargs, after=after)
 
 
 def _opaque(g: Graph, dn: Any, t: Any, after: Any, keep: Any) -> OpaqueNode:

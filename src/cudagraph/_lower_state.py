@@ -47,9 +47,12 @@ class LowerState:
         ``id(AllocNode)`` of the allocations an eager run has freed.
     eager : bool
         ``True`` for an eager run (no graph: conditions have no handle).
+    functions : dict
+        ``id(KernelInfo) -> CUfunction``: library kernels resolved for ``ctx``
+        once per run, for stream launches.
     """
 
-    __slots__ = ("token", "ctx", "graphs", "conds", "allocs", "freed", "eager", "_keep", "_device")
+    __slots__ = ("token", "ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "_keep", "_device")
 
     def __init__(self, token: Any, ctx: Any, eager: bool = False) -> None:
         self.token = token
@@ -59,6 +62,7 @@ class LowerState:
         self.allocs: dict[int, tuple[AllocNode, int]] = {}
         self.freed: set[int] = set()  # id(AllocNode) freed by an eager run
         self.eager = eager
+        self.functions: dict[int, Any] = {}  # id(KernelInfo) -> CUfunction in ctx (stream launches)
         self._keep: list[Any] = []  # graphs and conditions named by id above
         self._device: Any = None
 

@@ -14,6 +14,7 @@ from ._nodes import (
     MemcpyNode,
     MemsetNode,
     Node,
+    parameter_slots,
 )
 from .errors import DefinitionError
 
@@ -119,14 +120,5 @@ def update_definition_node(node: Node, changes: dict[str, Any]) -> None:
     if not changes:
         return
     new = rebuilt_node(node, changes)
-    for slot in _slots(type(node)):
+    for slot in parameter_slots(type(node)):
         setattr(node, slot, getattr(new, slot))
-
-
-def _slots(cls: type) -> list[str]:
-    out: list[str] = []
-    for c in cls.__mro__:
-        if c is Node or c is object:
-            break
-        out.extend(s for s in getattr(c, "__slots__", ()) if s != "__weakref__")
-    return out

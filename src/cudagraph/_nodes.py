@@ -132,6 +132,22 @@ class Node:
         return f"<{type(self).__name__} #{self.index} {self.name!r}{' ' + d if d else ''} of Graph {self.graph.name!r}>"
 
 
+_PARAMETER_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def parameter_slots(cls: type) -> tuple[str, ...]:
+    """The slots a node class adds to :class:`Node`: its parameters (and kept operands), cached."""
+    slots = _PARAMETER_SLOTS.get(cls)
+    if slots is None:
+        out: list[str] = []
+        for c in cls.__mro__:
+            if c is Node or c is object:
+                break
+            out.extend(s for s in getattr(c, "__slots__", ()) if s != "__weakref__")
+        slots = _PARAMETER_SLOTS[cls] = tuple(out)
+    return slots
+
+
 def _set_base(node: Node, graph: Graph, index: int, name: str) -> None:
     node.graph = graph
     node.index = index

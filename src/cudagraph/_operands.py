@@ -16,10 +16,8 @@ import numpy as np
 from ._param import Param
 from .errors import OperandError
 
-__all__ = ["Deferred", "resolve_pointer", "normalize_kernel_args", "ARG_POINTER"]
+__all__ = ["Deferred", "buffer_like", "normalize_kernel_args", "resolve_pointer"]
 
-#: Marker for an argument slot that holds a pointer (an ``int``).
-ARG_POINTER = "pointer"
 
 
 class Deferred:
@@ -34,7 +32,8 @@ class Deferred:
         return f"<Deferred {type(self.obj).__name__}>"
 
 
-def _buffer_like(obj: Any) -> bool:
+def buffer_like(obj: Any) -> bool:
+    """Whether ``obj`` looks like a ``cuda.core`` ``Buffer`` (``handle``, ``size``, ``memory_resource``)."""
     return hasattr(obj, "handle") and hasattr(obj, "size") and hasattr(obj, "memory_resource")
 
 
@@ -87,7 +86,7 @@ def resolve_pointer(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
         if ptr == 0 and not allow_null:
             raise OperandError(f"{what}: null pointer in __cuda_array_interface__")
         return ptr, obj, _interface_nbytes(cai)
-    if _buffer_like(obj):
+    if buffer_like(obj):
         ptr = int(obj.handle)
         if ptr == 0 and not allow_null:
             raise OperandError(f"{what}: the Buffer is closed or empty (address 0)")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._operands import Deferred, normalize_kernel_args
+from .._operands import Deferred, buffer_like, normalize_kernel_args
 from .._param import Param
 from ..errors import KernelArgumentError, OperandError
 from ._calls import check, error_name, require_driver
@@ -36,10 +36,6 @@ _STRUCT_CODES = {
     ("f", 4): "f",
     ("f", 8): "d",
 }
-
-
-def _is_buffer(obj: Any) -> bool:
-    return hasattr(obj, "handle") and hasattr(obj, "size") and hasattr(obj, "memory_resource")
 
 
 def _buffer_address(buf: Any) -> int:
@@ -194,7 +190,7 @@ class KernelInfo:
                 conv = _exact_bytes(size)
             elif isinstance(a, np.generic):
                 code = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), "")
-            elif _is_buffer(a):
+            elif buffer_like(a):
                 code, conv = "Q", _buffer_address
             else:
                 return  # params, ctypes values, DLPack...: always the slow path

@@ -428,15 +428,21 @@ class Executable:
     def _make_plan(self, name: str) -> list[tuple[Any, Any, Node]]:
         plan: list[tuple[Any, Any, Node]] = []
         for node in self._lowered.param_users.get(name, ()):
-            current = self._overrides.get(id(node), node)
-            dnode = self._lowered.all_nodes[id(node)][1]
-            up = None
-            if type(current) is KernelNode:
-                up = self._updaters.get(id(node))
-                if up is None:
-                    up = self._updaters[id(node)] = KernelUpdater(current, self._bindings)  # type: ignore[arg-type]
+            current, dnode, up, _fresh = self._updater(node)
             plan.append((up, dnode, current))
         return plan
+
+    def _updater(self, node: Node) -> tuple[Node, Any, KernelUpdater | None, bool]:
+        """``(node as the executable has it, driver node, kernel updater or None, updater just made)``."""
+        current = self._overrides.get(id(node), node)
+        dnode = self._lowered.all_nodes[id(node)][1]
+        if type(current) is not KernelNode:
+            return current, dnode, None, False
+        up = self._updaters.get(id(node))
+        if up is not None:
+            return current, dnode, up, False
+        up = self._updaters[id(node)] = KernelUpdater(current, self._bindings)  # type: ignore[arg-type]
+        return current, dnode, up, True
 
     def _param(self, name: str) -> Any:
         p = self.graph._params.get(name)
@@ -457,16 +463,10 @@ class Executable:
 
     def _refresh(self, node: Node, changed: dict[str, Any]) -> None:
         """Re-issue one node's parameters after ``changed`` parameters were rebound."""
-        current = self._overrides.get(id(node), node)
-        dnode = self._lowered.all_nodes[id(node)][1]
-        up = None
-        if type(current) is KernelNode:
-            up = self._updaters.get(id(node))
-            if up is None:
-                up = self._updaters[id(node)] = KernelUpdater(current, self._bindings)  # type: ignore[arg-type]
-            else:
-                for name, v in changed.items():
-                    up.rebind(name, v)
+        current, dnode, up, fresh = self._updater(node)
+        if up is not None and not fresh:
+            for name, v in changed.items():
+                up.rebind(name, v)
         set_node_params(
             self._exec, current, dnode, self._context(), self._bindings, self._sink, self._lowered.host_keys, up
         )
@@ -545,7 +545,8 @@ class Executable:
             raise OperandError(f"update() expects a cudagraph.Graph, got {type(graph).__name__}")
         graph._validate_structure()
         old_def = self._lowered.definition
-        merged = {k: v for k, v in self._bindings.items() if k in all_params(graph)}
+        names = all_params(graph)
+        merged = {k: v for k, v in self._bindings.items() if k in names}
         merged.update(params)
         bindings = resolve_bindings(graph, merged)
         with self._lock:
@@ -566,19 +567,18 @@ class Executable:
             new_states: list[Any] = []
             changed = changed_nodes(states, graph, new_states)
             bindings_changed = [k for k, v in bindings.items() if not same_value(v, self._bindings.get(k))]
+            nested_params = False
             if bindings_changed:
                 users = {id(n) for k in bindings_changed for n in self._lowered.param_users.get(k, ())}
+                top = {id(m) for m in self._lowered.nodes}
+                # A changed parameter used inside a body needs the whole-graph path.
+                nested_params = not users <= top
                 extra = [n for n in graph._nodes if id(self._lowered.nodes[n.index]) in users]
                 seen = {id(n) for n in changed}
                 changed += [n for n in extra if id(n) not in seen]
             if not changed and not bindings_changed:
                 self._adopt(graph, same_lowered=True, states=new_states)
                 return UpdateResult("unchanged")
-            nested_params = bool(bindings_changed) and any(
-                id(n) not in {id(m) for m in self._lowered.nodes}
-                for k in bindings_changed
-                for n in self._lowered.param_users.get(k, ())
-            )
             if len(changed) <= WHOLE_GRAPH_THRESHOLD * max(len(graph), 1) and not nested_params:
                 ctx = self._context()
                 for n in changed:

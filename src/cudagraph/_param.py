@@ -80,9 +80,7 @@ class Param:
             If the value has the wrong kind.
         """
         if self.dtype is None:
-            from ._operands import resolve_pointer
-
-            ptr, _owner, _size = resolve_pointer(value, f"param {self.name!r}", allow_null=True)
+            ptr, _owner, _size = _operands.resolve_pointer(value, f"param {self.name!r}", allow_null=True)
             if not isinstance(ptr, int):
                 raise OperandError(f"param {self.name!r}: a pointer value cannot be another param")
             return ptr
@@ -104,3 +102,7 @@ class Param:
     def __repr__(self) -> str:
         kind = "pointer" if self.dtype is None else str(self.dtype)
         return f"<Param {self.name!r} {kind} of Graph {self.graph.name!r}>"
+
+
+# _operands imports Param; bound here (after Param exists) instead of importing at every call.
+from . import _operands  # noqa: E402

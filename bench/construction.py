@@ -56,18 +56,20 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
-import importlib
 import json
-import platform
 import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _common import fmt as _fmt
+from _common import import_cudagraph as _import_cudagraph
+from _common import no_gc, versions
+from _common import verdict as _verdict
 
 KERNEL_SOURCE = r"""
 extern "C" __global__ void inc(float* x, float a, int n)
@@ -93,17 +95,6 @@ perf_counter = time.perf_counter
 
 class NotApplicable(Exception):
     """A peer cannot build this shape in a fair way; reported as ``n/a``."""
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Collect garbage, then keep the collector off for the timed region."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 # --------------------------------------------------------------------------- shared GPU state
@@ -158,33 +149,6 @@ def setup(vary_args: bool) -> Env:
     cfg = LaunchConfig(grid=GRID, block=BLOCK)
     args = (buf, np.float32(1.0), np.int32(NELEM))
     return Env(dev, stream, kernel, buf, cfg, driver, vary_args, args)
-
-
-def versions(env: Env) -> dict[str, str]:
-    """Versions of everything that the numbers depend on."""
-    import cuda.bindings
-    import cuda.core
-    import numpy as np
-
-    import cudagraph
-
-    out = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "cuda.core": str(getattr(cuda.core, "__version__", "?")),
-        "cuda.bindings": str(getattr(cuda.bindings, "__version__", "?")),
-        "cudagraph": str(getattr(cudagraph, "__version__", "?")),
-    }
-    try:
-        err, v = env.driver.cuDriverGetVersion()
-        out["driver (CUDA)"] = f"{int(v) // 1000}.{(int(v) % 1000) // 10}" if not err else f"error {err}"
-    except Exception as exc:  # informational only
-        out["driver (CUDA)"] = f"unknown ({exc})"
-    try:
-        out["gpu"] = f"{env.dev.name} (sm_{env.dev.arch})"
-    except Exception as exc:  # informational only
-        out["gpu"] = f"unknown ({exc})"
-    return out
 
 
 def _check(result: Any, call: str) -> Any:
@@ -719,14 +683,6 @@ def measure_launch(peers: list[Peer], env: Env, gpu_n: int, launches: int, repea
 # --------------------------------------------------------------------------- report
 
 
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "n/a" if v is None else f"{v:.{digits}f}"
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
 def construction_table(rows: list[Row]) -> str:
     head = (
         "| shape | N | peer | define µs/node | lower µs/node | define+lower µs/node | instantiate ms | end-to-end ms |"
@@ -834,15 +790,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--json", metavar="PATH", type=Path, default=None, help="also write every number to PATH")
     return p.parse_args(argv)
-
-
-def _import_cudagraph() -> None:
-    """Import cudagraph, falling back to the checkout's ``src/`` when it is not on ``PYTHONPATH``."""
-    try:
-        importlib.import_module("cudagraph")
-    except ImportError:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-        importlib.import_module("cudagraph")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -69,18 +69,20 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
-import platform
 import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _common import fmt as _fmt
+from _common import import_cudagraph as _import_cudagraph
+from _common import no_gc, versions
+from _common import verdict as _verdict
 
 KERNEL_SOURCE = r"""
 extern "C" __global__ void inc(float* x, float a, int n)
@@ -109,17 +111,6 @@ TARGET_LAUNCH_REBIND_US = 5.0  # launch(s, p=new) - launch(s) <= 5 µs
 TARGET_CACHE = 5.0  # fresh instantiate step / cache hit step >= 5x
 
 perf_counter = time.perf_counter
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Collect garbage, then keep the collector off for the timed region."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _even(x: float) -> int:
@@ -188,33 +179,6 @@ def setup(placement: str) -> Env:
     stream.sync()
     cfg = LaunchConfig(grid=GRID, block=BLOCK)
     return Env(dev, stream, kernel, cfg, driver, fixed, buf_a, buf_b, np.float32(1e-3), np.int32(NELEM), placement)
-
-
-def versions(env: Env) -> dict[str, str]:
-    """Versions of everything that the numbers depend on."""
-    import cuda.bindings
-    import cuda.core
-    import numpy as np
-
-    import cudagraph
-
-    out = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "cuda.core": str(getattr(cuda.core, "__version__", "?")),
-        "cuda.bindings": str(getattr(cuda.bindings, "__version__", "?")),
-        "cudagraph": str(getattr(cudagraph, "__version__", "?")),
-    }
-    try:
-        err, v = env.driver.cuDriverGetVersion()
-        out["driver (CUDA)"] = f"{int(v) // 1000}.{(int(v) % 1000) // 10}" if not err else f"error {err}"
-    except Exception as exc:  # informational only
-        out["driver (CUDA)"] = f"unknown ({exc})"
-    try:
-        out["gpu"] = f"{env.dev.name} (sm_{env.dev.arch})"
-    except Exception as exc:  # informational only
-        out["gpu"] = f"unknown ({exc})"
-    return out
 
 
 # --------------------------------------------------------------------------- graph builders
@@ -998,14 +962,6 @@ def measure_cache(env: Env, repeats: int, scale: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- report
 
 
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "n/a" if v is None else f"{v:.{digits}f}"
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
 def _find(results: Sequence[Result], peer: str, n: int, k: int) -> Result | None:
     for r in results:
         if r.peer == peer and r.n == n and r.k == k:
@@ -1245,15 +1201,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--json", metavar="PATH", type=Path, default=None, help="also write every number to PATH")
     return p.parse_args(argv)
-
-
-def _import_cudagraph() -> None:
-    """Import cudagraph, falling back to the checkout's ``src/`` when it is not on ``PYTHONPATH``."""
-    try:
-        importlib.import_module("cudagraph")
-    except ImportError:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-        importlib.import_module("cudagraph")
 
 
 def _section(name: str, fn: Callable[[], Any], empty: Any) -> Any:

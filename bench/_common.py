@@ -1,0 +1,71 @@
+"""Helpers shared by the benchmark scripts: versions, garbage-collector control, formatting."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import platform
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = ["fmt", "import_cudagraph", "no_gc", "verdict", "versions"]
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Collect garbage, then keep the collector off for the timed region."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def versions(env: Any) -> dict[str, str]:
+    """Versions of everything that the numbers depend on (``env`` has ``driver`` and ``dev``)."""
+    import cuda.bindings
+    import cuda.core
+    import numpy as np
+
+    import cudagraph
+
+    out = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cuda.core": str(getattr(cuda.core, "__version__", "?")),
+        "cuda.bindings": str(getattr(cuda.bindings, "__version__", "?")),
+        "cudagraph": str(getattr(cudagraph, "__version__", "?")),
+    }
+    try:
+        err, v = env.driver.cuDriverGetVersion()
+        out["driver (CUDA)"] = f"{int(v) // 1000}.{(int(v) % 1000) // 10}" if not err else f"error {err}"
+    except Exception as exc:  # informational only
+        out["driver (CUDA)"] = f"unknown ({exc})"
+    try:
+        out["gpu"] = f"{env.dev.name} (sm_{env.dev.arch})"
+    except Exception as exc:  # informational only
+        out["gpu"] = f"unknown ({exc})"
+    return out
+
+
+def fmt(v: float | None, digits: int = 3) -> str:
+    """A number for a table cell (``n/a`` for ``None``)."""
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def verdict(ok: bool) -> str:
+    """``PASS`` or ``MISS``."""
+    return "PASS" if ok else "MISS"
+
+
+def import_cudagraph() -> None:
+    """Import cudagraph, falling back to the checkout's ``src/`` when it is not on ``PYTHONPATH``."""
+    try:
+        importlib.import_module("cudagraph")
+    except ImportError:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        importlib.import_module("cudagraph")

@@ -406,8 +406,8 @@ def _gpu_cases() -> list[tuple[str, Callable[..., Any], type, tuple[str, ...]]]:
         (
             "smem-over-limit",
             lambda k, buf, s: _inst(k.big_smem, (buf,), shared_mem=10**9),
-            CudaGraphError,
-            ("kernel#0 'k'",),
+            OperandError,
+            ("kernel#0 'k'", "shared_mem", "1000000000 bytes", "limit of"),
         ),
         ("bogus-address-copy", lambda k, buf, s: _copy_inst(0x10, buf), OperandError, ("memcpy#0", "src", "0x10")),
         ("closed-launch", lambda k, buf, s: _closed(k, buf).launch(s), ExecutableClosedError, ("closed", "Graph 'c'")),

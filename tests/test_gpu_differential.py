@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,8 @@ pytestmark = pytest.mark.gpu
 
 N = 64
 NBUF = 4
+# Fewer under the memory checker, which makes each launch far slower (see README).
+EXAMPLES = int(os.environ.get("CUDAGRAPH_DIFF_EXAMPLES", "320"))
 
 # op = (kind, a, b, c, x): kind 0 scale_add(buf a), 1 copy a->b, 2 fill a, 3 combine a,b->c, 4 axpb a->b
 OP = st.tuples(
@@ -71,7 +75,7 @@ def build(kernels, bufs, ops, extra_edges):
 
 
 @settings(
-    max_examples=320,
+    max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,

@@ -134,7 +134,8 @@ def test_lift_torch_graph(gpu, stream):
     assert torch.equal(y.cpu(), (torch.arange(N, dtype=torch.float32) * 2 + 1))
 
 
-def test_capture_region_with_cupy_matmul(gpu, kernels, stream):
+def test_capture_region_with_cupy_ops(gpu, kernels, stream):
+    # CuPy refuses cuBLAS calls under any stream capture, so this region records elementwise ops.
     cupy = pytest.importorskip("cupy")
     rng = np.random.default_rng(1)
     a_h = rng.standard_normal((64, 64)).astype(np.float32)
@@ -142,20 +143,96 @@ def test_capture_region_with_cupy_matmul(gpu, kernels, stream):
     a = cupy.asarray(a_h)
     b = cupy.asarray(b_h)
     c = cupy.empty((64, 64), dtype=cupy.float32)
+    cupy.multiply(a, b, out=c)  # compiles and loads the elementwise kernels before capture
+    cupy.add(c, a, out=c)
     cupy.cuda.runtime.deviceSynchronize()
     out = np.zeros((64, 64), np.float32)
-    g = cg.Graph("mm")
+    g = cg.Graph("elementwise")
     scale = g.kernel(kernels.scale_add, 1, 256, (a, np.float32(2.0), np.float32(0.0), np.int32(256)))
-    with g.capture(after=scale, name="matmul") as region_stream:
+    with g.capture(after=scale, name="ops") as region_stream:
         with region_stream.cupy():
-            cupy.matmul(a, b, out=c)
+            cupy.multiply(a, b, out=c)
+            cupy.add(c, a, out=c)
     node = g.nodes[-1]
     assert node.kind == "child" and node.predecessors == (scale,)
-    assert any(n.kind == "kernel" for n in node.body.nodes)
+    assert [n.kind for n in node.body.nodes] == ["kernel", "kernel"]
     g.memcpy(out, c, c.nbytes, after=node)
     with g.instantiate() as exe:
         exe.launch(stream)
         stream.sync()
     expect = a_h.copy()
     expect.reshape(-1)[:256] *= 2
-    np.testing.assert_allclose(out, expect @ b_h, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out, expect * b_h + expect, rtol=1e-6)
+
+
+def test_capture_region_with_torch_matmul(gpu, kernels, stream):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    rng = np.random.default_rng(2)
+    a_h = rng.standard_normal((64, 64)).astype(np.float32)
+    b_h = rng.standard_normal((64, 64)).astype(np.float32)
+    a = torch.from_numpy(a_h).cuda()
+    b = torch.from_numpy(b_h).cuda()
+    c = torch.empty((64, 64), dtype=torch.float32, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.matmul(a, b, out=c)  # cuBLAS handle and workspace for this stream, made outside capture
+    torch.cuda.synchronize()
+    out = np.zeros((64, 64), np.float32)
+    g = cg.Graph("mm")
+    scale = g.kernel(kernels.scale_add, 1, 256, (a, np.float32(2.0), np.float32(0.0), np.int32(256)))
+    with g.capture(after=scale, name="matmul", stream=side) as region_stream:
+        with torch.cuda.stream(region_stream.torch()):
+            torch.matmul(a, b, out=c)
+    node = g.nodes[-1]
+    assert node.kind == "child" and node.predecessors == (scale,)
+    assert any(n.kind == "kernel" for n in node.body.nodes)
+    g.memcpy(out, c, 64 * 64 * 4, after=node)
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        stream.sync()
+    expect = a_h.copy()
+    expect.reshape(-1)[:256] *= 2
+    np.testing.assert_allclose(out, expect @ b_h, rtol=1e-3, atol=1e-3)
+
+
+def test_capture_region_refuses_legacy_default_stream(gpu):
+    g = cg.Graph("legacy")
+    with pytest.raises(cg.errors.OperandError, match="capture region 'r': stream: the legacy default stream"):
+        with g.capture(name="r", stream=0):
+            pass
+    assert g.nodes == ()
+
+
+def test_capture_region_invalidated_by_uncapturable_call(gpu, kernels):
+    from cuda.bindings import driver as drv
+
+    g = cg.Graph("bad-region")
+    first = g.empty(name="first")
+    with pytest.raises(cg.errors.DriverError, match=r"capture region 'alloc'.*not capturable") as info:
+        with g.capture(after=first, name="alloc"):
+            drv.cuMemAlloc(16)  # allocation is refused under capture and invalidates it
+    assert info.value.name == "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"
+    assert [n.name for n in g.nodes] == ["first"]
+
+
+def test_capture_region_body_exception_propagates(gpu, kernels, stream):
+    g = cg.Graph("raising-region")
+    first = g.empty(name="first")
+    with pytest.raises(ZeroDivisionError):
+        with g.capture(after=first, name="raises"):
+            raise ZeroDivisionError("inside the region")
+    assert [n.name for n in g.nodes] == ["first"]
+    from cuda.core import LaunchConfig, launch
+
+    buf = gpu.upload(np.zeros(256, np.float32))
+    with g.capture(after=first, name="ok") as s:
+        cfg = LaunchConfig(grid=1, block=256)
+        launch(s, cfg, kernels.scale_add, buf, np.float32(1.0), np.float32(3.0), np.int32(256))
+    out = np.zeros(256, np.float32)
+    g.memcpy(out, buf, 256 * 4, after=g.nodes[-1])
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        stream.sync()
+    np.testing.assert_array_equal(out, np.full(256, 3.0, np.float32))

@@ -21,7 +21,7 @@ class _BoundCapture:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
 
-    def __call__(self, after: Any = None, *, name: str | None = None) -> CaptureRegion:
+    def __call__(self, after: Any = None, *, name: str | None = None, stream: Any = None) -> CaptureRegion:
         """A capture region: ``with g.capture(after=...) as s:`` records library calls on ``s`` into one node.
 
         Parameters
@@ -30,6 +30,11 @@ class _BoundCapture:
             What the region's node depends on.
         name : str, optional
             A label for the node.
+        stream : cuda.core Stream, object with ``__cuda_stream__``, CUstream or int, optional
+            Capture on this stream rather than on one the region creates.
+            Libraries that set up per-stream state on first use (PyTorch's
+            cuBLAS workspace, for one) cannot do so under capture: run the
+            call once on this stream before the region.
 
         Returns
         -------
@@ -37,7 +42,7 @@ class _BoundCapture:
         """
         from ._capture_region import CaptureRegion
 
-        return CaptureRegion(self.graph, after, name)
+        return CaptureRegion(self.graph, after, name, stream)
 
 
 def _capture_function(fn: Callable[[Any], Any], stream: Any = None, *, name: str = "captured") -> Graph:

@@ -93,8 +93,7 @@ def _replay(rp: _Replay, graph: Graph, entry: list[tuple[Any, Any]], bindings: d
     for node in order:
         if not isinstance(node, _SUPPORTED):
             raise UnsupportedError(
-                f"{node.label}: the capture backend cannot express a {node.kind} node; "
-                "use backend='explicit'",
+                f"{node.label}: the capture backend cannot express a {node.kind} node; use backend='explicit'",
                 node=node,
             )
         if type(node) is KernelNode and (

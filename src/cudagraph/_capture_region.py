@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._driver._calls import check, ensure_context, require_driver
+from ._driver._calls import check, ensure_context, raise_error, require_driver
 from ._nodes import ChildGraphNode, Node
 from .errors import OperandError
 
@@ -63,9 +63,27 @@ def _begin(stream_handle: Any) -> None:
     check(drv.cuStreamBeginCapture(stream_handle, mode), "cuStreamBeginCapture")
 
 
-def _end(stream_handle: Any) -> Any:
+_INVALIDATED_HINT = (
+    "{what}: a call recorded in it is not capturable (it allocated memory, synchronized, "
+    "or created a library handle such as cuBLAS's); run that call once before capturing "
+    "so its set-up happens outside capture"
+)
+
+
+def _end(stream_handle: Any, what: str) -> Any:
     drv = require_driver()
-    return check(drv.cuStreamEndCapture(stream_handle), "cuStreamEndCapture")
+    err, graph = drv.cuStreamEndCapture(stream_handle)
+    if err == drv.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+        raise_error(err, "cuStreamEndCapture", detail=_INVALIDATED_HINT.format(what=what))
+    return check((err, graph), "cuStreamEndCapture")
+
+
+def _abandon(stream_handle: Any) -> None:
+    """End a capture that is being left by an exception, dropping what it recorded."""
+    drv = require_driver()
+    err, graph = drv.cuStreamEndCapture(stream_handle)
+    if not err and graph is not None and int(graph):
+        drv.cuGraphDestroy(graph)
 
 
 def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "captured") -> Graph:
@@ -102,13 +120,9 @@ def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "
     try:
         fn(CaptureStream(h, owner))
     except BaseException:
-        try:
-            graph = _end(h)
-            drv.cuGraphDestroy(graph)
-        except Exception:
-            pass
+        _abandon(h)
         raise
-    graph = _end(h)
+    graph = _end(h, f"capture of {name!r}")
     try:
         return lift(graph, name=name)
     finally:
@@ -131,12 +145,12 @@ class CaptureRegion:
 
     __slots__ = ("_after", "_graph", "_name", "_owner", "_stream", "node")
 
-    def __init__(self, graph: Graph, after: Any, name: str | None) -> None:
+    def __init__(self, graph: Graph, after: Any, name: str | None, stream: Any = None) -> None:
         self._graph = graph
         self._after = graph._deps(after, f"capture region {name or 'capture'!r}")
         self._name = name or "capture"
         self.node: ChildGraphNode | None = None
-        self._owner: Any = None
+        self._owner: Any = stream
         self._stream: CaptureStream | None = None
 
     @property
@@ -148,10 +162,17 @@ class CaptureRegion:
         ensure_context()
         from cuda.core import Device
 
+        from ._driver._streams import stream_handle
+
         if self._owner is None:
             self._owner = Device().create_stream()
-        self._owner.sync()
-        h = self._owner.handle
+        h = stream_handle(self._owner)
+        if not int(h):
+            raise OperandError(
+                f"capture region {self._name!r}: stream: the legacy default stream cannot be captured; "
+                "pass a stream you created"
+            )
+        check(require_driver().cuStreamSynchronize(h), "cuStreamSynchronize")
         _begin(h)
         self._stream = CaptureStream(h, self._owner)
         return self._stream
@@ -161,10 +182,11 @@ class CaptureRegion:
 
         drv = require_driver()
         assert self._stream is not None
-        graph = _end(self._stream.handle)
+        if exc_type is not None:
+            _abandon(self._stream.handle)
+            return
+        graph = _end(self._stream.handle, f"capture region {self._name!r}")
         try:
-            if exc_type is not None:
-                return
             body = lift(graph, name=self._name)
         finally:
             drv.cuGraphDestroy(graph)

@@ -115,9 +115,7 @@ def check_launch_attrs(node: KernelNode) -> None:
     if attrs.cluster is not None:
         for axis, (g, c) in enumerate(zip(node.grid, attrs.cluster)):
             if g % c:
-                raise DefinitionError(
-                    f"{node.label}: grid[{axis}] = {g} is not a multiple of cluster[{axis}] = {c}"
-                )
+                raise DefinitionError(f"{node.label}: grid[{axis}] = {g} is not a multiple of cluster[{axis}] = {c}")
 
 
 class _Walk:

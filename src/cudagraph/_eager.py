@@ -81,9 +81,7 @@ def _function(info: Any, state: LowerState) -> Any:
     return fn
 
 
-def _run(
-    graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: list[int], state: LowerState
-) -> None:
+def _run(graph: Graph, h: Any, bindings: dict[str, Any], sink: list[Any], keys: list[int], state: LowerState) -> None:
     for node in graph.topological_order():
         issue_node(node, h, bindings, sink, keys, state)
 
@@ -187,7 +185,7 @@ def _launch_ex(node: KernelNode, info: Any, params: int, h: Any, state: LowerSta
 
     drv = require_driver()
     attrs = node.attrs
-    why = ensure_dynamic_smem(info, node.shared_mem, state) if attrs.smem_optin else ""
+    why = ensure_dynamic_smem(info, node, state) if attrs.smem_optin else ""
     cfg = drv.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = node.grid
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = node.block

@@ -736,9 +736,7 @@ class Graph:
             f"that declared it or in the conditional bodies inside that graph, not in Graph {self.name!r}"
         )
 
-    def _conditional(
-        self, cls: Any, kind: str, cond: Any, suffixes: list[str], after: After, name: str | None
-    ) -> Any:
+    def _conditional(self, cls: Any, kind: str, cond: Any, suffixes: list[str], after: After, name: str | None) -> Any:
         what = self._what(kind, name)
         self._check_condition(cond, what)
         if cond._nodes:
@@ -919,8 +917,7 @@ class Graph:
             raise OperandError(f"{what}: dtype {dtype!r} is not a numpy dtype") from None
         if dt not in PREDICATE_DTYPES:
             raise OperandError(
-                f"{what}: dtype {dt} is not supported; use one of "
-                f"{', '.join(str(d) for d in PREDICATE_DTYPES)}"
+                f"{what}: dtype {dt} is not supported; use one of {', '.join(str(d) for d in PREDICATE_DTYPES)}"
             )
         if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
             raise OperandError(f"{what}: value must be a number, got {type(value).__name__}")
@@ -1006,9 +1003,7 @@ class Graph:
         """
         what = self._what("free", name)
         if type(alloc) is not AllocNode:
-            raise OperandError(
-                f"{what}: expected the AllocNode returned by Graph.alloc(), got {type(alloc).__name__}"
-            )
+            raise OperandError(f"{what}: expected the AllocNode returned by Graph.alloc(), got {type(alloc).__name__}")
         if alloc.graph is not self:
             raise ForeignNodeError(
                 f"{what}: {alloc.label} was allocated in Graph {alloc.graph.name!r}, not in {self.name!r}; "

@@ -34,7 +34,7 @@ from ._nodes import (
     SwitchNode,
     WhileNode,
 )
-from .errors import UnsupportedError
+from .errors import OperandError, UnsupportedError
 
 if TYPE_CHECKING:
     from ._explicit import Lowering
@@ -220,19 +220,48 @@ _SMEM_SET: dict[tuple[bool, int], int] = {}
 _NON_PORTABLE_SET: set[tuple[bool, int]] = set()
 
 
-def ensure_dynamic_smem(info: Any, nbytes: int, state: LowerState | None = None) -> str:
-    """Raise the kernel's ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` to ``nbytes``; returns ``""`` or why it failed.
+_SMEM_OPTIN_LIMIT: dict[int, int] = {}
 
-    A failure is not raised here: the launch or node creation that follows
-    fails with the driver's error, to which the reason is added.
+
+def _smem_limit(info: Any, dev: Any) -> tuple[int, int]:
+    """``(opt-in shared memory per block of the device, static shared memory of the kernel)``."""
+    drv = require_driver()
+    limit = _SMEM_OPTIN_LIMIT.get(int(dev))
+    if limit is None:
+        attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        limit = int(check(drv.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute"))
+        _SMEM_OPTIN_LIMIT[int(dev)] = limit
+    fattr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+    if info.is_library_kernel:
+        static = check(drv.cuKernelGetAttribute(fattr, info.handle, dev), "cuKernelGetAttribute")
+    else:
+        static = check(drv.cuFuncGetAttribute(fattr, info.handle), "cuFuncGetAttribute")
+    return limit, int(static)
+
+
+def ensure_dynamic_smem(info: Any, node: Any, state: LowerState | None = None) -> str:
+    """Raise the kernel's ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` to ``node.shared_mem``; ``""`` or why it failed.
+
+    Raises
+    ------
+    OperandError
+        The dynamic shared memory plus the kernel's static shared memory
+        exceed what the device allows one block (checked before the driver).
     """
+    nbytes = node.shared_mem
     key = (info.is_library_kernel, int(info.handle))
     if _SMEM_SET.get(key, 0) >= nbytes:
         return ""
     drv = require_driver()
+    dev = state.device() if state is not None else check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
+    limit, static = _smem_limit(info, dev)
+    if nbytes + static > limit:
+        raise OperandError(
+            f"{node.label} of Graph {node.graph.name!r}: shared_mem: {nbytes} bytes of dynamic shared memory"
+            f"{f' plus {static} static' if static else ''} exceed the device's limit of {limit} bytes per block"
+        )
     attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     if info.is_library_kernel:
-        dev = state.device() if state is not None else check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
         (err,) = drv.cuKernelSetAttribute(attr, nbytes, info.handle, dev)
         call = "cuKernelSetAttribute"
     else:
@@ -316,7 +345,7 @@ def add_kernel_with_attrs(
     state = state_for(lowering)
     why = ""
     if attrs.smem_optin:
-        why = ensure_dynamic_smem(info, node.shared_mem, state)
+        why = ensure_dynamic_smem(info, node, state)
     if attrs.cluster is not None and attrs.cluster[0] * attrs.cluster[1] * attrs.cluster[2] > PORTABLE_CLUSTER_SIZE:
         _allow_non_portable_cluster(info, state)
     if attrs.programmatic:
@@ -354,4 +383,3 @@ def register(lowerers: dict[type, Callable[..., Any]]) -> None:
     child = lowerers.get(ChildGraphNode)
     if child is not None and not hasattr(child, "__wrapped__"):
         lowerers[ChildGraphNode] = _wrap_child(child)
-

@@ -553,9 +553,7 @@ class Memcpy3DNode(Node):
 
     def describe(self) -> str:
         shape = f"{self.width}x{self.height}" + (f"x{self.depth}" if self.depth > 1 else "")
-        return (
-            f"{_short(self.src)} (pitch {self.src_pitch}) -> {_short(self.dst)} (pitch {self.dst_pitch}) {shape} B"
-        )
+        return f"{_short(self.src)} (pitch {self.src_pitch}) -> {_short(self.dst)} (pitch {self.dst_pitch}) {shape} B"
 
     def update(self, **changes: Any) -> Node:
         """Not supported: build a new node instead."""

@@ -19,7 +19,6 @@ from .errors import OperandError
 __all__ = ["Deferred", "buffer_like", "normalize_kernel_args", "resolve_pointer"]
 
 
-
 class Deferred:
     """An operand whose address can only be read with CUDA (DLPack)."""
 

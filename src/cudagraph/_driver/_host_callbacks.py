@@ -5,12 +5,15 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["HOST_FN_ADDRESS", "register", "retire", "unregister"]
 
-# key -> (callable, args, sink, node); the driver passes the key as userData.
+# key -> (callable, args, sink, weak reference to the node); the driver passes
+# the key as userData. The node is held weakly so that a callback still
+# registered while its last launch drains does not keep the definition alive.
 _REGISTRY: dict[int, tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any]] = {}
 _KEYS = itertools.count(1)
 _LOCK = threading.Lock()
@@ -20,11 +23,11 @@ def _trampoline(user_data: int | None) -> None:
     entry = _REGISTRY.get(user_data or 0)
     if entry is None:
         return
-    fn, args, sink, node = entry
+    fn, args, sink, node_ref = entry
     try:
         fn(*args)
     except BaseException as exc:
-        sink.append((node, exc))
+        sink.append((node_ref(), exc))
 
 
 _HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -87,11 +90,18 @@ def retire(keys: list[int], streams: Any) -> None:
                 _REGISTRY.pop(k, None)
 
 
+def _weak(node: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(node)
+    except TypeError:
+        return lambda: node
+
+
 def register(fn: Callable[..., Any], args: tuple[Any, ...], sink: list[Any], node: Any) -> int:
     """Register a callable; return the key to pass as the host node's ``userData``."""
     with _LOCK:
         key = next(_KEYS)
-        _REGISTRY[key] = (fn, args, sink, node)
+        _REGISTRY[key] = (fn, args, sink, _weak(node))
     return key
 
 

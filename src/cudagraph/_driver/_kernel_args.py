@@ -113,13 +113,14 @@ class KernelInfo:
             self.name = raw.decode() if isinstance(raw, bytes) else str(raw)
         except Exception:
             self.name = f"<kernel {int(handle):#x}>"
+        count = _param_count(drv, handle, self.is_library_kernel)
         offsets: list[int] = []
         sizes: list[int] = []
-        while True:
+        while count is None or len(offsets) < count:
             err, off, size = get_info(handle, len(offsets))
             if err:
-                if error_name(err) == "CUDA_ERROR_INVALID_VALUE":
-                    break
+                if count is None and error_name(err) == "CUDA_ERROR_INVALID_VALUE":
+                    break  # probed one past the last parameter
                 check((err,), get_info.__name__)
             offsets.append(int(off))
             sizes.append(int(size))
@@ -255,6 +256,22 @@ class KernelInfo:
 
 
 _INFO: dict[tuple[bool, int], KernelInfo] = {}
+
+
+def _param_count(drv: Any, handle: Any, is_library_kernel: bool) -> int | None:
+    """The kernel's parameter count from ``cu{Kernel,Func}GetParamCount`` (CUDA 13), else ``None``.
+
+    Without it the count is found by probing ``cu*GetParamInfo`` one index past
+    the end, which the driver answers with an error (seen by the sanitizer).
+    """
+    get_count = getattr(drv, "cuKernelGetParamCount" if is_library_kernel else "cuFuncGetParamCount", None)
+    if get_count is None:
+        return None
+    try:
+        err, count = get_count(handle)
+    except Exception:
+        return None
+    return None if err else int(count)
 
 
 def kernel_info(kernel: Any) -> KernelInfo:

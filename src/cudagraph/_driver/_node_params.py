@@ -95,6 +95,24 @@ def fill_memcpy3d(c: Any, node: Any, bindings: dict[str, Any]) -> None:
     c.dstHeight = node.dst_height
 
 
+def pointer_attribute(attribute: Any, ptr: int) -> int:
+    """One pointer attribute as an int, 0 where CUDA does not know the address.
+
+    ``cuPointerGetAttributes`` answers an unknown address (pageable host
+    memory) with zeros where ``cuPointerGetAttribute`` would fail, so probing
+    user pointers raises no driver error.
+    """
+    drv = require_driver()
+    err, values = drv.cuPointerGetAttributes(1, [attribute], ptr)
+    if err or not values or values[0] is None:
+        return 0
+    value = values[0]
+    try:
+        return int(value)
+    except TypeError:
+        return int(getattr(value, "value", 0) or 0)
+
+
 def memop_address(node: Any, bindings: dict[str, Any]) -> int:
     """The word a write-value / wait-value node works on, checked for memory operations.
 
@@ -108,8 +126,7 @@ def memop_address(node: Any, bindings: dict[str, Any]) -> int:
     drv = require_driver()
     what = f"{node.label}: ptr"
     addr = pointer_value(node.ptr, bindings, what)
-    err, pool = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, addr)
-    if not err and pool is not None and int(pool):
+    if pointer_attribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, addr):
         raise OperandError(
             f"{what}: {addr:#x} is memory-pool memory (cuMemAllocAsync / cuda.core device buffers); memory "
             "operations need memory from cuMemAlloc, cuMemHostAlloc or registered host memory"
@@ -149,8 +166,7 @@ def memory_type(ptr: int, what: str = "operand") -> Any:
         For an address no allocation can have (below 64 KiB).
     """
     drv = require_driver()
-    err, _ = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
-    if err:
+    if not pointer_attribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr):
         if ptr < LOWEST_VALID_ADDRESS:
             raise OperandError(f"{what}: {ptr:#x} is not an address of device or host memory")
         return drv.CUmemorytype.CU_MEMORYTYPE_HOST

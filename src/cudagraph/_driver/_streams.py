@@ -15,7 +15,7 @@ def stream_handle(stream: Any) -> Any:
 
     Parameters
     ----------
-    stream : cuda.core.Stream, object with ``__cuda_stream__``, CUstream, int or None
+    stream : cuda.core.Stream, object with ``__cuda_stream__``, CUstream, torch or cupy stream, int or None
         ``None`` and ``0`` mean the legacy default stream.
 
     Raises
@@ -35,9 +35,14 @@ def stream_handle(stream: Any) -> Any:
     handle = getattr(stream, "handle", None)
     if handle is not None and isinstance(handle, drv.CUstream):
         return handle
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        raw = getattr(stream, attr, None)
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return drv.CUstream(raw)
     if isinstance(stream, int) and not isinstance(stream, bool) and stream >= 0:
         return drv.CUstream(stream)
     raise OperandError(
-        f"stream: expected a cuda.core Stream, an object with __cuda_stream__, a CUstream, an int or None; "
+        f"stream: expected a cuda.core Stream, an object with __cuda_stream__, a CUstream, "
+        f"a torch/cupy stream, an int or None; "
         f"got {type(stream).__name__}"
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
 import sys
 import time
@@ -54,8 +55,10 @@ def _timed(fn: Callable[[], Any], repeats: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its tables."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="N = 1000 only, 3 repeats")
+    ap.add_argument("--quick", action="store_true", help="N = 1000 only, 3 repeats (lifting stays at 10000)")
+    ap.add_argument("--json", metavar="PATH", help="also write every number to PATH")
     args = ap.parse_args(argv)
+    results: dict[str, float] = {}
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
     import numpy as np
@@ -102,10 +105,12 @@ def main(argv: list[str] | None = None) -> int:
 
                 times[backend] = _timed(run, repeats) / len(g) * 1e6
             ratio = times["capture"] / times["explicit"]
+            results[f"{shape}_{n}_explicit_us_per_node"] = times["explicit"]
+            results[f"{shape}_{n}_capture_us_per_node"] = times["capture"]
             print(f"| {shape} | {n} | {times['explicit']:.2f} | {times['capture']:.2f} | {ratio:.2f} |")
 
     print()
-    n = 1000 if args.quick else 10000
+    n = 10000
     cfg = LaunchConfig(grid=1, block=32)
     gb = dev.create_graph_builder()
     gb.begin_building()
@@ -124,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| lift a captured {n}-kernel chain | {t_lift:.2f} µs/node |")
     print(f"| explicit define + lower of the same chain | {t_explicit:.2f} µs/node |")
     verdict = "PASS" if ratio <= 2.0 else "MISS"
+    results.update(lift_us_per_node=t_lift, explicit_us_per_node=t_explicit, lift_over_explicit=ratio)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
     print(f"lift / explicit construction per node: {ratio:.2f}x (target <= 2x: {verdict})")
     gb.close()
     buf.close(s)

@@ -610,7 +610,11 @@ def test_definition_keeps_operands_alive(gpu, nvrtc, stream):
     del exe
     for _ in range(3):
         gc.collect()
-    assert wr() is None, "the graph definition is still referenced after its executable was closed and dropped"
+    if wr() is not None:
+        holders = [
+            type(r).__name__ + (f" {sorted(r)[:8]}" if isinstance(r, dict) else "") for r in gc.get_referrers(wr())
+        ]
+        raise AssertionError(f"the graph definition is still referenced after its executable was closed: {holders}")
 
 
 def test_executable_outlives_definition_built_inline(gpu, nvrtc, stream):
@@ -973,16 +977,18 @@ def test_eager_run_with_params_and_child(gpu, kernels, stream):
 def test_driver_error_is_typed_and_leaves_nothing_behind(gpu, kernels, stream):
     from cudagraph._driver import _host_callbacks
 
-    dx = gpu.alloc(N * F4)
+    # More blocks than can be co-resident: the driver refuses the cooperative attribute.
+    blocks = gpu.device.properties.multiprocessor_count * 64
+    dx = gpu.alloc(blocks * 1024 * F4)
     before = len(_host_callbacks._REGISTRY)
-    g = cg.Graph("too_much_smem")
+    g = cg.Graph("too_large")
     h = g.host(lambda: None, name="h")
     big = g.kernel(
         kernels.scale_add,
-        1,
-        32,
-        (dx, np.float32(1), np.float32(0), np.int32(32)),
-        shared_mem=1 << 30,
+        blocks,
+        1024,
+        (dx, np.float32(1), np.float32(0), np.int32(blocks * 1024)),
+        cooperative=True,
         after=h,
         name="big",
     )
@@ -992,14 +998,20 @@ def test_driver_error_is_typed_and_leaves_nothing_behind(gpu, kernels, stream):
         exe.launch(stream)
         host_sync(stream)
     e = ei.value
-    assert e.call in ("cuGraphAddNode", "cuGraphInstantiateWithParams", "cuGraphLaunch"), e.call
+    assert e.call in ("cuGraphKernelNodeSetAttribute", "cuGraphInstantiateWithParams", "cuGraphLaunch"), e.call
     assert e.call in str(e)
     assert e.name.startswith("CUDA_ERROR_") and e.name in str(e)
     assert e.code != 0 and not isinstance(e, errors.DriverUnavailableError)
-    if e.call == "cuGraphAddNode":
-        assert e.node is big and "kernel#1 'big'" in str(e) and "too_much_smem" in str(e)
+    if e.call == "cuGraphKernelNodeSetAttribute":
+        assert e.node is big and "kernel#1 'big'" in str(e) and "too_large" in str(e)
     if exe is not None:
         exe.close()
+    assert len(_host_callbacks._REGISTRY) == before
+    # Shared memory over the device's limit is caught before the driver, naming the node.
+    g2 = cg.Graph("too_much_smem")
+    g2.kernel(kernels.scale_add, 1, 32, (dx, np.float32(1), np.float32(0), np.int32(32)), shared_mem=1 << 30, name="s")
+    with pytest.raises(errors.OperandError, match=r"kernel#0 's' of Graph 'too_much_smem': shared_mem: 1073741824"):
+        g2.instantiate()
     assert len(_host_callbacks._REGISTRY) == before
 
 

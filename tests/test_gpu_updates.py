@@ -231,3 +231,42 @@ def test_executable_cache_hits_misses_evictions(gpu, kernels, stream):
     assert gpu.read(bufs[0], 1, np.int32)[0] == 15
     cache.clear()
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize("path", ["c-entry", "bindings"])
+def test_c_entry_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path):
+    """Kernel nodes are added and rebound through the driver's C entry points or cuda.bindings, alike."""
+    import cudagraph._executable as executable
+    import cudagraph._explicit as explicit
+
+    if path == "bindings":
+        monkeypatch.setattr(explicit, "c_add_node", lambda graph, params: None)
+        monkeypatch.setattr(executable, "_C_SET_KERNEL", None)
+    elif explicit.c_add_node(1, 0) is None or executable._C_SET_KERNEL is None:
+        pytest.skip("the driver exports no cuGraphAddNode_v2 / cuGraphExecKernelNodeSetParams_v2")
+    n = np.int32(N)
+    bufs = [gpu.upload(np.full(N, float(i), np.float32)) for i in range(3)]
+    g = cg.Graph(path)
+    x = g.param("x")
+    fill = g.memset(bufs[2], np.float32(0.0), count=N, name="zero")  # a bindings-path node among kernels
+    roots = [g.kernel(kernels.scale_add, 1, N, (x, np.float32(2.0), np.float32(1.0), n), name="root")]
+    roots.append(g.kernel(kernels.scale_add, 1, N, (bufs[1], np.float32(3.0), np.float32(0.0), n), name="triple"))
+    both = g.kernel(kernels.combine, 1, N, (bufs[2], x, bufs[1], n), after=[*roots, fill], name="sum")
+    g.kernel(kernels.scale_add, 1, N, (bufs[2], np.float32(0.5), np.float32(0.0), n), after=both, name="half")
+    exe = g.instantiate(x=bufs[0])
+    assert {(a.name, b.name) for a, b in g.edges} == {
+        ("root", "sum"),
+        ("triple", "sum"),
+        ("zero", "sum"),
+        ("sum", "half"),
+    }
+    exe.launch(stream)
+    # x = 0*2+1 = 1; bufs[1] = 1*3 = 3; combine is a-2b: -5; halved: -2.5
+    np.testing.assert_array_equal(gpu.read(bufs[2], N), np.full(N, -2.5, np.float32))
+    other = gpu.upload(np.full(N, 10.0, np.float32))
+    assert exe.bind(x=other) == 2
+    exe.launch(stream)
+    # x = 10*2+1 = 21; bufs[1] = 3*3 = 9; (21-18)/2 = 1.5
+    np.testing.assert_array_equal(gpu.read(bufs[2], N), np.full(N, 1.5, np.float32))
+    np.testing.assert_array_equal(gpu.read(other, N), np.full(N, 21.0, np.float32))
+    exe.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 import weakref
@@ -10,6 +11,7 @@ from typing import Any
 
 from ._bindings import all_params, resolve_bindings
 from ._diff import changed_nodes, describe_topology_diff, node_state, same_value, topology_signature
+from ._driver._c_entry import c_function
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
 from ._driver._node_update import KernelUpdater, set_node_params
@@ -168,6 +170,7 @@ class Executable:
         "__weakref__",
         "_bindings",
         "_ctx",
+        "_c_exec",
         "_enabled",
         "_exec",
         "_finalizer",
@@ -210,7 +213,8 @@ class Executable:
         self._lock = threading.RLock()
         self._raw_bound: dict[str, Any] = {}
         self._updaters: dict[int, KernelUpdater] = {}
-        self._plans: dict[str, list[tuple[Any, Any, Node]]] = {}
+        self._plans: dict[str, list[tuple[Any, Any, Node, Any]]] = {}
+        self._c_exec: Any = None  # the exec handle as a ctypes object (see _make_plan)
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}
         # What each top-level node was built with, to diff a later update() against.
@@ -411,10 +415,16 @@ class Executable:
         if plan is None:
             plan = self._plans[name] = self._make_plan(name)
         exec_handle = self._exec
-        for up, dnode, node in plan:
+        c_exec = self._c_exec
+        for up, dnode, node, c_node in plan:
             if up is not None:
                 for off, code in up.slots[name]:
                     _pack_into(code, up._buf, off, value)
+                if c_node is not None:
+                    rc = _C_SET_KERNEL(c_exec, c_node, up.c_params)
+                    if rc:
+                        raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", node)
+                    continue
                 (err,) = _SET_KERNEL(exec_handle, dnode, up.params)
                 if err:
                     raise_error(err, "cuGraphExecKernelNodeSetParams", node)
@@ -425,11 +435,15 @@ class Executable:
         self.update_calls += len(plan)
         return len(plan)
 
-    def _make_plan(self, name: str) -> list[tuple[Any, Any, Node]]:
-        plan: list[tuple[Any, Any, Node]] = []
+    def _make_plan(self, name: str) -> list[tuple[Any, Any, Node, Any]]:
+        """``[(kernel updater or None, driver node, node, driver node for the C entry point or None)]``."""
+        plan: list[tuple[Any, Any, Node, Any]] = []
+        if _C_SET_KERNEL is not None and self._c_exec is None:
+            self._c_exec = ctypes.c_void_p(int(self._exec))
         for node in self._lowered.param_users.get(name, ()):
             current, dnode, up, _fresh = self._updater(node)
-            plan.append((up, dnode, current))
+            c_node = ctypes.c_void_p(int(dnode)) if up is not None and _C_SET_KERNEL is not None else None
+            plan.append((up, dnode, current, c_node))
         return plan
 
     def _updater(self, node: Node) -> tuple[Node, Any, KernelUpdater | None, bool]:
@@ -651,6 +665,7 @@ class Executable:
         drv.cuGraphExecDestroy(self._exec)
         old = self._lowered
         self._exec = new_exec
+        self._c_exec = None
         self._lowered = new_lowered
         self._state[0] = new_exec
         self._state[1] = new_lowered
@@ -691,6 +706,8 @@ _pack_into = struct.pack_into
 try:
     _LAUNCH = require_driver().cuGraphLaunch
     _SET_KERNEL = require_driver().cuGraphExecKernelNodeSetParams
+    _C_SET_KERNEL = c_function("cuGraphExecKernelNodeSetParams_v2")
 except DriverError:  # pragma: no cover - no cuda-bindings: instantiate() raises first
     _LAUNCH = None
     _SET_KERNEL = None
+    _C_SET_KERNEL = None

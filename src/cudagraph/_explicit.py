@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ._driver._c_entry import c_add_node
 from ._driver._calls import check, ensure_context, raise_error, require_driver
 from ._driver._compat import BINDINGS_MAJOR, add_node_fn
 from ._driver._host_callbacks import retire, unregister
@@ -96,9 +97,13 @@ class Lowering:
         add = self.add
         raw_add = drv.cuGraphAddNode
         v13 = BINDINGS_MAJOR >= 13
+        make_node = drv.CUgraphNode
         bindings = self.bindings
         order = graph.topological_order()
-        dn: list[Any] = [None] * len(graph._nodes)
+        count = len(graph._nodes)
+        # dn: CUgraphNode objects (None until needed); raw: the same handles as ints.
+        dn: list[Any] = [None] * count
+        raw: list[int] = [0] * count
 
         kp = drv.CUgraphNodeParams()
         kp.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
@@ -110,16 +115,21 @@ class Lowering:
         last_block: Any = None
         last_smem = 0
         last_args: Any = None
+        c_add = c_add_node(int(handle), kp.getPtr())
+        if c_add is not None:
+            c_fn, c_out, c_out_ref, c_graph, c_deps, c_one, c_params = (
+                c_add.fn,
+                c_add.out,
+                c_add.out_ref,
+                c_add.graph,
+                c_add.deps,
+                c_add.one,
+                c_add.params,
+            )
 
         for node in order:
             preds = node._preds
             npreds = len(preds)
-            if npreds == 1:
-                deps: Any = [dn[preds[0].index]]
-            elif npreds:
-                deps = [dn[p.index] for p in preds]
-            else:
-                deps = None
             if type(node) is KernelNode:
                 kern = node.kernel
                 if kern is not last_kernel:
@@ -158,11 +168,26 @@ class Lowering:
                         info.pack(late, node, bindings)
                     last_args = args
                 attrs = node.attrs
+                if attrs is None and c_add is not None:
+                    # The hot path: the prepared parameters, straight to the C entry point.
+                    if npreds == 1:
+                        c_deps[0] = raw[preds[0].index]
+                        rc = c_fn(c_out_ref, c_graph, c_deps, None, c_one, c_params)
+                    else:
+                        rc = c_add.add([raw[p.index] for p in preds])
+                    if rc:
+                        raise_error(drv.CUresult(rc), "cuGraphAddNode", node)
+                    raw[node.index] = c_out.value or 0
+                    if bindings:
+                        self._note_params(node)
+                    continue
+                deps = self._deps(preds, dn, raw, make_node)
                 if attrs is None:
                     r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
                 else:
                     r = add_kernel_with_attrs(self, node, attrs, handle, deps, npreds, kp, info)
             else:
+                deps = self._deps(preds, dn, raw, make_node)
                 lower_fn = LOWERERS.get(type(node))
                 if lower_fn is not None:
                     r = lower_fn(self, node, handle, deps, npreds)
@@ -173,12 +198,32 @@ class Lowering:
             if r[0]:
                 raise_error(r[0], "cuGraphAddNode", node)
             dn[node.index] = r[1]
+            raw[node.index] = int(r[1])
             if bindings:
-                for name in node_params_uses(node):
-                    self.param_users.setdefault(name, []).append(node)
+                self._note_params(node)
+        for i, d in enumerate(dn):
+            if d is None:
+                dn[i] = make_node(raw[i])
         if track:
             self.tracked.append((list(graph._nodes), dn))
         return dn
+
+    @staticmethod
+    def _deps(preds: Any, dn: list[Any], raw: list[int], make_node: Any) -> Any:
+        """The predecessors' ``CUgraphNode`` objects for a ``cuda.bindings`` call (``None`` for none)."""
+        if not preds:
+            return None
+        out = []
+        for p in preds:
+            d = dn[p.index]
+            if d is None:
+                d = dn[p.index] = make_node(raw[p.index])
+            out.append(d)
+        return out
+
+    def _note_params(self, node: Node) -> None:
+        for name in node_params_uses(node):
+            self.param_users.setdefault(name, []).append(node)
 
     def node_map(self) -> dict[int, tuple[Node, Any]]:
         """``id(node) -> (node, CUgraphNode)`` for every tracked node."""

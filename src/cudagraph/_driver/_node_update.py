@@ -24,11 +24,13 @@ class KernelUpdater:
     ----------
     params : CUDA_KERNEL_NODE_PARAMS
         Prepared once; ``kernelParams`` points into this object's own buffer.
+    c_params : ctypes.c_void_p
+        The address of ``params``, for the driver's C entry point.
     slots : dict
         ``param name -> [(offset, struct code), ...]`` for arguments that are parameters.
     """
 
-    __slots__ = ("params", "_buf", "_ptrs", "slots")
+    __slots__ = ("params", "c_params", "_buf", "_ptrs", "slots")
 
     def __init__(self, node: KernelNode, bindings: dict[str, Any]) -> None:
         drv = require_driver()
@@ -49,6 +51,7 @@ class KernelUpdater:
         p.sharedMemBytes = node.shared_mem
         p.kernelParams = ctypes.addressof(self._ptrs) if info.offsets else 0
         self.params = p
+        self.c_params = ctypes.c_void_p(p.getPtr())
         self.slots: dict[str, list[tuple[int, str]]] = {}
         for a, off in zip(node.args, info.offsets):
             if type(a) is Param:

@@ -612,7 +612,8 @@ def test_definition_keeps_operands_alive(gpu, nvrtc, stream):
         gc.collect()
     if wr() is not None:
         holders = [
-            type(r).__name__ + (f" {sorted(r)[:8]}" if isinstance(r, dict) else "") for r in gc.get_referrers(wr())
+            type(r).__name__ + (f" {sorted(map(str, r))[:8]}" if isinstance(r, dict) else "")
+            for r in gc.get_referrers(wr())
         ]
         raise AssertionError(f"the graph definition is still referenced after its executable was closed: {holders}")
 

@@ -264,14 +264,21 @@ def _param_count(drv: Any, handle: Any, is_library_kernel: bool) -> int | None:
     Without it the count is found by probing ``cu*GetParamInfo`` one index past
     the end, which the driver answers with an error (seen by the sanitizer).
     """
-    get_count = getattr(drv, "cuKernelGetParamCount" if is_library_kernel else "cuFuncGetParamCount", None)
+    name = "cuKernelGetParamCount" if is_library_kernel else "cuFuncGetParamCount"
+    get_count = None if name in _NO_PARAM_COUNT else getattr(drv, name, None)
     if get_count is None:
         return None
     try:
         err, count = get_count(handle)
-    except Exception:
+    except Exception as exc:  # the running driver lacks it
+        _NO_PARAM_COUNT.add(name)
+        # The exception may be a shared instance: drop the frames it would keep alive.
+        exc.__traceback__ = None
         return None
     return None if err else int(count)
+
+
+_NO_PARAM_COUNT: set[str] = set()
 
 
 def kernel_info(kernel: Any) -> KernelInfo:

@@ -213,7 +213,7 @@ class Executable:
         self._lock = threading.RLock()
         self._raw_bound: dict[str, Any] = {}
         self._updaters: dict[int, KernelUpdater] = {}
-        self._plans: dict[str, list[tuple[Any, Any, Node, Any]]] = {}
+        self._plans: dict[str, list[tuple[Any, Any, Node, Any, Any]]] = {}
         self._c_exec: Any = None  # the exec handle as a ctypes object (see _make_plan)
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}
@@ -300,7 +300,11 @@ class Executable:
         if exec_handle is None:
             self._require_open()
         if params:
-            self.bind(**params)
+            if len(params) == 1:
+                ((name, value),) = params.items()
+                self._bind_one(name, value)
+            else:
+                self.bind(**params)
         if stream is not self._last_stream:
             self._last_handle = stream_handle(stream)
             self._last_stream = stream
@@ -371,6 +375,9 @@ class Executable:
         DriverError
             The driver refused an update (names the node).
         """
+        if len(params) == 1:
+            ((name, value),) = params.items()
+            return self._bind_one(name, value)
         if self._exec is None:
             self._require_open()
         raw = self._raw_bound
@@ -409,6 +416,37 @@ class Executable:
                 self._refresh(node, changed)
         return len(dirty)
 
+    def _bind_one(self, name: str, value: Any) -> int:
+        """:meth:`bind` of one parameter: the per-step rebinding path, kept short."""
+        if self._exec is None:
+            self._require_open()
+        raw = self._raw_bound
+        if raw.get(name, _UNSET) is value:
+            return 0
+        p = self.graph._params.get(name)
+        if p is None:
+            p = self._param(name)
+        if p.dtype is None:
+            t = type(value)
+            if t is int and 0 < value < 1 << 64:
+                v = value
+            elif t in _BUFFER_TYPES:
+                v = int(value.handle) or _pointer(p, value)
+            else:
+                v = _pointer(p, value)
+            if v == self._bindings.get(name):
+                raw[name] = value
+                return 0
+        else:
+            v = p.coerce(value)
+            if same_value(v, self._bindings.get(name, _UNSET)):
+                raw[name] = value
+                return 0
+        with self._lock:
+            self._bindings[name] = v
+            raw[name] = value
+            return self._apply_plan(name, v)
+
     def _apply_plan(self, name: str, value: Any) -> int:
         """Rebind one parameter through its prepared plan: rewrite bytes, one driver call per node."""
         plan = self._plans.get(name)
@@ -416,10 +454,11 @@ class Executable:
             plan = self._plans[name] = self._make_plan(name)
         exec_handle = self._exec
         c_exec = self._c_exec
-        for up, dnode, node, c_node in plan:
+        for up, dnode, node, c_node, slots in plan:
             if up is not None:
-                for off, code in up.slots[name]:
-                    _pack_into(code, up._buf, off, value)
+                buf = up._buf
+                for off, code in slots:
+                    _pack_into(code, buf, off, value)
                 if c_node is not None:
                     rc = _C_SET_KERNEL(c_exec, c_node, up.c_params)
                     if rc:
@@ -435,15 +474,16 @@ class Executable:
         self.update_calls += len(plan)
         return len(plan)
 
-    def _make_plan(self, name: str) -> list[tuple[Any, Any, Node, Any]]:
-        """``[(kernel updater or None, driver node, node, driver node for the C entry point or None)]``."""
-        plan: list[tuple[Any, Any, Node, Any]] = []
+    def _make_plan(self, name: str) -> list[tuple[Any, Any, Node, Any, Any]]:
+        """Per node using ``name``: ``(kernel updater or None, driver node, node, driver node for the
+        C entry point or None, the updater's argument slots for ``name``)``."""
+        plan: list[tuple[Any, Any, Node, Any, Any]] = []
         if _C_SET_KERNEL is not None and self._c_exec is None:
             self._c_exec = ctypes.c_void_p(int(self._exec))
         for node in self._lowered.param_users.get(name, ()):
             current, dnode, up, _fresh = self._updater(node)
             c_node = ctypes.c_void_p(int(dnode)) if up is not None and _C_SET_KERNEL is not None else None
-            plan.append((up, dnode, current, c_node))
+            plan.append((up, dnode, current, c_node, up.slots.get(name, ()) if up is not None else ()))
         return plan
 
     def _updater(self, node: Node) -> tuple[Node, Any, KernelUpdater | None, bool]:
@@ -692,9 +732,14 @@ class Executable:
         return f"<Executable of Graph {self.graph.name!r}: {len(self._lowered.nodes)} nodes, {state}>"
 
 
+#: Types seen to be ``cuda.core`` Buffer-like (their ``handle`` is the address).
+_BUFFER_TYPES: set[type] = set()
+
+
 def _pointer(param: Any, value: Any) -> int:
     """A pointer parameter's value as an address (the common cases first)."""
     if buffer_like(value):
+        _BUFFER_TYPES.add(type(value))
         ptr = int(value.handle)
         if ptr:
             return ptr

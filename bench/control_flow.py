@@ -16,7 +16,9 @@ Two layouts of the iteration are measured:
 - ``3 nodes``: the example's body — two sweep kernels (the second one a programmatic dependent
   launch on compute capability 9.0+) and a built-in ``set_condition`` node (``res > tol``);
 - ``1 node``: one cooperative kernel doing both sweeps with grid-wide barriers, the residual and
-  the decision (``cudaGraphSetConditional`` through ``cg.CONDITIONAL_SNIPPET``).
+  the decision (``cudaGraphSetConditional`` through ``cg.CONDITIONAL_SNIPPET``);
+- ``1 block``: for small grids (n <= 128), one thread block does both sweeps (``__syncthreads``
+  between them), the residual and the decision: the cheapest body a while node can have.
 
 Every variant must run the same number of iterations and leave the same grid (checked). Reported:
 microseconds per iteration (median of ``--repeats`` solves) and the ratios host / GPU loop.
@@ -108,8 +110,51 @@ extern "C" __global__ void jacobi_iteration(float* u, float* v, int n, unsigned 
         cudaGraphSetConditional(handle, (r > tol && *iters < max_iters) ? 1u : 0u);
     }
 }
+
+// The whole iteration in ONE thread block (small grids): no grid-wide barrier, no cooperative launch.
+extern "C" __global__ void jacobi_block(float* u, float* v, int n, unsigned int* res, int* iters,
+                                        int max_iters, float tol, cudaGraphConditionalHandle handle) {
+    __shared__ unsigned int best;
+    int t = threadIdx.y * blockDim.x + threadIdx.x;
+    int nt = blockDim.x * blockDim.y;
+    if (t == 0) {
+        best = 0u;
+        *iters += 1;
+    }
+    for (int k = t; k < n * n; k += nt) {
+        int i = k / n, j = k % n;
+        if (i == 0 || j == 0 || i == n - 1 || j == n - 1) {
+            v[k] = u[k];
+        } else {
+            v[k] = 0.25f * (u[k - 1] + u[k + 1] + u[k - n] + u[k + n]);
+        }
+    }
+    __syncthreads();
+    unsigned int bits = 0u;
+    for (int k = t; k < n * n; k += nt) {
+        int i = k / n, j = k % n;
+        if (i == 0 || j == 0 || i == n - 1 || j == n - 1) {
+            u[k] = v[k];
+        } else {
+            float x = 0.25f * (v[k - 1] + v[k + 1] + v[k - n] + v[k + n]);
+            u[k] = x;
+            bits = max(bits, __float_as_uint(fabsf(x - v[k])));
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, o));
+    if ((t & 31) == 0 && bits) atomicMax(&best, bits);
+    __syncthreads();
+    if (t == 0) {
+        *res = best;
+        if (handle) cudaGraphSetConditional(handle, (__uint_as_float(best) > tol && *iters < max_iters) ? 1u : 0u);
+    }
+}
 """
 )
+
+#: Thread block of the one-block layout, and the largest grid side it is measured for.
+ONE_BLOCK = (32, 32)
+ONE_BLOCK_MAX_N = 128
 
 
 def _pinned(nbytes: int) -> tuple[Any, np.ndarray]:
@@ -183,6 +228,23 @@ def layout_one_node(fused: Any, b: Bufs, tol: float, max_iters: int) -> tuple[cg
     g.memcpy(b.pin + 4, b.iters, 4, after=loop)
     step = cg.Graph("jacobi fused step")
     k = step.kernel(fused, _grid2(n), BLOCK, (*args[:-1], np.uint64(0)), cooperative=True, name="iteration")
+    step.memcpy(b.pin, b.res, 4, after=k)
+    step.memcpy(b.pin + 4, b.iters, 4, after=k)
+    return g, step
+
+
+def layout_one_block(kernel: Any, b: Bufs, tol: float, max_iters: int) -> tuple[cg.Graph, cg.Graph]:
+    """The iteration as one single-block kernel that also decides (small grids only)."""
+    nn, mi, t = np.int32(b.n), np.int32(max_iters), np.float32(tol)
+    g = cg.Graph("jacobi one block")
+    more = g.condition(default=1, name="not converged")
+    init = [g.memcpy(b.u, b.u0), g.memcpy(b.v, b.u0), g.memset(b.iters, 0, count=1, element_size=4)]
+    loop = g.while_(more, after=init)
+    args = (b.u, b.v, nn, b.res, b.iters, mi, t, more)
+    loop.body.kernel(kernel, 1, ONE_BLOCK, args, name="iteration")
+    g.memcpy(b.pin + 4, b.iters, 4, after=loop)
+    step = cg.Graph("jacobi one block step")
+    k = step.kernel(kernel, 1, ONE_BLOCK, (*args[:-1], np.uint64(0)), name="iteration")
     step.memcpy(b.pin, b.res, 4, after=k)
     step.memcpy(b.pin + 4, b.iters, 4, after=k)
     return g, step
@@ -265,16 +327,17 @@ def main(argv: list[str] | None = None) -> int:
     dev.set_current()
     stream = dev.create_stream()
     kernels = compile_kernels(dev)
-    fused = Program(FUSED, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile("cubin").get_kernel(
-        "jacobi_iteration"
-    )
+    fused_code = Program(FUSED, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile("cubin")
+    fused = fused_code.get_kernel("jacobi_iteration")
+    one_block = fused_code.get_kernel("jacobi_block")
     print(
         f"Jacobi until max change <= {args.tol:g}; {dev.name}; median of {args.repeats} solves; "
         "times in microseconds per iteration"
     )
     print(
         f"{'n':>5} {'iters':>6} | {'3 nodes: gpu loop':>17} {'host(graph)':>11} {'host(eager)':>11} "
-        f"{'ratios':>13} | {'1 node: gpu loop':>16} {'host(graph)':>11} {'ratio':>6}"
+        f"{'ratios':>13} | {'1 node: gpu loop':>16} {'host(graph)':>11} {'ratio':>6} "
+        f"| {'1 block: gpu loop':>17} {'host(graph)':>11} {'ratio':>6}"
     )
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
@@ -296,25 +359,37 @@ def main(argv: list[str] | None = None) -> int:
             except cg.CudaGraphError as exc:
                 print(f"  (n={n}: the 1-node layout failed: {exc})")
                 c = None
+            d: dict[str, Any] | None = None
+            if n <= ONE_BLOCK_MAX_N:
+                gb, sb = layout_one_block(one_block, b, args.tol, args.max_iters)
+                d = measure(stream, b, gb, sb, args.tol, args.repeats, args.max_iters, False)
         finally:
             b.close(stream)
         grid = a.pop("grid")
-        if c is not None and (c["iterations"] != a["iterations"] or not np.array_equal(c.pop("grid"), grid)):
-            raise RuntimeError(f"n={n}: the two layouts disagree")
-        row = {"n": n, "three_nodes": a, "one_node": c, "pdl": bool(kernels.get("pdl"))}
+        for other, label in ((c, "1 node"), (d, "1 block")):
+            if other is not None and (
+                other["iterations"] != a["iterations"] or not np.array_equal(other.pop("grid"), grid)
+            ):
+                raise RuntimeError(f"n={n}: the {label} layout disagrees with the 3-node layout")
+        row = {"n": n, "three_nodes": a, "one_node": c, "one_block": d, "pdl": bool(kernels.get("pdl"))}
         rows.append(row)
         one = (
             f"{c['gpu_loop_us']:>16.2f} {c['host_graph_us']:>11.2f} {c['ratio_host_graph']:>5.1f}x"
             if c is not None
             else f"{'n/a':>16}"
         )
+        blk = (
+            f"{d['gpu_loop_us']:>17.2f} {d['host_graph_us']:>11.2f} {d['ratio_host_graph']:>5.1f}x"
+            if d is not None
+            else f"{'n/a':>17}"
+        )
         print(
             f"{n:>5} {a['iterations']:>6} | {a['gpu_loop_us']:>17.2f} {a['host_graph_us']:>11.2f} "
-            f"{a['host_eager_us']:>11.2f} {a['ratio_host_graph']:>5.1f}x {a['ratio_host_eager']:>5.1f}x | {one}"
+            f"{a['host_eager_us']:>11.2f} {a['ratio_host_graph']:>5.1f}x {a['ratio_host_eager']:>5.1f}x | {one} | {blk}"
         )
     small = [r for r in rows if r["n"] <= 64]
     if small:
-        for key, label in (("three_nodes", "3 nodes"), ("one_node", "1 node")):
+        for key, label in (("three_nodes", "3 nodes"), ("one_node", "1 node"), ("one_block", "1 block")):
             if any(r[key] is None for r in small):
                 continue
             worst = min(r[key]["ratio_host_graph"] for r in small)

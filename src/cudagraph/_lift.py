@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ctypes
-from collections import deque
+import operator
+import struct
 from typing import Any
 
+from ._driver._c_read import KERNEL_NODE_TYPE, graph_reader
 from ._driver._calls import check, ensure_context, require_driver
 from ._driver._host_callbacks import _REGISTRY, HOST_FN_ADDRESS
 from ._driver._kernel_args import kernel_info
@@ -18,89 +20,190 @@ from .errors import OperandError
 __all__ = ["cuda_graph_handle", "lift"]
 
 
-def _nodes_and_edges(handle: Any) -> tuple[list[Any], list[tuple[Any, Any]]]:
-    drv = require_driver()
-    _, count = check(drv.cuGraphGetNodes(handle, 0), "cuGraphGetNodes")
-    nodes, _n = check(drv.cuGraphGetNodes(handle, count), "cuGraphGetNodes") if count else ([], 0)
-    res = drv.cuGraphGetEdges(handle, 0)
-    check(res[:1], "cuGraphGetEdges")
-    nedges = res[-1]
-    edges: list[tuple[Any, Any]] = []
-    if nedges:
+class _BindingsReader:
+    """Reads a driver graph through ``cuda.bindings`` (where the C entry points are unavailable).
+
+    Same interface as :class:`~cudagraph._driver._c_read.GraphReader`: node
+    handles are ints.
+    """
+
+    __slots__ = ("drv",)
+
+    def __init__(self) -> None:
+        self.drv = require_driver()
+
+    def nodes(self, graph: int) -> list[int]:
+        drv = self.drv
+        handle = drv.CUgraph(graph)
+        _, count = check(drv.cuGraphGetNodes(handle, 0), "cuGraphGetNodes")
+        if not count:
+            return []
+        nodes, count = check(drv.cuGraphGetNodes(handle, count), "cuGraphGetNodes")
+        return [int(n) for n in nodes[:count]]
+
+    def edges(self, graph: int) -> tuple[list[int], list[int]]:
+        drv = self.drv
+        handle = drv.CUgraph(graph)
+        res = drv.cuGraphGetEdges(handle, 0)
+        check(res[:1], "cuGraphGetEdges")
+        nedges = res[-1]
+        if not nedges:
+            return [], []
         res = drv.cuGraphGetEdges(handle, nedges)
         check(res[:1], "cuGraphGetEdges")
-        frm, to = res[1], res[2]
-        edges = list(zip(frm[:nedges], to[:nedges]))
-    return list(nodes[:count]), edges
+        nedges = min(nedges, res[-1])
+        return [int(a) for a in res[1][:nedges]], [int(b) for b in res[2][:nedges]]
+
+    def read(self, node: int) -> tuple[int, tuple[int, ...] | None]:
+        drv = self.drv
+        dn = drv.CUgraphNode(node)
+        t = int(check(drv.cuGraphNodeGetType(dn), "cuGraphNodeGetType"))
+        if t != KERNEL_NODE_TYPE:
+            return t, None
+        kp = check(drv.cuGraphKernelNodeGetParams(dn), "cuGraphKernelNodeGetParams")
+        return t, (
+            int(kp.func),
+            int(kp.gridDimX),
+            int(kp.gridDimY),
+            int(kp.gridDimZ),
+            int(kp.blockDimX),
+            int(kp.blockDimY),
+            int(kp.blockDimZ),
+            int(kp.sharedMemBytes),
+            int(kp.kernelParams or 0),
+            0,
+            int(getattr(kp, "kern", 0) or 0),
+        )
 
 
-def _topo(nodes: list[Any], edges: list[tuple[Any, Any]]) -> tuple[list[int], dict[int, list[int]]]:
-    index = {int(n): i for i, n in enumerate(nodes)}
-    preds: dict[int, list[int]] = {i: [] for i in range(len(nodes))}
-    succs: dict[int, list[int]] = {i: [] for i in range(len(nodes))}
-    for a, b in edges:
-        ia, ib = index[int(a)], index[int(b)]
+def _topo(nodes: list[int], frm: list[int], to: list[int]) -> tuple[list[int], list[list[int]]]:
+    """A topological order of positions in ``nodes`` (Kahn, first in first out) and each one's predecessors."""
+    n = len(nodes)
+    index = dict(zip(nodes, range(n)))
+    preds: list[list[int]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for ia, ib in zip(list(map(index.__getitem__, frm)), list(map(index.__getitem__, to))):
         preds[ib].append(ia)
         succs[ia].append(ib)
-    indeg = {i: len(p) for i, p in preds.items()}
-    ready = deque(i for i in range(len(nodes)) if indeg[i] == 0)
-    order: list[int] = []
-    while ready:
-        i = ready.popleft()
-        order.append(i)
+    indeg = list(map(len, preds))
+    order = [i for i in range(n) if not indeg[i]]
+    # ``order`` is also the queue: the loop reaches what is appended to it, in order.
+    for i in order:
         for s in succs[i]:
             indeg[s] -= 1
-            if indeg[s] == 0:
-                ready.append(s)
+            if not indeg[s]:
+                order.append(s)
     return order, preds
 
 
-def _kernel_args(kp: Any) -> tuple[Any, tuple[bytes, ...], str]:
-    """The kernel handle and its arguments as exact bytes, read through the parameter layout."""
-    drv = require_driver()
-    # Copy the handles out of the parameter struct: objects read from its
-    # fields point into it and would dangle once it is freed.
-    func: Any = drv.CUfunction(int(kp.func))
-    kern = int(getattr(kp, "kern", 0) or 0)
-    if not int(func) and kern:
-        func = drv.CUkernel(kern)
-    info = kernel_info(func)
-    address = int(kp.kernelParams or 0)
-    if not info.sizes:
-        return func, (), info.name
-    if not address:
-        raise OperandError(f"kernel {info.name!r}: arguments given with 'extra' cannot be read back")
-    ptrs = (ctypes.c_void_p * len(info.sizes)).from_address(address)
-    args = tuple(ctypes.string_at(ptrs[i] or 0, size) for i, size in enumerate(info.sizes))
-    return func, args, info.name
+class _NeedsClone(Exception):
+    """An opaque node was met while lifting straight from the source graph."""
 
 
-def _lift_into(g: Graph, handle: Any, keep: Any) -> None:
-    drv = require_driver()
-    T = drv.CUgraphNodeType
-    nodes, edges = _nodes_and_edges(handle)
-    order, preds = _topo(nodes, edges)
-    made: dict[int, Node] = {}
-    for i in order:
-        dn = nodes[i]
-        after = [made[p] for p in preds[i]] or None
-        t = check(drv.cuGraphNodeGetType(dn), "cuGraphNodeGetType")
-        if t == T.CU_GRAPH_NODE_TYPE_KERNEL:
-            kp = check(drv.cuGraphKernelNodeGetParams(dn), "cuGraphKernelNodeGetParams")
-            func, args, name = _kernel_args(kp)
-            node: Node = g.kernel(
-                func,
-                (kp.gridDimX, kp.gridDimY, kp.gridDimZ),
-                (kp.blockDimX, kp.blockDimY, kp.blockDimZ),
-                args,
-                shared_mem=int(kp.sharedMemBytes),
+# ``ctypes_array_type.from_address`` unbound, and the ``raw`` bytes of a char array.
+_FROM_ADDRESS = type(ctypes.c_char * 1).from_address
+_RAW = operator.attrgetter("raw")
+
+
+class _KernelEntry:
+    """What every node of one kernel shares within a lift: the handle, the name, argument readers."""
+
+    __slots__ = ("handle", "name", "nargs", "ptrs", "ptr_array", "arg_types")
+
+    def __init__(self, handle: Any, name: str, sizes: tuple[int, ...]) -> None:
+        self.handle = handle
+        self.name = name
+        self.nargs = len(sizes)
+        # the kernelParams array (void*[n]) read as ints, and one char[size] type per argument
+        self.ptrs = struct.Struct(f"<{len(sizes)}Q")
+        self.ptr_array: Any = ctypes.c_void_p * max(len(sizes), 1)
+        self.arg_types: tuple[Any, ...] = tuple(ctypes.c_char * s for s in sizes)
+
+    def args(self, address: int) -> tuple[bytes, ...]:
+        """The argument values, as exact bytes, behind a node's ``kernelParams`` address."""
+        if not self.nargs:
+            return ()
+        if not address:
+            raise OperandError(f"kernel {self.name!r}: arguments given with 'extra' cannot be read back")
+        ptrs = self.ptrs.unpack_from(self.ptr_array.from_address(address))
+        if 0 in ptrs:
+            raise OperandError(f"kernel {self.name!r}: argument {ptrs.index(0)} has no value (a NULL pointer)")
+        # char[size].from_address(p).raw for each argument, looped in C.
+        return tuple(map(_RAW, map(_FROM_ADDRESS, self.arg_types, ptrs)))
+
+
+class _Lifter:
+    """One lift: the reader, the keeper of the clone (``None``: reading the source itself), kernels met."""
+
+    __slots__ = ("drv", "reader", "keep", "kernels", "types")
+
+    def __init__(self, reader: Any, keep: Any) -> None:
+        self.drv = require_driver()
+        self.reader = reader
+        self.keep = keep
+        self.kernels: dict[tuple[int, int], _KernelEntry] = {}
+        T = self.drv.CUgraphNodeType
+        self.types = (
+            int(T.CU_GRAPH_NODE_TYPE_MEMSET),
+            int(T.CU_GRAPH_NODE_TYPE_MEMCPY),
+            int(T.CU_GRAPH_NODE_TYPE_HOST),
+            int(T.CU_GRAPH_NODE_TYPE_EVENT_RECORD),
+            int(T.CU_GRAPH_NODE_TYPE_WAIT_EVENT),
+            int(T.CU_GRAPH_NODE_TYPE_GRAPH),
+            int(T.CU_GRAPH_NODE_TYPE_EMPTY),
+        )
+
+    def kernel(self, func: int, kern: int) -> _KernelEntry:
+        """The entry of the kernel a node launches (``func``, or ``kern`` when ``func`` is NULL)."""
+        drv = self.drv
+        handle: Any = drv.CUkernel(kern) if not func and kern else drv.CUfunction(func)
+        info = kernel_info(handle)
+        entry = self.kernels[(func, kern)] = _KernelEntry(handle, info.name, info.sizes)
+        return entry
+
+    def into(self, g: Graph, graph: int) -> None:
+        """Add the nodes and edges of driver graph ``graph`` (a handle as an int) to ``g``."""
+        reader = self.reader
+        nodes = reader.nodes(graph)
+        frm, to = reader.edges(graph)
+        order, preds = _topo(nodes, frm, to)
+        made: list[Any] = [None] * len(nodes)
+        read = reader.read
+        kernels = self.kernels
+        add_kernel = g.kernel
+        for i in order:
+            ps = preds[i]
+            if not ps:
+                after: Any = None
+            elif len(ps) == 1:
+                after = made[ps[0]]
+            else:
+                after = [made[p] for p in ps]
+            t, kp = read(nodes[i])
+            if kp is None:
+                made[i] = self.other(g, nodes[i], t, after)
+                continue
+            func, gx, gy, gz, bx, by, bz, smem, address, _extra, kern = kp
+            entry = kernels.get((func, kern)) or self.kernel(func, kern)
+            made[i] = add_kernel(
+                entry.handle,
+                gx if gy == 1 and gz == 1 else (gx, gy, gz),
+                bx if by == 1 and bz == 1 else (bx, by, bz),
+                entry.args(address),
+                shared_mem=smem,
                 after=after,
-                name=name,
+                name=entry.name,
             )
-        elif t == T.CU_GRAPH_NODE_TYPE_MEMSET:
+
+    def other(self, g: Graph, handle: int, t: int, after: Any) -> Node:
+        """A node of any kind but kernel."""
+        drv = self.drv
+        dn = drv.CUgraphNode(handle)
+        memset, memcpy, host, record, wait, child, empty = self.types
+        if t == memset:
             mp = check(drv.cuGraphMemsetNodeGetParams(dn), "cuGraphMemsetNodeGetParams")
             h = int(mp.height)
-            node = g.memset(
+            return g.memset(
                 int(mp.dst),
                 int(mp.value),
                 width=int(mp.width),
@@ -109,25 +212,37 @@ def _lift_into(g: Graph, handle: Any, keep: Any) -> None:
                 element_size=int(mp.elementSize),
                 after=after,
             )
-        elif t == T.CU_GRAPH_NODE_TYPE_MEMCPY:
-            node = _lift_copy(g, dn, after) or _opaque(g, dn, t, after, keep)
-        elif t == T.CU_GRAPH_NODE_TYPE_HOST:
-            node = _lift_host(g, dn, after) or _opaque(g, dn, t, after, keep)
-        elif t == T.CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        if t == memcpy:
+            return _lift_copy(g, dn, after) or self.opaque(g, dn, t, after)
+        if t == host:
+            return _lift_host(g, dn, after) or self.opaque(g, dn, t, after)
+        if t == record:
             ev = check(drv.cuGraphEventRecordNodeGetEvent(dn), "cuGraphEventRecordNodeGetEvent")
-            node = g.record(ev, after=after)
-        elif t == T.CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-            node = g.wait(check(drv.cuGraphEventWaitNodeGetEvent(dn), "cuGraphEventWaitNodeGetEvent"), after=after)
-        elif t == T.CU_GRAPH_NODE_TYPE_GRAPH:
+            return g.record(ev, after=after)
+        if t == wait:
+            return g.wait(check(drv.cuGraphEventWaitNodeGetEvent(dn), "cuGraphEventWaitNodeGetEvent"), after=after)
+        if t == child:
             body_handle = check(drv.cuGraphChildGraphNodeGetGraph(dn), "cuGraphChildGraphNodeGetGraph")
             body = Graph("child")
-            _lift_into(body, body_handle, keep)
-            node = g.child(body, after=after)
-        elif t == T.CU_GRAPH_NODE_TYPE_EMPTY:
-            node = g.empty(after=after)
-        else:
-            node = _opaque(g, dn, t, after, keep)
-        made[i] = node
+            self.into(body, int(body_handle))
+            return g.child(body, after=after)
+        if t == empty:
+            return g.empty(after=after)
+        return self.opaque(g, dn, t, after)
+
+    def opaque(self, g: Graph, dn: Any, t: int, after: Any) -> OpaqueNode:
+        """An :class:`OpaqueNode`; its parameters must be read from a clone (see :func:`lift`)."""
+        if self.keep is None:
+            raise _NeedsClone
+        return _opaque(g, dn, _type_name(t), after, self.keep)
+
+
+def _type_name(t: int) -> str:
+    """``"CU_GRAPH_NODE_TYPE_..."`` for a node type, also one this cuda-bindings does not name."""
+    try:
+        return str(require_driver().CUgraphNodeType(t).name)
+    except ValueError:
+        return f"CU_GRAPH_NODE_TYPE_{t}"
 
 
 def _lift_copy(g: Graph, dn: Any, after: Any) -> Node | None:
@@ -164,12 +279,12 @@ def _lift_host(g: Graph, dn: Any, after: Any) -> Node | None:
     return g.host(fn, *fargs, after=after)
 
 
-def _opaque(g: Graph, dn: Any, t: Any, after: Any, keep: Any) -> OpaqueNode:
+def _opaque(g: Graph, dn: Any, type_name: str, after: Any, keep: Any) -> OpaqueNode:
     drv = require_driver()
     params = check(drv.cuGraphNodeGetParams(dn), "cuGraphNodeGetParams")
     node = OpaqueNode.__new__(OpaqueNode)
-    _set_base(node, g, len(g._nodes), str(t.name).replace("CU_GRAPH_NODE_TYPE_", "").lower())
-    node.driver_type = str(t.name)
+    _set_base(node, g, len(g._nodes), type_name.replace("CU_GRAPH_NODE_TYPE_", "").lower())
+    node.driver_type = type_name
     node.params = params
     node.source = keep
     deps = g._deps(after, node.label)
@@ -239,8 +354,10 @@ def lift(obj: Any, name: str = "lifted") -> Graph:
     Kernels (handle, grid, block, shared memory, argument bytes), 1-D copies,
     fills, cudagraph host callbacks, events, child graphs and empty nodes
     become typed nodes; anything else becomes an :class:`OpaqueNode` that is
-    re-created from its driver parameters. The source graph is cloned, so the
-    definition stays valid after the source is destroyed.
+    re-created from its driver parameters. The definition stays valid after
+    the source is destroyed: typed nodes copy what they need (argument bytes
+    included), and a graph with opaque nodes is read from a clone of the
+    source that the definition keeps.
 
     Parameters
     ----------
@@ -256,8 +373,17 @@ def lift(obj: Any, name: str = "lifted") -> Graph:
     drv = require_driver()
     ensure_context()
     handle = cuda_graph_handle(obj)
+    reader = graph_reader() or _BindingsReader()
+    g = Graph(name)
+    try:
+        # Typed nodes copy everything they need: read the source itself.
+        _Lifter(reader, None).into(g, int(handle))
+        return g
+    except _NeedsClone:
+        pass
+    # Opaque nodes keep driver parameters that point into their graph: read a clone and keep it.
     clone = check(drv.cuGraphClone(handle), "cuGraphClone")
     keep = _GraphKeeper(clone)
     g = Graph(name)
-    _lift_into(g, clone, keep)
+    _Lifter(reader, keep).into(g, int(clone))
     return g

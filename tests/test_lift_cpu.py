@@ -1,0 +1,479 @@
+"""Lifting without a GPU: struct layouts, the ctypes graph reader and ``lift`` over a fake driver."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import struct
+from collections import deque
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+drv = pytest.importorskip("cuda.bindings.driver")
+
+import cudagraph as cg  # noqa: E402
+from cudagraph import _lift  # noqa: E402
+from cudagraph._driver import _c_read  # noqa: E402
+from cudagraph._driver._c_read import KERNEL_NODE_TYPE, KERNEL_PARAMS, KERNEL_PARAMS_SIZE, GraphReader  # noqa: E402
+from cudagraph.errors import DriverError, OperandError  # noqa: E402
+
+INT = ctypes.c_int
+VP = ctypes.c_void_p
+GET_NODES = ctypes.CFUNCTYPE(INT, VP, VP, VP)
+GET_EDGES = ctypes.CFUNCTYPE(INT, VP, VP, VP, VP, VP)
+GET_ONE = ctypes.CFUNCTYPE(INT, VP, VP)
+
+KERNEL, GRAPH, EMPTY, MEM_ALLOC = (
+    int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL),
+    int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_GRAPH),
+    int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EMPTY),
+    int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_ALLOC),
+)
+
+
+# ------------------------------------------------------------------ layouts
+def _raw(obj: Any, size: int) -> bytes:
+    return ctypes.string_at(obj.getPtr(), size)
+
+
+def test_kernel_params_layout_matches_cuda_bindings():
+    p = drv.CUDA_KERNEL_NODE_PARAMS()
+    p.func = drv.CUfunction(0x1111_2222_3333_4444)
+    p.gridDimX, p.gridDimY, p.gridDimZ = 11, 12, 13
+    p.blockDimX, p.blockDimY, p.blockDimZ = 21, 22, 23
+    p.sharedMemBytes = 0xABCD
+    p.kernelParams = 0x5555_6666_7777_8888
+    p.extra = 0x1234_5678
+    p.kern = drv.CUkernel(0x9999_AAAA_BBBB_CCCC)
+    raw = _raw(p, KERNEL_PARAMS_SIZE)
+    assert KERNEL_PARAMS.unpack_from(raw) == (
+        0x1111_2222_3333_4444,
+        11,
+        12,
+        13,
+        21,
+        22,
+        23,
+        0xABCD,
+        0x5555_6666_7777_8888,
+        0x1234_5678,
+        0x9999_AAAA_BBBB_CCCC,
+    )
+
+
+def test_kernel_params_size_ends_after_ctx():
+    p = drv.CUDA_KERNEL_NODE_PARAMS()
+    before = _raw(p, KERNEL_PARAMS_SIZE)
+    p.ctx = drv.CUcontext(0x0102_0304_0506_0708)
+    after = _raw(p, KERNEL_PARAMS_SIZE)
+    changed = [i for i in range(KERNEL_PARAMS_SIZE) if before[i] != after[i]]
+    assert changed == list(range(64, 72))  # ctx is the last field: 72 bytes in all
+    assert KERNEL_PARAMS.size == 64
+
+
+def test_kernel_node_type_and_edge_data_layout():
+    assert int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL) == KERNEL_NODE_TYPE
+    e = drv.CUgraphEdgeData()
+    e.from_port, e.to_port, e.type = 1, 2, 3
+    assert _raw(e, _c_read.EDGE_DATA_SIZE)[:3] == b"\x01\x02\x03"
+
+
+# -------------------------------------------------------------- fake driver
+class FakeDriver:
+    """Driver graphs in Python memory, read through ctypes callbacks shaped like the C entry points."""
+
+    def __init__(self) -> None:
+        self._next = 0x10_0000
+        self.graphs: dict[int, tuple[list[int], list[tuple[int, int]]]] = {}
+        self.types: dict[int, int] = {}
+        self.params: dict[int, bytes] = {}
+        self.children: dict[int, int] = {}
+        self.keep: list[Any] = []
+        self.fail: dict[str, int] = {}
+        self.calls: dict[str, int] = {}
+        self.fns = (
+            GET_NODES(self._get_nodes),
+            GET_EDGES(self._get_edges),
+            GET_ONE(self._get_type),
+            GET_ONE(self._get_kernel),
+        )
+
+    def _id(self) -> int:
+        self._next += 0x40
+        return self._next
+
+    def graph(self) -> int:
+        g = self._id()
+        self.graphs[g] = ([], [])
+        return g
+
+    def node(self, graph: int, t: int, after: tuple[int, ...] = ()) -> int:
+        n = self._id()
+        self.types[n] = t
+        nodes, edges = self.graphs[graph]
+        nodes.append(n)
+        edges.extend((a, n) for a in after)
+        return n
+
+    def kernel(
+        self,
+        graph: int,
+        args: list[bytes],
+        after: tuple[int, ...] = (),
+        func: int = 0xF00,
+        kern: int = 0,
+        grid: tuple[int, int, int] = (1, 1, 1),
+        block: tuple[int, int, int] = (32, 1, 1),
+        smem: int = 0,
+    ) -> int:
+        n = self.node(graph, KERNEL, after)
+        bufs = [ctypes.create_string_buffer(a, len(a)) for a in args]
+        ptrs = (VP * max(len(args), 1))(*[ctypes.addressof(b) for b in bufs])
+        self.keep += [bufs, ptrs]
+        address = ctypes.addressof(ptrs) if args else 0
+        self.params[n] = struct.pack("<Q7I4xQQQQ", func, *grid, *block, smem, address, 0, kern, 0xC7C7)
+        return n
+
+    def clone(self, graph: int) -> int:
+        new = self.graph()
+        m: dict[int, int] = {}
+        nodes, edges = self.graphs[graph]
+        for n in nodes:
+            c = m[n] = self._id()
+            self.types[c] = self.types[n]
+            if n in self.params:
+                self.params[c] = self.params[n]
+            if n in self.children:
+                self.children[c] = self.clone(self.children[n])
+            self.graphs[new][0].append(c)
+        self.graphs[new][1].extend((m[a], m[b]) for a, b in edges)
+        return new
+
+    def _count(self, name: str) -> int:
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return self.fail.get(name, 0)
+
+    def _get_nodes(self, graph: int, out: int | None, count: int) -> int:
+        rc = self._count("cuGraphGetNodes")
+        if rc:
+            return rc
+        nodes = self.graphs[graph][0]
+        size = ctypes.c_size_t.from_address(count)
+        if out:
+            k = min(size.value, len(nodes))
+            (VP * k).from_address(out)[:] = nodes[:k]
+            size.value = k
+        else:
+            size.value = len(nodes)
+        return 0
+
+    def _get_edges(self, graph: int, frm: int | None, to: int | None, data: int | None, count: int) -> int:
+        rc = self._count("cuGraphGetEdges_v2")
+        if rc:
+            return rc
+        edges = self.graphs[graph][1]
+        size = ctypes.c_size_t.from_address(count)
+        if frm:
+            assert to and data, "edge data must be asked for (a NULL query is lossy with programmatic edges)"
+            k = min(size.value, len(edges))
+            (VP * k).from_address(frm)[:] = [a for a, _ in edges[:k]]
+            (VP * k).from_address(to)[:] = [b for _, b in edges[:k]]
+            ctypes.memset(data, 0, 8 * k)
+            size.value = k
+        else:
+            size.value = len(edges)
+        return 0
+
+    def _get_type(self, node: int, out: int) -> int:
+        rc = self._count("cuGraphNodeGetType")
+        if rc:
+            return rc
+        ctypes.c_int.from_address(out).value = self.types[node]
+        return 0
+
+    def _get_kernel(self, node: int, out: int) -> int:
+        rc = self._count("cuGraphKernelNodeGetParams_v2")
+        if rc:
+            return rc
+        if self.types[node] != KERNEL:
+            return 1  # CUDA_ERROR_INVALID_VALUE
+        ctypes.memmove(out, self.params[node], KERNEL_PARAMS_SIZE)
+        return 0
+
+    def reader(self) -> GraphReader:
+        return GraphReader(*self.fns)
+
+
+class FakeBindings:
+    """``cuda.bindings.driver`` with the calls ``lift`` makes outside the C reader answered by a :class:`FakeDriver`."""
+
+    def __init__(self, fake: FakeDriver) -> None:
+        self._fake = fake
+        self.cloned: list[int] = []
+        self.destroyed: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(drv, name)
+
+    def cuGraphChildGraphNodeGetGraph(self, node: Any) -> Any:
+        return 0, drv.CUgraph(self._fake.children[int(node)])
+
+    def cuGraphClone(self, graph: Any) -> Any:
+        self.cloned.append(int(graph))
+        return 0, drv.CUgraph(self._fake.clone(int(graph)))
+
+    def cuGraphNodeGetParams(self, node: Any) -> Any:
+        return 0, ("params of", int(node))
+
+    def cuGraphDestroy(self, graph: Any) -> Any:
+        self.destroyed.append(int(graph))
+        return (0,)
+
+    # The calls of the cuda.bindings reader (used where the C entry points are unavailable).
+    def cuGraphGetNodes(self, graph: Any, count: int = 0) -> Any:
+        nodes = self._fake.graphs[int(graph)][0]
+        return 0, [drv.CUgraphNode(n) for n in nodes[:count]], len(nodes)
+
+    def cuGraphGetEdges(self, graph: Any, count: int = 0) -> Any:
+        edges = self._fake.graphs[int(graph)][1][:count] if count else []
+        frm = [drv.CUgraphNode(a) for a, _ in edges]
+        to = [drv.CUgraphNode(b) for _, b in edges]
+        return 0, frm, to, [drv.CUgraphEdgeData() for _ in edges], len(self._fake.graphs[int(graph)][1])
+
+    def cuGraphNodeGetType(self, node: Any) -> Any:
+        return 0, drv.CUgraphNodeType(self._fake.types[int(node)])
+
+    def cuGraphKernelNodeGetParams(self, node: Any) -> Any:
+        f = KERNEL_PARAMS.unpack_from(self._fake.params[int(node)])
+        p = drv.CUDA_KERNEL_NODE_PARAMS()
+        p.func = drv.CUfunction(f[0])
+        p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ, p.sharedMemBytes = f[1:8]
+        p.kernelParams = f[8]
+        p.kern = drv.CUkernel(f[10])
+        return 0, p
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeDriver, FakeBindings, list[Any]]:
+    f = FakeDriver()
+    b = FakeBindings(f)
+    infos: list[Any] = []
+
+    def kernel_info(handle: Any) -> Any:
+        infos.append(handle)
+        if isinstance(handle, drv.CUkernel):
+            return SimpleNamespace(name=f"lib{int(handle):x}", sizes=(4,))
+        return SimpleNamespace(name=f"fn{int(handle):x}", sizes=(8, 4, 4))
+
+    monkeypatch.setattr(_lift, "graph_reader", f.reader)
+    monkeypatch.setattr(_lift, "ensure_context", lambda: None)
+    monkeypatch.setattr(_lift, "require_driver", lambda: b)
+    monkeypatch.setattr(_lift, "kernel_info", kernel_info)
+    return f, b, infos
+
+
+ARGS = [b"\x00\x10\x00\x00\x00\x7f\x00\x00", b"\x00\x00\x80?", b" \x00\x00\x00"]
+
+
+# -------------------------------------------------------------------- tests
+def test_reader_nodes_edges_and_kernel_params():
+    f = FakeDriver()
+    g = f.graph()
+    a = f.kernel(g, ARGS, grid=(4, 2, 1), block=(64, 1, 1), smem=128)
+    b = f.node(g, EMPTY, (a,))
+    r = f.reader()
+    assert r.nodes(g) == [a, b]
+    assert r.edges(g) == ([a], [b])
+    t, kp = r.read(a)
+    assert t == KERNEL and kp is not None
+    func, gx, gy, gz, bx, by, bz, smem, address, extra, kern = kp
+    assert (func, gx, gy, gz, bx, by, bz, smem, extra, kern) == (0xF00, 4, 2, 1, 64, 1, 1, 128, 0, 0)
+    assert address
+    assert r.read(b) == (EMPTY, None)
+    assert f.calls["cuGraphKernelNodeGetParams_v2"] == 1  # not called for the empty node
+    empty = f.graph()
+    assert r.nodes(empty) == [] and r.edges(empty) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("symbol", "call"),
+    [
+        ("cuGraphGetNodes", "cuGraphGetNodes"),
+        ("cuGraphGetEdges_v2", "cuGraphGetEdges"),
+        ("cuGraphNodeGetType", "cuGraphNodeGetType"),
+        ("cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeGetParams"),
+    ],
+)
+def test_reader_raises_typed_errors_naming_the_call(symbol, call):
+    f = FakeDriver()
+    g = f.graph()
+    a = f.kernel(g, ARGS)
+    f.kernel(g, ARGS, after=(a,))
+    f.fail[symbol] = 1
+    r = f.reader()
+    with pytest.raises(DriverError) as info:
+        r.nodes(g)
+        r.edges(g)
+        r.read(a)
+    assert info.value.call == call and info.value.name == "CUDA_ERROR_INVALID_VALUE"
+
+
+def test_graph_reader_is_none_without_the_entry_points(monkeypatch):
+    monkeypatch.setattr(_c_read, "c_function", lambda symbol: None)
+    assert _c_read.graph_reader() is None
+
+
+def test_lift_chain_reads_the_source_without_cloning(fake):
+    f, b, infos = fake
+    g = f.graph()
+    prev: tuple[int, ...] = ()
+    for i in range(5):
+        prev = (f.kernel(g, [bytes([i]) * 8, b"abcd", b"wxyz"], after=prev),)
+    lifted = cg.lift(g, name="chain")
+    assert lifted.name == "chain"
+    assert [n.kind for n in lifted.nodes] == ["kernel"] * 5
+    assert {(a.index, c.index) for a, c in lifted.edges} == {(0, 1), (1, 2), (2, 3), (3, 4)}
+    assert [n.args for n in lifted.nodes] == [(bytes([i]) * 8, b"abcd", b"wxyz") for i in range(5)]
+    assert all(n.grid == (1, 1, 1) and n.block == (32, 1, 1) and n.shared_mem == 0 for n in lifted.nodes)
+    assert {n.name for n in lifted.nodes} == {"fnf00"}
+    assert b.cloned == []  # typed nodes copy what they need
+    assert len(infos) == 1 and all(n.kernel is lifted.nodes[0].kernel for n in lifted.nodes)
+    assert isinstance(lifted.nodes[0].kernel, drv.CUfunction) and int(lifted.nodes[0].kernel) == 0xF00
+    # the argument bytes are copies: the driver's memory may change or go
+    f.keep.clear()
+    assert lifted.nodes[0].args[0] == b"\x00" * 8
+
+
+def test_lift_dimensions_shared_memory_and_library_kernels(fake):
+    f, _b, infos = fake
+    g = f.graph()
+    a = f.kernel(g, ARGS, grid=(7, 3, 2), block=(8, 8, 2), smem=1024)
+    f.kernel(g, [b"\x01\x02\x03\x04"], after=(a,), func=0, kern=0xABC, grid=(5, 1, 1), block=(128, 1, 1))
+    lifted = cg.lift(g)
+    k0, k1 = lifted.nodes
+    assert (k0.grid, k0.block, k0.shared_mem) == ((7, 3, 2), (8, 8, 2), 1024)
+    assert (k1.grid, k1.block) == ((5, 1, 1), (128, 1, 1))
+    assert isinstance(k1.kernel, drv.CUkernel) and int(k1.kernel) == 0xABC
+    assert k1.name == "libabc" and k1.args == (b"\x01\x02\x03\x04",)
+    assert len(infos) == 2
+
+
+def test_lift_arguments_given_with_extra_cannot_be_read(fake):
+    f, _b, _infos = fake
+    g = f.graph()
+    n = f.kernel(g, ARGS)
+    p = bytearray(f.params[n])
+    p[40:48] = bytes(8)  # kernelParams NULL: the arguments came in 'extra'
+    f.params[n] = bytes(p)
+    with pytest.raises(OperandError, match="'extra' cannot be read back"):
+        cg.lift(g)
+
+
+def test_lift_fan_in_fan_out_and_child_graphs(fake):
+    f, b, _infos = fake
+    body = f.graph()
+    x = f.kernel(body, ARGS)
+    f.node(body, EMPTY, (x,))
+    g = f.graph()
+    root = f.kernel(g, ARGS)
+    left = f.kernel(g, ARGS, after=(root,))
+    right = f.node(g, EMPTY, (root,))
+    child = f.node(g, GRAPH, (left, right))
+    f.children[child] = body
+    lifted = cg.lift(g)
+    assert [n.kind for n in lifted.nodes] == ["kernel", "kernel", "empty", "child"]
+    assert [p.index for p in lifted.nodes[3].predecessors] == [1, 2]
+    inner = lifted.nodes[3].body
+    assert [n.kind for n in inner.nodes] == ["kernel", "empty"]
+    assert {(a.index, c.index) for a, c in inner.edges} == {(0, 1)}
+    assert b.cloned == []
+
+
+def test_lift_with_an_opaque_node_reads_a_kept_clone(fake):
+    f, b, _infos = fake
+    body = f.graph()
+    k = f.kernel(body, ARGS)
+    f.node(body, MEM_ALLOC, (k,))  # opaque, inside a child graph
+    g = f.graph()
+    first = f.kernel(g, ARGS)
+    child = f.node(g, GRAPH, (first,))
+    f.children[child] = body
+    lifted = cg.lift(g)
+    assert b.cloned == [g]
+    inner = lifted.nodes[1].body
+    op = inner.nodes[1]
+    assert (op.kind, op.name) == ("opaque", "mem_alloc") and op.driver_type == "CU_GRAPH_NODE_TYPE_MEM_ALLOC"
+    # the parameters were read from the clone's node, not the source's
+    assert op.params[1] not in f.graphs[body][0]
+    keeper = op.source
+    assert isinstance(keeper, _lift._GraphKeeper)
+    clone = int(keeper.handle)
+    assert clone != g and clone in f.graphs
+    assert [n.args for n in (lifted.nodes[0], inner.nodes[0])] == [tuple(ARGS)] * 2
+    del lifted, inner, op, keeper
+    import gc
+
+    gc.collect()
+    assert b.destroyed == [clone]
+
+
+@pytest.mark.parametrize("how", ["ctypes", "cuda.bindings"])
+def test_both_readers_lift_the_same_definition(fake, monkeypatch, how):
+    f, _b, _infos = fake
+    if how == "cuda.bindings":
+        monkeypatch.setattr(_lift, "graph_reader", lambda: None)
+    g = f.graph()
+    a = f.kernel(g, ARGS, grid=(3, 2, 1), block=(16, 4, 1), smem=256)
+    e = f.node(g, EMPTY, (a,))
+    b = f.kernel(g, [b"\x01\x02\x03\x04"], after=(a,), func=0, kern=0xABC)
+    f.kernel(g, ARGS, after=(e, b))
+    lifted = cg.lift(g)
+    assert [n.kind for n in lifted.nodes] == ["kernel", "empty", "kernel", "kernel"]
+    assert [[p.index for p in n.predecessors] for n in lifted.nodes] == [[], [0], [0], [1, 2]]
+    k0, _e, k2, k3 = lifted.nodes
+    assert (k0.grid, k0.block, k0.shared_mem, k0.args) == ((3, 2, 1), (16, 4, 1), 256, tuple(ARGS))
+    assert isinstance(k2.kernel, drv.CUkernel) and k2.args == (b"\x01\x02\x03\x04",)
+    assert k3.name == "fnf00" and int(k3.kernel) == 0xF00
+
+
+def _old_topo(nodes: list[int], edges: list[tuple[int, int]]) -> tuple[list[int], dict[int, list[int]]]:
+    """The order of the previous implementation (Kahn with a deque), for comparison."""
+    index = {n: i for i, n in enumerate(nodes)}
+    preds: dict[int, list[int]] = {i: [] for i in range(len(nodes))}
+    succs: dict[int, list[int]] = {i: [] for i in range(len(nodes))}
+    for a, b in edges:
+        ia, ib = index[a], index[b]
+        preds[ib].append(ia)
+        succs[ia].append(ib)
+    indeg = {i: len(p) for i, p in preds.items()}
+    ready = deque(i for i in range(len(nodes)) if indeg[i] == 0)
+    order: list[int] = []
+    while ready:
+        i = ready.popleft()
+        order.append(i)
+        for s in succs[i]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    return order, preds
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_topological_order_is_unchanged(seed):
+    rng = random.Random(seed)
+    m = rng.randint(0, 40)
+    nodes = rng.sample(range(1, 1 << 48), m)
+    rank = list(range(m))
+    rng.shuffle(rank)
+    edges = set()
+    for _ in range(rng.randint(0, 3 * m)):
+        if m > 1:
+            i, j = sorted(rng.sample(range(m), 2))
+            edges.add((nodes[rank[i]], nodes[rank[j]]))
+    e = sorted(edges, key=lambda _: rng.random())
+    order, preds = _lift._topo(nodes, [a for a, _ in e], [b for _, b in e])
+    old_order, old_preds = _old_topo(nodes, e)
+    assert order == old_order
+    assert preds == [old_preds[i] for i in range(m)]

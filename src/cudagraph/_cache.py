@@ -44,14 +44,16 @@ class ExecutableCache:
     it before the next ``get`` of that shape.
     """
 
-    __slots__ = ("_entries", "_options", "evictions", "hits", "maxsize", "misses")
+    __slots__ = ("_entries", "_last", "_options", "evictions", "hits", "maxsize", "misses")
 
     def __init__(self, maxsize: int = 16, **instantiate_options: Any) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
             raise OperandError(f"ExecutableCache: maxsize must be a positive int, got {maxsize!r}")
         self.maxsize = maxsize
         self._options = instantiate_options
-        self._entries: OrderedDict[Any, Executable] = OrderedDict()
+        # signature -> (that signature object, executable); most recently used last.
+        self._entries: OrderedDict[Any, tuple[Any, Executable]] = OrderedDict()
+        self._last: Executable | None = None  # the most recently used executable
         self.hits = 0
         self.misses = 0
         self.evictions = 0
@@ -71,17 +73,25 @@ class ExecutableCache:
         Executable
         """
         key = topology_signature(graph)
-        exe = self._entries.get(key)
-        if exe is not None and not exe.closed:
-            self._entries.move_to_end(key)
-            exe.update(graph, reinstantiate_if_needed=True, _signature=key, **params)
+        entry = self._entries.get(key)
+        if entry is not None and not entry[1].closed:
+            stored, exe = entry
+            if exe is not self._last:
+                self._entries.move_to_end(key)
+                self._last = exe
+            # ``stored`` equals ``key``; while it is also the executable's own signature
+            # object, update() recognises the topology by identity.
+            exe.update(graph, reinstantiate_if_needed=True, _signature=stored, **params)
             self.hits += 1
             return exe
         self.misses += 1
         exe = graph.instantiate(**self._options, **params)
-        self._entries[key] = exe
+        exe._remember_signature(key)
+        self._entries[key] = (key, exe)
+        self._entries.move_to_end(key)
+        self._last = exe
         while len(self._entries) > self.maxsize:
-            _, old = self._entries.popitem(last=False)
+            _, (_, old) = self._entries.popitem(last=False)
             old.close()
             self.evictions += 1
         return exe
@@ -98,9 +108,10 @@ class ExecutableCache:
 
     def clear(self) -> None:
         """Close and forget every executable (counters are kept)."""
-        for exe in self._entries.values():
+        for _, exe in self._entries.values():
             exe.close()
         self._entries.clear()
+        self._last = None
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -1,16 +1,35 @@
-"""Comparing definitions: topology signatures, node states and differences (GPU-free)."""
+"""Comparing definitions: topology signatures, node states and differences (GPU-free).
+
+:meth:`Executable.update <cudagraph.Executable.update>` and
+:class:`~cudagraph.ExecutableCache` run these on every rebuilt definition, so
+the functions that visit every node (:func:`topology_signature`,
+:func:`diff_states`) are written as single flat loops; in :func:`diff_states`
+a kernel node that did not change costs a handful of identity tests and
+allocates nothing.
+"""
 
 from __future__ import annotations
 
 import operator
 from typing import TYPE_CHECKING, Any
 
-from ._nodes import Node, parameter_slots
+import numpy as np
+
+from ._nodes import KernelNode, Node, parameter_slots
 
 if TYPE_CHECKING:
     from ._graph import Graph
 
-__all__ = ["bodies_of", "changed_nodes", "describe_topology_diff", "node_state", "same_value", "topology_signature"]
+__all__ = [
+    "bodies_of",
+    "changed_nodes",
+    "describe_topology_diff",
+    "diff_states",
+    "has_bodies",
+    "node_state",
+    "same_value",
+    "topology_signature",
+]
 
 _SLOTS_CACHE: dict[type, tuple[str, ...]] = {}
 
@@ -56,22 +75,38 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
     """A hashable value equal for two definitions with the same nodes kinds, order and edges.
 
     Nested bodies (child graphs, conditional branches) are included.
+
+    The value is one flat tuple: for each node in creation order, its class,
+    then (for a node with nested bodies) a tuple of the bodies' signatures,
+    then the indices of its predecessors in edge order. Classes, tuples and
+    ints never compare equal to one another, so two definitions share a
+    signature only when they agree node by node.
     """
     out: list[Any] = []
     append = out.append
+    kernel = KernelNode
     body_slots = _BODY_SLOTS
     for n in graph._nodes:
         t = type(n)
+        append(t)
+        if t is not kernel:
+            slots = body_slots.get(t)
+            if slots is None:
+                slots = _body_slots(t)
+            if slots:
+                append(tuple([topology_signature(b) for b in bodies_of(n)]))
         preds = n._preds
-        key = (t, preds[0].index) if len(preds) == 1 else (t, tuple([p.index for p in preds]))
-        slots = body_slots.get(t)
-        if slots is None:
-            slots = _body_slots(t)
-        if slots:
-            append((key, tuple(topology_signature(b) for b in bodies_of(n))))
-        else:
-            append(key)
+        if preds:
+            if len(preds) == 1:
+                append(preds[0].index)
+            else:
+                out.extend([p.index for p in preds])
     return tuple(out)
+
+
+def has_bodies(signature: tuple[Any, ...]) -> bool:
+    """Whether a :func:`topology_signature` has a node with nested bodies (child graph, conditional)."""
+    return tuple in set(map(type, signature))
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -81,7 +116,16 @@ def same_value(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, tuple):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if x is not y and not same_value(x, y):
+                return False
+        return True
+    if not isinstance(a, np.generic) and (
+        hasattr(a, "__cuda_array_interface__") or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__")
+    ):
+        return False  # arrays and buffers: only the same object (their == compares elements)
     try:
         return bool(a == b)
     except Exception:
@@ -123,16 +167,75 @@ def node_state(node: Node) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _identical(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Every field the same object (tuples such as ``args`` compared element by element)."""
+#: The layout of a kernel node's state that :func:`diff_states` tests field by field.
+_KERNEL_LAYOUT = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
+#: KernelNode when its state has that layout (else the fast test is never taken).
+_FAST_KERNEL: type | None = KernelNode if _slots(KernelNode) == _KERNEL_LAYOUT else None
+
+
+def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[Node], list[tuple[Any, ...]]]:
+    """Compare ``graph``'s top-level nodes with the states they had: ``(changed nodes, new states)``.
+
+    ``old_states[i]`` is the :func:`node_state` of node ``i`` of a definition
+    of the same topology. A node is changed when its state differs under
+    :func:`same_value`. The new states are :func:`node_state` of each node of
+    ``graph`` (for as many nodes as ``old_states`` has; a node's position is
+    its ``index``).
+
+    A kernel node whose fields are the very objects recorded (its ``args``
+    may be a new tuple of the same objects) is recognised without building its
+    state, and keeps its old state tuple; every other node is compared
+    through :func:`node_state`.
+
+    Parameters
+    ----------
+    old_states : list of tuple
+        The recorded states (not modified).
+    graph : Graph
+        The definition to compare.
+
+    Returns
+    -------
+    changed : list of Node
+        The nodes whose parameters differ, in order.
+    states : list of tuple
+        The states of ``graph``'s nodes.
+    """
+    nodes: list[Any] = graph._nodes  # Any: the kernel test below reads KernelNode fields
+    states = old_states[: len(nodes)]
+    changed: list[Node] = []
+    kernel: Any = _FAST_KERNEL
     is_ = operator.is_
-    for x, y in zip(a, b):
-        if x is y:
-            continue
-        if type(x) is tuple and type(y) is tuple and len(x) == len(y) and all(map(is_, x, y)):
-            continue
-        return False
-    return True
+    try:
+        for n, s in zip(nodes, old_states):
+            if type(n) is kernel:
+                a = n.args
+                sa = s[4]
+                if n.kernel is s[0] and n.grid is s[1] and n.block is s[2] and n.shared_mem is s[3] and n.attrs is s[5]:
+                    if a is not sa:
+                        # Only the arguments may differ: compare them alone.
+                        if len(a) != len(sa):
+                            states[n.index] = (s[0], s[1], s[2], s[3], a, s[5])
+                            changed.append(n)
+                        elif not all(map(is_, a, sa)):
+                            states[n.index] = (s[0], s[1], s[2], s[3], a, s[5])
+                            for x, y in zip(a, sa):
+                                if x is not y and (type(x) is not type(y) or not same_value(x, y)):
+                                    changed.append(n)
+                                    break
+                    continue
+            new = states[n.index] = node_state(n)
+            if new is not s and not same_value(new, s):
+                changed.append(n)
+    except (IndexError, TypeError):
+        # A recorded state that is not a kernel's (the topologies differ): compare plainly.
+        states = old_states[: len(nodes)]
+        changed = []
+        for i, (n, s) in enumerate(zip(nodes, old_states)):
+            new = states[i] = node_state(n)
+            if not same_value(new, s):
+                changed.append(n)
+    return changed, states
 
 
 def changed_nodes(
@@ -140,19 +243,13 @@ def changed_nodes(
 ) -> list[Node]:
     """Top-level nodes of ``graph`` whose state differs from ``old_states`` (same topology assumed).
 
-    When ``new_states`` is a list, the states of ``graph``'s nodes are appended to it.
+    When ``new_states`` is a list, the states of ``graph``'s nodes are appended
+    to it (see :func:`diff_states`).
     """
-    out: list[Node] = []
-    keep = new_states.append if new_states is not None else None
-    for n, old in zip(graph._nodes, old_states):
-        new = node_state(n)
-        if keep is not None:
-            keep(new)
-        if new is old or _identical(new, old):
-            continue
-        if not same_value(new, old):
-            out.append(n)
-    return out
+    changed, states = diff_states(old_states, graph)
+    if new_states is not None:
+        new_states.extend(states)
+    return changed
 
 
 def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]:

@@ -7,10 +7,10 @@ import struct
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ._bindings import all_params, resolve_bindings
-from ._diff import changed_nodes, describe_topology_diff, node_state, same_value, topology_signature
+from ._diff import describe_topology_diff, diff_states, has_bodies, node_state, same_value, topology_signature
 from ._driver._c_entry import c_function
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
@@ -61,6 +61,65 @@ class UpdateResult:
     mode: str
     nodes_updated: int = 0
     reason: str = ""
+
+
+class _Shape:
+    """What :meth:`Executable.update` remembers of the topology an executable runs.
+
+    Attributes
+    ----------
+    signature : tuple
+        The :func:`~cudagraph._diff.topology_signature` of the definition.
+    plain : bool
+        No node has nested bodies: a definition of this signature has no
+        child-graph parameters, and its structure needs no check beyond the
+        (impossible) cycle.
+    nested : dict or None
+        The entries of the lowered graph's ``all_nodes`` below the top level,
+        kept while the top-level nodes are swapped by same-topology updates.
+    nested_of : list or None
+        The ``driver_nodes`` list of the lowered graph ``nested`` belongs to.
+    """
+
+    __slots__ = ("nested", "nested_of", "plain", "signature")
+
+    def __init__(self, signature: tuple[Any, ...]) -> None:
+        self.signature = signature
+        self.plain = not has_bodies(signature)
+        self.nested: dict[int, tuple[Node, Any]] | None = None
+        self.nested_of: list[Any] | None = None
+
+
+class _NodeMap:
+    """Builds ``LoweredGraph.all_nodes`` on first use after a same-topology update.
+
+    It stands in for the lowering that :attr:`LoweredGraph.all_nodes` merges
+    lazily: the nested entries, plus each top-level node of the definition now
+    run with its driver node. An update thus costs nothing here unless the map
+    is read (``exe[node]``, :meth:`Executable.driver_node`, a rebind).
+    """
+
+    __slots__ = ("driver_nodes", "nested", "nodes")
+
+    def __init__(self, nested: dict[int, tuple[Node, Any]], nodes: list[Node], driver_nodes: list[Any]) -> None:
+        self.nested = nested
+        self.nodes = nodes
+        self.driver_nodes = driver_nodes
+
+    def node_map(self) -> dict[int, tuple[Node, Any]]:
+        """``id(node) -> (node, CUgraphNode)``."""
+        out = dict(self.nested)
+        out.update(zip(map(id, self.nodes), zip(self.nodes, self.driver_nodes)))
+        return out
+
+
+def _moved_users(users: dict[str, list[Node]], old_top: list[Node], new_top: list[Node]) -> dict[str, list[Node]]:
+    """``param_users`` with each top-level node of ``old_top`` replaced by the node at its index in ``new_top``."""
+    count = len(old_top)
+    return {
+        name: [new_top[u.index] if u.index < count and old_top[u.index] is u else u for u in nodes]
+        for name, nodes in users.items()
+    }
 
 
 def _destroy(state: list[Any], streams: dict[int, Any]) -> None:
@@ -557,10 +616,20 @@ class Executable:
         return bool(check(drv.cuGraphNodeGetEnabled(self._exec, dnode), "cuGraphNodeGetEnabled", node))
 
     # ------------------------------------------------------ whole updates
+    def _shape(self) -> _Shape:
+        """What :meth:`update` knows of the topology run now (made from the definition on first use)."""
+        shape: _Shape | None = self._sig
+        if shape is None:
+            shape = self._sig = _Shape(topology_signature(self._lowered.definition))
+        return shape
+
     def _signature(self) -> Any:
+        return self._shape().signature
+
+    def _remember_signature(self, signature: tuple[Any, ...]) -> None:
+        """Record the topology signature of the definition instantiated (as computed by the caller)."""
         if self._sig is None:
-            self._sig = topology_signature(self._lowered.definition)
-        return self._sig
+            self._sig = _Shape(signature)
 
     def update(
         self, graph: Graph, *, reinstantiate_if_needed: bool = False, _signature: Any = None, **params: Any
@@ -597,15 +666,28 @@ class Executable:
         self._require_open()
         if not isinstance(graph, Graph):
             raise OperandError(f"update() expects a cudagraph.Graph, got {type(graph).__name__}")
-        graph._validate_structure()
+        new_sig = _signature if _signature is not None else topology_signature(graph)
+        shape = self._shape()
+        same_sig = new_sig is shape.signature or new_sig == shape.signature
+        # The same nodes and edges as a definition already checked cannot hold a
+        # cycle: the structure is checked again only where bodies or special
+        # nodes (conditionals, graph memory) bring rules of their own.
+        plain = same_sig and shape.plain and not graph._special
+        if not plain:
+            graph._validate_structure()
         old_def = self._lowered.definition
-        names = all_params(graph)
-        merged = {k: v for k, v in self._bindings.items() if k in names}
-        merged.update(params)
-        bindings = resolve_bindings(graph, merged)
+        if plain and not params and not graph._params:
+            bindings: dict[str, Any] = {}  # no parameter anywhere (no child graph either)
+        else:
+            names = all_params(graph)
+            merged = {k: v for k, v in self._bindings.items() if k in names}
+            merged.update(params)
+            bindings = resolve_bindings(graph, merged)
         with self._lock:
-            new_sig = _signature if _signature is not None else topology_signature(graph)
-            same_shape = new_sig == self._signature() and len(graph) == len(self._lowered.nodes)
+            if self._sig is not shape:  # changed by another thread meanwhile
+                shape = self._shape()
+                same_sig = new_sig == shape.signature
+            same_shape = same_sig and len(graph._nodes) == len(self._lowered.nodes)
             if not same_shape:
                 diffs = describe_topology_diff(old_def, graph)
                 reason = "; ".join(diffs[:8]) + (f"; ... {len(diffs) - 8} more" if len(diffs) > 8 else "")
@@ -615,21 +697,14 @@ class Executable:
                         f"the topology differs: {reason or 'node kinds differ'}"
                     )
                 self._reinstantiate(graph, bindings)
-                self._sig = new_sig
+                self._sig = _Shape(new_sig)
                 return UpdateResult("reinstantiated", len(graph), reason)
-            states = self._states
-            new_states: list[Any] = []
-            changed = changed_nodes(states, graph, new_states)
-            bindings_changed = [k for k, v in bindings.items() if not same_value(v, self._bindings.get(k))]
+            changed, new_states = diff_states(self._states, graph)
+            bound = self._bindings
+            bindings_changed = [k for k, v in bindings.items() if not same_value(v, bound.get(k))] if bindings else []
             nested_params = False
             if bindings_changed:
-                users = {id(n) for k in bindings_changed for n in self._lowered.param_users.get(k, ())}
-                top = {id(m) for m in self._lowered.nodes}
-                # A changed parameter used inside a body needs the whole-graph path.
-                nested_params = not users <= top
-                extra = [n for n in graph._nodes if id(self._lowered.nodes[n.index]) in users]
-                seen = {id(n) for n in changed}
-                changed += [n for n in extra if id(n) not in seen]
+                changed, nested_params = self._with_param_users(graph, changed, bindings_changed)
             if not changed and not bindings_changed:
                 self._adopt(graph, same_lowered=True, states=new_states)
                 return UpdateResult("unchanged")
@@ -643,32 +718,57 @@ class Executable:
                 self._raw_bound.clear()
                 self._adopt(graph, same_lowered=True, states=new_states)
                 return UpdateResult("per-node", len(changed))
-            self._whole_graph_update(graph, bindings)
+            self._whole_graph_update(graph, bindings, new_states)
             return UpdateResult("whole-graph", len(changed))
 
+    def _with_param_users(self, graph: Graph, changed: list[Node], names: list[str]) -> tuple[list[Node], bool]:
+        """``changed`` plus the top-level nodes of ``graph`` that use a parameter in ``names`` (in index
+        order), and whether such a parameter is also used inside a body (that needs the whole-graph path)."""
+        lw = self._lowered
+        top = lw.nodes
+        users = {id(u): u for k in names for u in lw.param_users.get(k, ())}
+        at = sorted(u.index for u in users.values() if u.index < len(top) and top[u.index] is u)
+        seen = {id(n) for n in changed}
+        nodes = graph._nodes
+        return changed + [nodes[i] for i in at if id(nodes[i]) not in seen], len(at) != len(users)
+
     def _adopt(self, graph: Graph, same_lowered: bool, states: list[Any] | None = None) -> None:
-        """Record ``graph`` as the definition this executable now runs."""
+        """Record ``graph`` as the definition this executable now runs.
+
+        With ``same_lowered``, the driver nodes now stand for ``graph``'s nodes:
+        parameter users are moved over at once, the node map on first use.
+        """
         self.graph = graph
         self._states = states if states is not None else [node_state(n) for n in graph._nodes]
         self._overrides.clear()
         self._updaters.clear()
         self._plans.clear()
+        if not same_lowered and self._sig is not None:
+            self._sig.nested = self._sig.nested_of = None  # they belonged to the lowered graph replaced
         if same_lowered and graph is not self._lowered.definition:
             lw = self._lowered
-            # Same topology: the driver nodes now stand for the new definition's nodes.
-            old_ids = {id(n) for n in lw.nodes}
-            all_nodes = {k: v for k, v in lw.all_nodes.items() if k not in old_ids}
-            all_nodes.update({id(n): (n, d) for n, d in zip(graph._nodes, lw.driver_nodes)})
-            lw.all_nodes = all_nodes
-            users: dict[str, list[Node]] = {}
-            old_to_new = {id(o): n for o, n in zip(lw.nodes, graph._nodes)}
-            for name, nodes in lw.param_users.items():
-                users[name] = [old_to_new.get(id(n), n) for n in nodes]
-            lw.param_users = users
+            old_top = lw.nodes
+            new_top = list(graph._nodes)
+            if lw.param_users:
+                lw.param_users = _moved_users(lw.param_users, old_top, new_top)
+            self._defer_node_map(lw, old_top, new_top)
             lw.definition = graph
-            lw.nodes = list(graph._nodes)
+            lw.nodes = new_top
 
-    def _whole_graph_update(self, graph: Graph, bindings: dict[str, Any]) -> None:
+    def _defer_node_map(self, lw: LoweredGraph, old_top: list[Node], new_top: list[Node]) -> None:
+        """Make ``lw.all_nodes`` map ``new_top`` (instead of ``old_top``) to the driver nodes, once read."""
+        shape = self._shape()
+        nested = shape.nested if shape.nested_of is lw.driver_nodes else None
+        if nested is None:
+            old_ids = set(map(id, old_top))
+            nested = {k: v for k, v in lw.all_nodes.items() if k not in old_ids}
+            shape.nested, shape.nested_of = nested, lw.driver_nodes
+        # LoweredGraph.all_nodes merges its lowering's node_map() on first use (a reader
+        # meanwhile sees the previous map: the source is in place before the map goes).
+        lw._lowering = cast(Any, _NodeMap(nested, new_top, lw.driver_nodes))
+        lw._all = None
+
+    def _whole_graph_update(self, graph: Graph, bindings: dict[str, Any], states: list[Any] | None = None) -> None:
         drv = require_driver()
         new_lowered = lower(graph, bindings, self._sink)
         try:
@@ -691,7 +791,7 @@ class Executable:
         self._state[1] = new_lowered
         self._bindings = bindings
         self._raw_bound.clear()
-        self._adopt(graph, same_lowered=False)
+        self._adopt(graph, same_lowered=False, states=states)
         old.destroy(in_flight_on=list(self._streams.values()))
 
     def _reinstantiate(self, graph: Graph, bindings: dict[str, Any]) -> None:

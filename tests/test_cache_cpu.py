@@ -370,6 +370,12 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         real_validate(self)
 
     monkeypatch.setattr(_executable, "set_node_params", set_node_params)
+
+    class NoDirectWriter:  # every node goes through the recorded set_node_params
+        def set(self, *args: Any) -> bool:
+            return False
+
+    monkeypatch.setattr(_executable, "KernelParamsWriter", NoDirectWriter)
     monkeypatch.setattr(_executable, "lower", lower)
     monkeypatch.setattr(_executable, "require_driver", lambda: rec["driver"])
     monkeypatch.setattr(_executable, "_instantiate_lowered", lambda lw, flags, stream: f"exec{len(rec['lower'])}")

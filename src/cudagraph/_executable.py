@@ -14,7 +14,7 @@ from ._diff import describe_topology_diff, diff_states, has_bodies, node_state, 
 from ._driver._c_entry import c_function
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
-from ._driver._node_update import KernelUpdater, set_node_params
+from ._driver._node_update import KernelParamsWriter, KernelUpdater, set_node_params
 from ._driver._streams import stream_handle
 from ._exec_node import ExecutableNode
 from ._explicit import LoweredGraph, lower
@@ -710,9 +710,11 @@ class Executable:
                 return UpdateResult("unchanged")
             if len(changed) <= WHOLE_GRAPH_THRESHOLD * max(len(graph), 1) and not nested_params:
                 ctx = self._context()
+                writer = KernelParamsWriter()
                 for n in changed:
                     dnode = self._lowered.driver_nodes[n.index]
-                    set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
+                    if type(n) is not KernelNode or not writer.set(self._exec, n, dnode, bindings):  # type: ignore[arg-type]
+                        set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
                     self.update_calls += 1
                 self._bindings = bindings
                 self._raw_bound.clear()

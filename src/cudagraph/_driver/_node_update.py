@@ -10,11 +10,12 @@ import numpy as np
 
 from .._nodes import ChildGraphNode, KernelNode, Node
 from .._param import Param
+from ..errors import OperandError
 from ._calls import raise_error, require_driver
 from ._kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
 from ._node_params import node_params
 
-__all__ = ["KernelUpdater", "set_node_params"]
+__all__ = ["KernelParamsWriter", "KernelUpdater", "set_node_params"]
 
 
 class KernelUpdater:
@@ -64,6 +65,62 @@ class KernelUpdater:
             if isinstance(value, np.generic):
                 value = value.item()
             struct.pack_into(code, self._buf, off, value)
+
+
+class KernelParamsWriter:
+    """One reusable ``CUDA_KERNEL_NODE_PARAMS`` for a batch of kernel-node updates.
+
+    Each node's arguments are packed into its kernel's shared buffer and the
+    fields that differ from the previous node are rewritten, as explicit
+    construction does; the driver copies everything during the call. Nodes
+    whose arguments get values only at lowering (graph allocations,
+    conditions) go through :func:`set_node_params` instead.
+    """
+
+    __slots__ = ("_p", "_info", "_grid", "_block", "_smem")
+
+    def __init__(self) -> None:
+        self._p = require_driver().CUDA_KERNEL_NODE_PARAMS()
+        self._info: Any = None
+        self._grid: Any = None
+        self._block: Any = None
+        self._smem = -1
+
+    def set(self, exec_handle: Any, node: KernelNode, driver_node: Any, bindings: dict[str, Any]) -> bool:
+        """Give ``driver_node`` the parameters of ``node``; ``False`` when the node needs the general path.
+
+        Raises
+        ------
+        DriverError
+            The driver refused the update; the message names the node.
+        """
+        drv = require_driver()
+        p = self._p
+        info = kernel_info(node.kernel)
+        with PACKING_LOCK:
+            try:
+                info.pack(node.args, node, bindings)
+            except OperandError:
+                return False  # late operands: the general path knows them
+            if info is not self._info:
+                if info.is_library_kernel:
+                    p.func = drv.CUfunction(0)
+                    p.kern = info.handle
+                else:
+                    p.kern = drv.CUkernel(0)
+                    p.func = info.handle
+                p.kernelParams = info.params_address
+                self._info = info
+            if node.grid != self._grid:
+                p.gridDimX, p.gridDimY, p.gridDimZ = self._grid = node.grid
+            if node.block != self._block:
+                p.blockDimX, p.blockDimY, p.blockDimZ = self._block = node.block
+            if node.shared_mem != self._smem:
+                p.sharedMemBytes = self._smem = node.shared_mem
+            (err,) = drv.cuGraphExecKernelNodeSetParams(exec_handle, driver_node, p)
+        if err:
+            raise_error(err, "cuGraphExecKernelNodeSetParams", node)
+        return True
 
 
 def set_node_params(

@@ -134,6 +134,32 @@ def test_lift_torch_graph(gpu, stream):
     assert torch.equal(y.cpu(), (torch.arange(N, dtype=torch.float32) * 2 + 1))
 
 
+def test_lift_cupy_graph(gpu, stream):
+    cupy = pytest.importorskip("cupy")
+    x = cupy.arange(N, dtype=cupy.float32)
+    cupy.multiply(x, 2, out=x)  # compile and load the kernels before capture
+    cupy.add(x, 1, out=x)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        cupy.multiply(x, 2, out=x)
+        cupy.add(x, 1, out=x)
+        graph = s.end_capture()
+    try:
+        lifted = cg.lift(graph)
+    except cg.errors.OperandError as exc:
+        pytest.skip(f"this CuPy's Graph exposes no CUgraph handle ({exc}); use cg.Graph.capture with s.cupy()")
+    assert [n.kind for n in lifted.nodes] == ["kernel", "kernel"]
+    first, second = lifted.nodes
+    assert lifted.edges == [(first, second)]
+    x[...] = cupy.arange(N, dtype=cupy.float32)
+    cupy.cuda.runtime.deviceSynchronize()
+    with lifted.instantiate() as exe:
+        exe.launch(stream)
+        stream.sync()
+    np.testing.assert_array_equal(cupy.asnumpy(x), np.arange(N, dtype=np.float32) * 2 + 1)
+
+
 def test_capture_region_with_cupy_ops(gpu, kernels, stream):
     # CuPy refuses cuBLAS calls under any stream capture, so this region records elementwise ops.
     cupy = pytest.importorskip("cupy")

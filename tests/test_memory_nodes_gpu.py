@@ -294,3 +294,39 @@ def test_memory_operation_on_pool_memory_is_refused_before_the_driver(gpu, strea
     assert "write_value#0 'signal'" in str(ei.value) and "memory-pool" in str(ei.value)
     with pytest.raises(errors.OperandError):
         g.run(stream)
+
+
+def test_out_of_memory_for_graph_memory_then_instantiate_after_freeing(device, gpu, kernels, stream):
+    """Graph memory that does not fit is a typed error naming the call; once memory is freed it works."""
+    from cuda.bindings import driver
+
+    gpu.sync()
+    cg.trim_graph_memory(device)  # no graph memory kept from earlier tests
+    err, free, _total = driver.cuMemGetInfo()
+    assert not err
+    err, hog = driver.cuMemAlloc(int(free) - (512 << 20))  # leave 512 MiB
+    if err:
+        pytest.skip(f"could not take the device's free memory to provoke the error: {err}")
+    out = gpu.upload(np.zeros(N, np.float32))
+    g = cg.Graph("too_big")
+    a = g.alloc(4 << 30, name="big")  # 4 GiB of graph memory
+    z = g.memset(a, np.float32(2.0), count=N, after=a)
+    k = g.kernel(kernels.axpb, grid(N), BLOCK, (out, a, np.float32(3), np.float32(1), np.int32(N)), after=z)
+    g.free(a, after=k)
+    exe = None
+    try:
+        with pytest.raises(errors.DriverError) as ei:
+            exe = g.instantiate()
+            exe.launch(stream)
+            stream.sync()
+        assert ei.value.name == "CUDA_ERROR_OUT_OF_MEMORY", str(ei.value)
+        assert ei.value.call in str(ei.value)
+    finally:
+        if exe is not None:
+            exe.close()
+        assert not driver.cuMemFree(hog)[0]
+    cg.trim_graph_memory(device)
+    with g.instantiate() as exe2:
+        exe2.launch(stream)
+        stream.sync()
+    np.testing.assert_array_equal(gpu.read(out, N), np.full(N, 7.0, np.float32))

@@ -18,7 +18,11 @@ Two layouts of the iteration are measured:
 - ``1 node``: one cooperative kernel doing both sweeps with grid-wide barriers, the residual and
   the decision (``cudaGraphSetConditional`` through ``cg.CONDITIONAL_SNIPPET``);
 - ``1 block``: for small grids (n <= 128), one thread block does both sweeps (``__syncthreads``
-  between them), the residual and the decision: the cheapest body a while node can have.
+  between them), the residual and the decision: the cheapest body a while node can have;
+- ``1 block x8``: the while body holds 8 copies of that kernel, each behind a device flag that the
+  copy finding convergence sets, so one trip round the while node runs up to 8 iterations (the
+  iteration count and the grid stay those of the other layouts; the host loop runs the plain
+  one-block kernel, one iteration per launch).
 
 Every variant must run the same number of iterations and leave the same grid (checked). Reported:
 microseconds per iteration (median of ``--repeats`` solves) and the ratios host / GPU loop.
@@ -112,8 +116,8 @@ extern "C" __global__ void jacobi_iteration(float* u, float* v, int n, unsigned 
 }
 
 // The whole iteration in ONE thread block (small grids): no grid-wide barrier, no cooperative launch.
-extern "C" __global__ void jacobi_block(float* u, float* v, int n, unsigned int* res, int* iters,
-                                        int max_iters, float tol, cudaGraphConditionalHandle handle) {
+__device__ void jacobi_block_body(float* u, float* v, int n, unsigned int* res, int* iters,
+                                  int max_iters, float tol, cudaGraphConditionalHandle handle) {
     __shared__ unsigned int best;
     int t = threadIdx.y * blockDim.x + threadIdx.x;
     int nt = blockDim.x * blockDim.y;
@@ -149,8 +153,37 @@ extern "C" __global__ void jacobi_block(float* u, float* v, int n, unsigned int*
         if (handle) cudaGraphSetConditional(handle, (__uint_as_float(best) > tol && *iters < max_iters) ? 1u : 0u);
     }
 }
+
+extern "C" __global__ void jacobi_block(float* u, float* v, int n, unsigned int* res, int* iters,
+                                        int max_iters, float tol, cudaGraphConditionalHandle handle) {
+    jacobi_block_body(u, v, n, res, iters, max_iters, tol, handle);
+}
+
+// jacobi_block behind a guard, for a while body that holds several iterations: once an earlier copy
+// has found convergence (*done), the remaining copies only keep the condition at 0.
+extern "C" __global__ void jacobi_block_guarded(float* u, float* v, int n, unsigned int* res, int* iters,
+                                                int max_iters, float tol, int* done,
+                                                cudaGraphConditionalHandle handle) {
+    __shared__ int skip;
+    if (threadIdx.x == 0 && threadIdx.y == 0) skip = *done;
+    __syncthreads();
+    if (skip) {
+        if (threadIdx.x == 0 && threadIdx.y == 0) cudaGraphSetConditional(handle, 0u);
+        return;
+    }
+    jacobi_block_body(u, v, n, res, iters, max_iters, tol, 0);
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        bool more = __uint_as_float(*(volatile unsigned int*)res) > tol && *iters < max_iters;
+        *done = more ? 0 : 1;
+        cudaGraphSetConditional(handle, more ? 1u : 0u);
+    }
+}
 """
 )
+
+#: Iterations per trip round the while node in the unrolled one-block layout.
+UNROLL = 8
 
 #: Thread block of the one-block layout, and the largest grid side it is measured for.
 ONE_BLOCK = (32, 32)
@@ -250,6 +283,30 @@ def layout_one_block(kernel: Any, b: Bufs, tol: float, max_iters: int) -> tuple[
     return g, step
 
 
+def layout_unrolled(guarded: Any, kernel: Any, b: Bufs, tol: float, max_iters: int) -> tuple[cg.Graph, cg.Graph]:
+    """:data:`UNROLL` guarded one-block iterations per trip round the while node (small grids only).
+
+    The host loops run the plain one-block step, one iteration per launch.
+    """
+    nn, mi, t = np.int32(b.n), np.int32(max_iters), np.float32(tol)
+    g = cg.Graph("jacobi one block unrolled")
+    more = g.condition(default=1, name="not converged")
+    init = [
+        g.memcpy(b.u, b.u0),
+        g.memcpy(b.v, b.u0),
+        g.memset(b.iters, 0, count=1, element_size=4),
+        g.memset(b.bar, 0, count=2, element_size=4),  # the "done" flag
+    ]
+    loop = g.while_(more, after=init)
+    prev = None
+    for i in range(UNROLL):
+        args = (b.u, b.v, nn, b.res, b.iters, mi, t, b.bar, more)
+        prev = loop.body.kernel(guarded, 1, ONE_BLOCK, args, after=prev, name=f"iteration {i}")
+    g.memcpy(b.pin + 4, b.iters, 4, after=loop)
+    _g, step = layout_one_block(kernel, b, tol, max_iters)
+    return g, step
+
+
 def measure(
     stream: Any, b: Bufs, g: cg.Graph, step: cg.Graph, tol: float, repeats: int, max_iters: int, eager: bool
 ) -> dict[str, Any]:
@@ -330,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     fused_code = Program(FUSED, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile("cubin")
     fused = fused_code.get_kernel("jacobi_iteration")
     one_block = fused_code.get_kernel("jacobi_block")
+    guarded = fused_code.get_kernel("jacobi_block_guarded")
     print(
         f"Jacobi until max change <= {args.tol:g}; {dev.name}; median of {args.repeats} solves; "
         "times in microseconds per iteration"
@@ -337,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'n':>5} {'iters':>6} | {'3 nodes: gpu loop':>17} {'host(graph)':>11} {'host(eager)':>11} "
         f"{'ratios':>13} | {'1 node: gpu loop':>16} {'host(graph)':>11} {'ratio':>6} "
-        f"| {'1 block: gpu loop':>17} {'host(graph)':>11} {'ratio':>6}"
+        f"| {'1 block: gpu loop':>17} {'host(graph)':>11} {'ratio':>6} "
+        f"| {f'1 block x{UNROLL}: gpu loop':>20} {'ratio':>6}"
     )
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
@@ -360,18 +419,29 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  (n={n}: the 1-node layout failed: {exc})")
                 c = None
             d: dict[str, Any] | None = None
+            e: dict[str, Any] | None = None
             if n <= ONE_BLOCK_MAX_N:
                 gb, sb = layout_one_block(one_block, b, args.tol, args.max_iters)
                 d = measure(stream, b, gb, sb, args.tol, args.repeats, args.max_iters, False)
+                gu, su = layout_unrolled(guarded, one_block, b, args.tol, args.max_iters)
+                e = measure(stream, b, gu, su, args.tol, args.repeats, args.max_iters, False)
         finally:
             b.close(stream)
         grid = a.pop("grid")
-        for other, label in ((c, "1 node"), (d, "1 block")):
+        for other, label in ((c, "1 node"), (d, "1 block"), (e, f"1 block x{UNROLL}")):
             if other is not None and (
                 other["iterations"] != a["iterations"] or not np.array_equal(other.pop("grid"), grid)
             ):
                 raise RuntimeError(f"n={n}: the {label} layout disagrees with the 3-node layout")
-        row = {"n": n, "three_nodes": a, "one_node": c, "one_block": d, "pdl": bool(kernels.get("pdl"))}
+        row = {
+            "n": n,
+            "three_nodes": a,
+            "one_node": c,
+            "one_block": d,
+            "one_block_unrolled": e,
+            "unroll": UNROLL,
+            "pdl": bool(kernels.get("pdl")),
+        }
         rows.append(row)
         one = (
             f"{c['gpu_loop_us']:>16.2f} {c['host_graph_us']:>11.2f} {c['ratio_host_graph']:>5.1f}x"
@@ -383,13 +453,20 @@ def main(argv: list[str] | None = None) -> int:
             if d is not None
             else f"{'n/a':>17}"
         )
+        unr = f"{e['gpu_loop_us']:>20.2f} {e['ratio_host_graph']:>5.1f}x" if e is not None else f"{'n/a':>20}"
         print(
             f"{n:>5} {a['iterations']:>6} | {a['gpu_loop_us']:>17.2f} {a['host_graph_us']:>11.2f} "
             f"{a['host_eager_us']:>11.2f} {a['ratio_host_graph']:>5.1f}x {a['ratio_host_eager']:>5.1f}x | {one} | {blk}"
+            f" | {unr}"
         )
     small = [r for r in rows if r["n"] <= 64]
     if small:
-        for key, label in (("three_nodes", "3 nodes"), ("one_node", "1 node"), ("one_block", "1 block")):
+        for key, label in (
+            ("three_nodes", "3 nodes"),
+            ("one_node", "1 node"),
+            ("one_block", "1 block"),
+            ("one_block_unrolled", f"1 block x{UNROLL}"),
+        ):
             if any(r[key] is None for r in small):
                 continue
             worst = min(r[key]["ratio_host_graph"] for r in small)

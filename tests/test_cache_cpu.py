@@ -658,3 +658,32 @@ def test_same_value_compares_arrays_by_identity_and_scalars_by_value() -> None:
     assert not same_value(np.float32(1.5), np.float64(1.5))
     assert same_value((1, np.int32(2)), (1, np.int32(2)))
     assert not same_value((a,), (b,))
+
+
+def test_refused_whole_graph_update_reinstantiates_on_request(stub):
+    from cuda.bindings import driver as drv
+
+    from cudagraph.errors import DriverError
+
+    class Info:
+        result = drv.CUgraphExecUpdateResult.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED
+        errorNode = None
+
+    def refuse(exec_handle: Any, graph_handle: Any) -> tuple[Any, Any]:
+        stub["driver"].calls.append(("cuGraphExecUpdate", exec_handle))
+        return drv.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, Info()
+
+    stub["driver"].cuGraphExecUpdate = refuse
+    g1 = chain([(0x1000, A, N)] * 4)
+    exe = make_exe(g1)
+    g2 = chain([(0x2000, A, N)] * 4)
+    with pytest.raises(DriverError, match=r"cuGraphExecUpdate failed.*PARAMETERS_CHANGED") as info:
+        exe.update(g2)
+    assert info.value.call == "cuGraphExecUpdate"
+    assert exe.graph is g1 and exe._exec == "exec0"  # unchanged after the refusal
+    res = exe.update(g2, reinstantiate_if_needed=True)
+    assert res.mode == "reinstantiated" and res.nodes_updated == 4
+    assert "the driver refused the update" in res.reason and "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE" in res.reason
+    assert exe.graph is g2 and exe._lowered.definition is g2
+    assert ("cuGraphExecDestroy", "exec0") in stub["driver"].calls
+    assert exe.update(chain([(0x2000, A, N)] * 4)) == UpdateResult("unchanged")

@@ -720,7 +720,15 @@ class Executable:
                 self._raw_bound.clear()
                 self._adopt(graph, same_lowered=True, states=new_states)
                 return UpdateResult("per-node", len(changed))
-            self._whole_graph_update(graph, bindings, new_states)
+            try:
+                self._whole_graph_update(graph, bindings, new_states)
+            except DriverError as exc:
+                # cuGraphExecUpdate leaves the executable as it was when it refuses.
+                if not reinstantiate_if_needed or exc.call != "cuGraphExecUpdate":
+                    raise
+                self._reinstantiate(graph, bindings)
+                self._sig = _Shape(new_sig)
+                return UpdateResult("reinstantiated", len(graph), f"the driver refused the update: {exc}")
             return UpdateResult("whole-graph", len(changed))
 
     def _with_param_users(self, graph: Graph, changed: list[Node], names: list[str]) -> tuple[list[Node], bool]:

@@ -687,3 +687,13 @@ def test_refused_whole_graph_update_reinstantiates_on_request(stub):
     assert exe.graph is g2 and exe._lowered.definition is g2
     assert ("cuGraphExecDestroy", "exec0") in stub["driver"].calls
     assert exe.update(chain([(0x2000, A, N)] * 4)) == UpdateResult("unchanged")
+
+
+def test_definition_edited_in_place_after_instantiate_is_a_topology_change(stub):
+    g = chain([(0x1000, A, N)] * 3)
+    extra = g.kernel(K, 1, 32, (0x1000, A, N), name="extra")
+    exe = make_exe(g)
+    g.add_edge(g.nodes[0], extra)  # after instantiation, before the first update
+    with pytest.raises(DefinitionError, match=r"the topology differs: the definition was edited in place"):
+        exe.update(g)
+    assert stub["set"] == [] and stub["lower"] == []

@@ -278,7 +278,9 @@ class Executable:
         self._enabled: dict[int, bool] = {}
         # What each top-level node was built with, to diff a later update() against.
         self._states: list[Any] = [node_state(n) for n in lowered.nodes]
-        self._sig: Any = None
+        # The topology as instantiated: a definition edited in place afterwards
+        # must be seen as changed by update().
+        self._sig: Any = _Shape(topology_signature(lowered.definition))
         self.update_calls = 0
         # Streams launched on (by address): host callbacks stay registered
         # until the work queued there has finished, even after close().
@@ -628,8 +630,8 @@ class Executable:
 
     def _remember_signature(self, signature: tuple[Any, ...]) -> None:
         """Record the topology signature of the definition instantiated (as computed by the caller)."""
-        if self._sig is None:
-            self._sig = _Shape(signature)
+        if self._sig is None or (self._sig.signature is not signature and self._sig.signature == signature):
+            self._sig = _Shape(signature)  # the caller's object: later hits compare by identity
 
     def update(
         self, graph: Graph, *, reinstantiate_if_needed: bool = False, _signature: Any = None, **params: Any
@@ -691,6 +693,8 @@ class Executable:
             if not same_shape:
                 diffs = describe_topology_diff(old_def, graph)
                 reason = "; ".join(diffs[:8]) + (f"; ... {len(diffs) - 8} more" if len(diffs) > 8 else "")
+                if not diffs and graph is old_def:
+                    reason = "the definition was edited in place (nodes or edges added or removed) since it was run"
                 if not reinstantiate_if_needed:
                     raise DefinitionError(
                         f"cannot update the executable of Graph {old_def.name!r} from Graph {graph.name!r}: "

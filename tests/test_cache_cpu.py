@@ -479,9 +479,10 @@ def test_parameters_are_carried_rebound_and_moved(stub):
     g1 = build((1, 4))
     exe = make_exe(g1, p=0x7000)
     g2 = build((1, 4))
-    # Each definition has Param objects of its own: their users count as changed; p keeps its value.
-    assert exe.update(g2) == UpdateResult("per-node", 2)
-    assert stub["set"] == [(g2.nodes[1], "d1", {"p": 0x7000}), (g2.nodes[4], "d4", {"p": 0x7000})]
+    # Each definition has Param objects of its own: the same name and dtype is the same slot, and
+    # p keeps its value, so nothing changed.
+    assert exe.update(g2) == UpdateResult("unchanged")
+    assert stub["set"] == []
     assert exe._lowered.param_users == {"p": [g2.nodes[1], g2.nodes[4]]}
     assert exe.update(g2) == UpdateResult("unchanged")
     # The same definition with a new value: the users of p are found through param_users.
@@ -697,3 +698,19 @@ def test_definition_edited_in_place_after_instantiate_is_a_topology_change(stub)
     with pytest.raises(DefinitionError, match=r"the topology differs: the definition was edited in place"):
         exe.update(g)
     assert stub["set"] == [] and stub["lower"] == []
+
+
+def test_rebuilt_definition_with_its_own_param_objects_is_unchanged(stub):
+    def build() -> cg.Graph:
+        g = cg.Graph("p")
+        p = g.param("p")
+        prev = None
+        for _ in range(5):
+            prev = g.kernel(K, 1, 32, (p, A, N), after=prev)
+        return g
+
+    exe = make_exe(build(), p=0x1000)
+    assert exe.update(build()) == UpdateResult("unchanged")  # new Param objects, same slot and value
+    assert stub["set"] == []
+    res = exe.update(build(), p=0x2000)  # a new value: every user of p changes
+    assert res.nodes_updated == 5 and res.mode in ("per-node", "whole-graph")

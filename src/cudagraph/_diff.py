@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._nodes import KernelNode, Node, parameter_slots
+from ._param import Param
 
 if TYPE_CHECKING:
     from ._graph import Graph
@@ -122,6 +123,9 @@ def same_value(a: Any, b: Any) -> bool:
             if x is not y and not same_value(x, y):
                 return False
         return True
+    if type(a) is Param:
+        # The same slot in a rebuilt definition: its value is compared through the bindings.
+        return bool(a.name == b.name and a.dtype == b.dtype)
     if not isinstance(a, np.generic) and (
         hasattr(a, "__cuda_array_interface__") or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__")
     ):

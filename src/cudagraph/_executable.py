@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ._bindings import all_params, resolve_bindings
-from ._diff import describe_topology_diff, diff_states, has_bodies, node_state, same_value, topology_signature
+from ._diff import (
+    bodies_of,
+    describe_topology_diff,
+    diff_states,
+    has_bodies,
+    node_state,
+    same_value,
+    topology_signature,
+)
 from ._driver._c_entry import c_function
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
@@ -20,8 +28,9 @@ from ._exec_node import ExecutableNode
 from ._explicit import LoweredGraph, lower
 from ._graph import Graph
 from ._node_update import rebuilt_node
-from ._nodes import KernelNode, Node
+from ._nodes import KernelNode, Node, parameter_slots
 from ._operands import buffer_like
+from ._param import Param
 from .errors import DefinitionError, DriverError, ExecutableClosedError, HostCallbackError, OperandError
 
 __all__ = ["Executable", "UpdateResult", "instantiate"]
@@ -744,7 +753,16 @@ class Executable:
         at = sorted(u.index for u in users.values() if u.index < len(top) and top[u.index] is u)
         seen = {id(n) for n in changed}
         nodes = graph._nodes
-        return changed + [nodes[i] for i in at if id(nodes[i]) not in seen], len(at) != len(users)
+        nested = len(at) != len(users)
+        extra = [nodes[i] for i in at if id(nodes[i]) not in seen]
+        if nested:
+            # The nodes whose bodies use such a parameter change too.
+            wanted = set(names)
+            extra += [n for n in nodes if id(n) not in seen and has_bodies_using(n, wanted)]
+        if not extra:
+            return changed, nested
+        merged = {id(n): n for n in changed + extra}
+        return sorted(merged.values(), key=_index_of), nested
 
     def _adopt(self, graph: Graph, same_lowered: bool, states: list[Any] | None = None) -> None:
         """Record ``graph`` as the definition this executable now runs.
@@ -844,6 +862,25 @@ class Executable:
     def __repr__(self) -> str:
         state = "closed" if self._exec is None else "open"
         return f"<Executable of Graph {self.graph.name!r}: {len(self._lowered.nodes)} nodes, {state}>"
+
+
+def _index_of(node: Node) -> int:
+    return node.index
+
+
+def has_bodies_using(node: Node, names: set[str]) -> bool:
+    """Whether a graph nested in ``node`` (at any depth) uses a parameter named in ``names``."""
+    for body in bodies_of(node):
+        for n in body._nodes:
+            for slot in parameter_slots(type(n)):
+                v = getattr(n, slot, None)
+                if type(v) is Param and v.name in names:
+                    return True
+                if type(v) is tuple and any(type(a) is Param and a.name in names for a in v):
+                    return True
+            if has_bodies_using(n, names):
+                return True
+    return False
 
 
 #: Types seen to be ``cuda.core`` Buffer-like (their ``handle`` is the address).

@@ -219,6 +219,15 @@ class Bufs:
         self.it_host = pin[4:].view(np.int32)
         self.pin = int(self.pin_buf.handle)
 
+    def add_reset(self, g: cg.Graph) -> list[cg.Node]:
+        """Add to ``g`` the nodes that start a solve: both grids from ``u0``, the count and the flag words at 0."""
+        return [
+            g.memcpy(self.u, self.u0),
+            g.memcpy(self.v, self.u0),
+            g.memset(self.iters, 0, count=1, element_size=4),
+            g.memset(self.bar, 0, count=2, element_size=4),
+        ]
+
     def grid(self) -> np.ndarray:
         from cuda.bindings import driver
 
@@ -249,12 +258,7 @@ def layout_one_node(fused: Any, b: Bufs, tol: float, max_iters: int) -> tuple[cg
     nn, mi, t = np.int32(n), np.int32(max_iters), np.float32(tol)
     g = cg.Graph("jacobi fused")
     more = g.condition(default=1, name="not converged")
-    init = [
-        g.memcpy(b.u, b.u0),
-        g.memcpy(b.v, b.u0),
-        g.memset(b.iters, 0, count=1, element_size=4),
-        g.memset(b.bar, 0, count=2, element_size=4),
-    ]
+    init = b.add_reset(g)
     loop = g.while_(more, after=init)
     args = (b.u, b.v, nn, b.res, b.iters, mi, t, b.bar, more)
     loop.body.kernel(fused, _grid2(n), BLOCK, args, cooperative=True, name="iteration")
@@ -271,7 +275,7 @@ def layout_one_block(kernel: Any, b: Bufs, tol: float, max_iters: int) -> tuple[
     nn, mi, t = np.int32(b.n), np.int32(max_iters), np.float32(tol)
     g = cg.Graph("jacobi one block")
     more = g.condition(default=1, name="not converged")
-    init = [g.memcpy(b.u, b.u0), g.memcpy(b.v, b.u0), g.memset(b.iters, 0, count=1, element_size=4)]
+    init = b.add_reset(g)
     loop = g.while_(more, after=init)
     args = (b.u, b.v, nn, b.res, b.iters, mi, t, more)
     loop.body.kernel(kernel, 1, ONE_BLOCK, args, name="iteration")
@@ -291,12 +295,7 @@ def layout_unrolled(guarded: Any, kernel: Any, b: Bufs, tol: float, max_iters: i
     nn, mi, t = np.int32(b.n), np.int32(max_iters), np.float32(tol)
     g = cg.Graph("jacobi one block unrolled")
     more = g.condition(default=1, name="not converged")
-    init = [
-        g.memcpy(b.u, b.u0),
-        g.memcpy(b.v, b.u0),
-        g.memset(b.iters, 0, count=1, element_size=4),
-        g.memset(b.bar, 0, count=2, element_size=4),  # the "done" flag
-    ]
+    init = b.add_reset(g)  # b.bar is the "done" flag here
     loop = g.while_(more, after=init)
     prev = None
     for i in range(UNROLL):
@@ -328,10 +327,7 @@ def measure(
     reference = b.grid()
 
     init = cg.Graph("init")
-    init.memcpy(b.u, b.u0)
-    init.memcpy(b.v, b.u0)
-    init.memset(b.iters, 0, count=1, element_size=4)
-    init.memset(b.bar, 0, count=2, element_size=4)
+    b.add_reset(init)
 
     def host_loop(issue: Callable[[], None]) -> tuple[float, int]:
         init.run(stream)

@@ -4,14 +4,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._nodes import ChildGraphNode
+from ._diff import bodies_of
+from ._nodes import ChildGraphNode, KernelNode, Node
 from ._param import Param
 from .errors import DefinitionError, OperandError
 
 if TYPE_CHECKING:
     from ._graph import Graph
 
-__all__ = ["all_params", "resolve_bindings"]
+__all__ = ["all_params", "body_uses_params", "node_params_uses", "resolve_bindings"]
+
+
+def node_params_uses(node: Node) -> list[str]:
+    """Names of the parameters a node uses directly (not inside bodies)."""
+    names: list[str] = []
+    t = type(node)
+    if t is KernelNode:
+        names = [a.name for a in node.args if type(a) is Param]  # type: ignore[attr-defined]
+    else:
+        for field in ("dst", "src", "ptr"):
+            v = getattr(node, field, None)
+            if type(v) is Param:
+                names.append(v.name)
+    return names
+
+
+def body_uses_params(node: Node, names: set[str]) -> bool:
+    """Whether a graph nested in ``node`` (at any depth) uses a parameter named in ``names``."""
+    for body in bodies_of(node):
+        for n in body._nodes:
+            if not names.isdisjoint(node_params_uses(n)) or body_uses_params(n, names):
+                return True
+    return False
 
 
 def all_params(graph: Graph) -> dict[str, Param]:

@@ -9,9 +9,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ._bindings import all_params, resolve_bindings
+from ._bindings import all_params, body_uses_params, resolve_bindings
 from ._diff import (
-    bodies_of,
     describe_topology_diff,
     diff_states,
     has_bodies,
@@ -28,9 +27,8 @@ from ._exec_node import ExecutableNode
 from ._explicit import LoweredGraph, lower
 from ._graph import Graph
 from ._node_update import rebuilt_node
-from ._nodes import KernelNode, Node, parameter_slots
+from ._nodes import KernelNode, Node
 from ._operands import buffer_like
-from ._param import Param
 from .errors import DefinitionError, DriverError, ExecutableClosedError, HostCallbackError, OperandError
 
 __all__ = ["Executable", "UpdateResult", "instantiate"]
@@ -454,20 +452,9 @@ class Executable:
         bound = self._bindings
         changed: dict[str, Any] = {}
         for name, value in params.items():
-            if raw.get(name, _UNSET) is value:
-                continue
-            p = self._param(name)
-            if p.dtype is None:
-                v = value if type(value) is int and 0 < value < 1 << 64 else _pointer(p, value)
-                if v == bound.get(name):
-                    raw[name] = value
-                    continue
-            else:
-                v = p.coerce(value)
-                if same_value(v, bound.get(name, _UNSET)):
-                    raw[name] = value
-                    continue
-            changed[name] = v
+            v = self._new_value(name, value)
+            if v is not _UNSET:
+                changed[name] = v
         if not changed:
             return 0
         with self._lock:
@@ -490,9 +477,25 @@ class Executable:
         """:meth:`bind` of one parameter: the per-step rebinding path, kept short."""
         if self._exec is None:
             self._require_open()
+        v = self._new_value(name, value)
+        if v is _UNSET:
+            return 0
+        with self._lock:
+            self._bindings[name] = v
+            self._raw_bound[name] = value
+            return self._apply_plan(name, v)
+
+    def _new_value(self, name: str, value: Any) -> Any:
+        """``value`` checked and converted for parameter ``name``; ``_UNSET`` when it equals the bound one.
+
+        Raises
+        ------
+        OperandError
+            Unknown name, or a value of the wrong kind.
+        """
         raw = self._raw_bound
         if raw.get(name, _UNSET) is value:
-            return 0
+            return _UNSET
         p = self.graph._params.get(name)
         if p is None:
             p = self._param(name)
@@ -504,18 +507,14 @@ class Executable:
                 v = int(value.handle) or _pointer(p, value)
             else:
                 v = _pointer(p, value)
-            if v == self._bindings.get(name):
-                raw[name] = value
-                return 0
+            same = v == self._bindings.get(name)
         else:
             v = p.coerce(value)
-            if same_value(v, self._bindings.get(name, _UNSET)):
-                raw[name] = value
-                return 0
-        with self._lock:
-            self._bindings[name] = v
-            raw[name] = value
-            return self._apply_plan(name, v)
+            same = same_value(v, self._bindings.get(name, _UNSET))
+        if same:
+            raw[name] = value  # the same value under another object: remembered, no driver call
+            return _UNSET
+        return v
 
     def _apply_plan(self, name: str, value: Any) -> int:
         """Rebind one parameter through its prepared plan: rewrite bytes, one driver call per node."""
@@ -758,7 +757,7 @@ class Executable:
         if nested:
             # The nodes whose bodies use such a parameter change too.
             wanted = set(names)
-            extra += [n for n in nodes if id(n) not in seen and has_bodies_using(n, wanted)]
+            extra += [n for n in nodes if id(n) not in seen and body_uses_params(n, wanted)]
         if not extra:
             return changed, nested
         merged = {id(n): n for n in changed + extra}
@@ -866,21 +865,6 @@ class Executable:
 
 def _index_of(node: Node) -> int:
     return node.index
-
-
-def has_bodies_using(node: Node, names: set[str]) -> bool:
-    """Whether a graph nested in ``node`` (at any depth) uses a parameter named in ``names``."""
-    for body in bodies_of(node):
-        for n in body._nodes:
-            for slot in parameter_slots(type(n)):
-                v = getattr(n, slot, None)
-                if type(v) is Param and v.name in names:
-                    return True
-                if type(v) is tuple and any(type(a) is Param and a.name in names for a in v):
-                    return True
-            if has_bodies_using(n, names):
-                return True
-    return False
 
 
 #: Types seen to be ``cuda.core`` Buffer-like (their ``handle`` is the address).

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ._bindings import node_params_uses
 from ._driver._c_entry import c_add_node
 from ._driver._calls import check, ensure_context, raise_error, require_driver
 from ._driver._compat import BINDINGS_MAJOR, add_node_fn
@@ -21,27 +22,12 @@ from ._driver._kernel_args import PACKING_LOCK, kernel_info
 from ._driver._node_params import node_params
 from ._graph import Graph
 from ._nodes import ChildGraphNode, KernelNode, Node
-from ._param import Param
 from .errors import OperandError
 
 __all__ = ["LOWERERS", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
 
 #: node class -> fn(lowering, node, graph_handle, deps, ndeps) -> (CUresult, CUgraphNode)
 LOWERERS: dict[type, Callable[..., Any]] = {}
-
-
-def node_params_uses(node: Node) -> list[str]:
-    """Names of the parameters a node uses directly (not inside bodies)."""
-    names: list[str] = []
-    t = type(node)
-    if t is KernelNode:
-        names = [a.name for a in node.args if type(a) is Param]  # type: ignore[attr-defined]
-    else:
-        for field in ("dst", "src", "ptr"):
-            v = getattr(node, field, None)
-            if type(v) is Param:
-                names.append(v.name)
-    return names
 
 
 class Lowering:

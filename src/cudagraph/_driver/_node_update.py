@@ -18,6 +18,17 @@ from ._node_params import node_params
 __all__ = ["KernelParamsWriter", "KernelUpdater", "set_node_params"]
 
 
+def set_function(p: Any, info: Any) -> None:
+    """Point kernel parameters ``p`` at ``info``'s kernel (``kern`` or ``func``; the other cleared)."""
+    drv = require_driver()
+    if info.is_library_kernel:
+        p.func = drv.CUfunction(0)
+        p.kern = info.handle
+    else:
+        p.kern = drv.CUkernel(0)
+        p.func = info.handle
+
+
 class KernelUpdater:
     """The parameters of one kernel node, kept so that a rebind rewrites only the bytes that change.
 
@@ -43,10 +54,7 @@ class KernelUpdater:
         base = ctypes.addressof(self._buf)
         self._ptrs = (ctypes.c_void_p * max(len(info.offsets), 1))(*[base + o for o in info.offsets])
         p = drv.CUDA_KERNEL_NODE_PARAMS()
-        if info.is_library_kernel:
-            p.kern = info.handle
-        else:
-            p.func = info.handle
+        set_function(p, info)
         p.gridDimX, p.gridDimY, p.gridDimZ = node.grid
         p.blockDimX, p.blockDimY, p.blockDimZ = node.block
         p.sharedMemBytes = node.shared_mem
@@ -103,12 +111,7 @@ class KernelParamsWriter:
             except OperandError:
                 return False  # late operands: the general path knows them
             if info is not self._info:
-                if info.is_library_kernel:
-                    p.func = drv.CUfunction(0)
-                    p.kern = info.handle
-                else:
-                    p.kern = drv.CUkernel(0)
-                    p.func = info.handle
+                set_function(p, info)
                 p.kernelParams = info.params_address
                 self._info = info
             if node.grid != self._grid:

@@ -372,6 +372,9 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(_executable, "set_node_params", set_node_params)
 
     class NoDirectWriter:  # every node goes through the recorded set_node_params
+        def __init__(self, exec_handle: Any) -> None:
+            pass
+
         def set(self, *args: Any) -> bool:
             return False
 
@@ -424,7 +427,16 @@ def test_update_of_the_same_graph_changed_in_place(stub):
     assert exe.driver_node(g.nodes[1]) == "d1"
 
 
-def test_update_of_many_nodes_is_whole_graph(stub):
+def test_update_of_many_nodes_is_per_node_by_default(stub):
+    exe = make_exe(chain([(0x1000, A, N)] * 4))
+    g2 = chain([(0x2000, A, N)] * 3 + [(0x1000, A, N)])
+    assert exe.update(g2) == UpdateResult("per-node", 3)
+    assert [(n, d) for n, d, _ in stub["set"]] == [(g2.nodes[i], f"d{i}") for i in range(3)]
+    assert stub["lower"] == [] and stub["driver"].calls == []
+
+
+def test_update_of_many_nodes_above_the_threshold_is_whole_graph(stub, monkeypatch):
+    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
     exe = make_exe(chain([(0x1000, A, N)] * 4))
     g2 = chain([(0x2000, A, N)] * 3 + [(0x1000, A, N)])
     assert exe.update(g2) == UpdateResult("whole-graph", 3)
@@ -433,6 +445,61 @@ def test_update_of_many_nodes_is_whole_graph(stub):
     assert exe._lowered.definition is g2 and exe.driver_node(g2.nodes[0]) == "L1-0"
     # The states recorded are g2's: the next update of the same values changes nothing.
     assert exe.update(chain([(0x2000, A, N)] * 3 + [(0x1000, A, N)])) == UpdateResult("unchanged")
+
+
+def _refuse_node(stub: dict[str, Any], monkeypatch: pytest.MonkeyPatch, at: int) -> set[int]:
+    """Make the recorded set_node_params refuse the update of the nodes whose index is in the set returned."""
+    from cuda.bindings import driver as drv
+
+    from cudagraph._driver._calls import raise_error
+
+    refused = {at}
+
+    def set_node_params(exec_handle: Any, node: Any, dnode: Any, ctx: Any, bindings: Any, *rest: Any) -> None:
+        if node.index in refused:
+            raise_error(drv.CUresult.CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams", node)
+        stub["set"].append((node, dnode, dict(bindings)))
+
+    monkeypatch.setattr(_executable, "set_node_params", set_node_params)
+    return refused
+
+
+def test_refused_node_update_falls_back_to_the_whole_graph(stub, monkeypatch):
+    _refuse_node(stub, monkeypatch, at=2)
+    exe = make_exe(chain([(0x1000, A, N)] * 4))
+    g2 = chain([(0x2000, A, N)] * 4)
+    res = exe.update(g2)
+    assert res.mode == "whole-graph" and res.nodes_updated == 4
+    assert "refused a node's update" in res.reason and "kernel#2" in res.reason
+    assert [n.index for n, _, _ in stub["set"]] == [0, 1]  # set before the refusal
+    assert stub["driver"].calls == [("cuGraphExecUpdate", "exec0")]
+    assert exe.graph is g2 and exe.update(chain([(0x2000, A, N)] * 4)) == UpdateResult("unchanged")
+
+
+def test_refused_node_and_whole_graph_updates_leave_the_nodes_set_stale(stub, monkeypatch):
+    from cuda.bindings import driver as drv
+
+    from cudagraph.errors import DriverError
+
+    refused = _refuse_node(stub, monkeypatch, at=2)
+
+    class Info:
+        result = drv.CUgraphExecUpdateResult.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED
+        errorNode = None
+
+    stub["driver"].cuGraphExecUpdate = lambda e, g: (drv.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, Info())
+    g1 = chain([(0x1000, A, N)] * 4)
+    exe = make_exe(g1)
+    with pytest.raises(DriverError, match="cuGraphExecUpdate"):
+        exe.update(chain([(0x2000, A, N)] * 4))
+    assert exe.graph is g1 and [n.index for n, _, _ in stub["set"]] == [0, 1]
+    # Nodes 0 and 1 hold 0x2000 in the executable now and node 2 is unknown: an update
+    # to g1's own values sets the three again (node 3 was never touched).
+    refused.clear()
+    stub["set"].clear()
+    assert exe.update(chain([(0x1000, A, N)] * 4)) == UpdateResult("per-node", 3)
+    assert [n.index for n, _, _ in stub["set"]] == [0, 1, 2]
+    assert exe.update(chain([(0x1000, A, N)] * 4)) == UpdateResult("unchanged")
 
 
 def test_topology_changes_raise_or_reinstantiate(stub):
@@ -586,7 +653,9 @@ def test_cache_hits_update_by_signature_identity(cache_stub):
     e2 = cache.get(chain([(0x2000, A, N)] * 3))
     assert e1 is e2 and cache.stats() == {"hits": 1, "misses": 1, "evictions": 0, "size": 1, "maxsize": 2}
     assert cache_stub["sigs"][0] is e1._signature()  # recognised without comparing
-    assert cache_stub["set"] == [] and [g() for g, _ in cache_stub["lower"]] == [e1.graph]  # 3 of 3: whole graph
+    # Every node changed: all three set one by one, nothing lowered.
+    assert [(n, d) for n, d, _ in cache_stub["set"]] == [(e1.graph.nodes[i], f"d{i}") for i in range(3)]
+    assert cache_stub["lower"] == []
 
 
 def test_cache_evicts_the_least_recently_used(cache_stub):
@@ -620,7 +689,9 @@ def test_cache_hit_on_an_executable_updated_elsewhere_reinstantiates(cache_stub)
     assert exe._signature() == topology_signature(exe.graph)
 
 
-def test_whole_graph_update_forgets_the_nested_nodes_of_the_graph_replaced(stub):
+def test_whole_graph_update_forgets_the_nested_nodes_of_the_graph_replaced(stub, monkeypatch):
+    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
+
     def build(value: int) -> cg.Graph:
         body = cg.Graph("body")
         body.memset(0x10000, value, count=4)
@@ -661,9 +732,10 @@ def test_same_value_compares_arrays_by_identity_and_scalars_by_value() -> None:
     assert not same_value((a,), (b,))
 
 
-def test_refused_whole_graph_update_reinstantiates_on_request(stub):
+def test_refused_whole_graph_update_reinstantiates_on_request(stub, monkeypatch):
     from cuda.bindings import driver as drv
 
+    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
     from cudagraph.errors import DriverError
 
     class Info:

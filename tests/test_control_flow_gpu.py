@@ -457,3 +457,24 @@ def test_condition_kernel_argument_without_conditional_node_is_rejected(gpu, k):
     with pytest.raises(errors.DefinitionError) as ei:
         g.instantiate()
     assert "kernel#0 'setter'" in str(ei.value) and "no conditional node" in str(ei.value)
+
+
+# =============================================================================== example
+
+
+@pytest.mark.parametrize("n", [16, 48])
+def test_jacobi_example_loops_on_the_gpu_and_matches_numpy(gpu, n):
+    """``examples/jacobi_while.py`` runs its while loop to the tolerance and agrees with numpy."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "jacobi_while.py"
+    env = dict(os.environ, PYTHONPATH=str(example.parent.parent / "src"))
+    r = subprocess.run(
+        [sys.executable, str(example), "-n", str(n), "--tol", "1e-4"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "solution matches numpy" in r.stdout
+    iterations = int(r.stdout.split(" iterations on the GPU")[0].rsplit(" ", 1)[1])
+    assert 1 < iterations < 100000

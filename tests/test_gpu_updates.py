@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
+import cudagraph._executable as _executable
 from cudagraph.errors import DefinitionError, OperandError, UnsupportedError
 
 pytestmark = pytest.mark.gpu
@@ -172,7 +173,7 @@ def test_definition_node_update_then_whole_update(gpu, kernels, stream):
     exe.close()
 
 
-def test_whole_graph_update_same_topology_and_mismatch(gpu, kernels, stream):
+def test_whole_graph_update_same_topology_and_mismatch(gpu, kernels, stream, monkeypatch):
     # Two independent chains; each increments its own buffer (x[i] += v is not atomic, so
     # chains that run concurrently must not share one).
     a = [gpu.upload(np.zeros(N, np.int32)) for _ in range(2)]
@@ -195,21 +196,56 @@ def test_whole_graph_update_same_topology_and_mismatch(gpu, kernels, stream):
     exe = build(a, 1).instantiate()
     exe.launch(stream)
     assert values(a) == [{2}, {2}]
-    res = exe.update(build(b, 3))  # every node changed: whole-graph update
-    assert res.mode == "whole-graph" and res.nodes_updated == 4
+    res = exe.update(build(b, 3))  # every node changed: set one by one
+    assert res.mode == "per-node" and res.nodes_updated == 4
     exe.launch(stream)
     assert values(b) == [{6}, {6}]
     assert values(a) == [{2}, {2}]
+    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
+    res = exe.update(build(a, 1))  # above the threshold: cuGraphExecUpdate
+    assert res.mode == "whole-graph" and res.nodes_updated == 4
+    exe.launch(stream)
+    assert values(a) == [{4}, {4}]
+    assert values(b) == [{6}, {6}]
     with pytest.raises(DefinitionError, match=r"edge added: #1 -> kernel#2"):
         exe.update(build(a, 1, extra_edge=True))
     with pytest.raises(DefinitionError, match=r"node added: empty#4"):
         exe.update(build(a, 1, extra_node=True))
     exe.launch(stream)  # unchanged after the refused updates
-    assert values(b) == [{12}, {12}]
-    res = exe.update(build(a, 2, extra_node=True), reinstantiate_if_needed=True)
+    assert values(a) == [{6}, {6}]
+    res = exe.update(build(b, 2, extra_node=True), reinstantiate_if_needed=True)
     assert res.mode == "reinstantiated" and "node added" in res.reason
     exe.launch(stream)
+    assert values(b) == [{10}, {10}]
     assert values(a) == [{6}, {6}]
+    exe.close()
+
+
+def test_update_the_driver_may_refuse_node_by_node_still_runs_the_new_graph(gpu, stream):
+    """A copy whose destination moves from device to host memory: whatever way the driver
+    accepts (node by node, whole graph, or neither: re-instantiation), the new copy runs."""
+    src = gpu.upload(np.arange(N, dtype=np.float32))
+    dev_dst = gpu.alloc(4 * N)
+    host = np.zeros(N, np.float32)
+
+    def build(dst):
+        g = cg.Graph("copy")
+        g.memcpy(dst, src, 4 * N, name="copy")
+        return g
+
+    exe = build(dev_dst).instantiate()
+    exe.launch(stream)
+    np.testing.assert_array_equal(gpu.read(dev_dst, N), np.arange(N, dtype=np.float32))
+    res = exe.update(build(host), reinstantiate_if_needed=True)
+    print(f"device -> host copy destination: {res}")
+    assert res.mode in ("per-node", "whole-graph", "reinstantiated") and res.nodes_updated == 1
+    if res.mode != "per-node":
+        assert "refused" in res.reason
+    if res.mode == "whole-graph":  # the per-node refusal, naming the node
+        assert "memcpy#0 'copy'" in res.reason
+    exe.launch(stream)
+    stream.sync()
+    np.testing.assert_array_equal(host, np.arange(N, dtype=np.float32))
     exe.close()
 
 

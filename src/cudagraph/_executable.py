@@ -44,9 +44,14 @@ _STICKY = {
 }
 
 _UNSET = object()
-#: Above this share of changed nodes, ``Executable.update`` rebuilds the graph and
-#: calls ``cuGraphExecUpdate`` instead of updating node by node.
-WHOLE_GRAPH_THRESHOLD = 0.5
+#: The recorded state of a node whose executable parameters are unknown (a
+#: per-node update failed part way): it equals no node's state.
+_STALE: tuple[Any, ...] = (_UNSET,)
+#: Above this share of changed top-level nodes, ``Executable.update`` rebuilds
+#: the graph and calls ``cuGraphExecUpdate`` instead of updating node by node.
+#: Node by node is the cheaper way at any share for kernel nodes (the whole-graph
+#: way also lowers every unchanged node), so the default never takes it.
+WHOLE_GRAPH_THRESHOLD = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,8 @@ class UpdateResult:
     nodes_updated : int
         Top-level nodes whose parameters changed.
     reason : str
-        Why the executable was re-instantiated, if it was.
+        Why the executable was re-instantiated, or updated as a whole after
+        the driver refused a node's update; empty otherwise.
     """
 
     mode: str
@@ -647,8 +653,10 @@ class Executable:
         """Make the executable run ``graph``, a changed definition of the same topology.
 
         Only the differences are applied: the changed nodes one by one
-        (``cuGraphExec*SetParams``) when few changed, else the whole graph is
-        rebuilt and applied with ``cuGraphExecUpdate``.
+        (``cuGraphExec*SetParams``). The whole graph is rebuilt and applied
+        with ``cuGraphExecUpdate`` when a rebound parameter is used inside a
+        body (child graph, conditional branch), or when the driver refuses a
+        node's update (``UpdateResult.reason`` then says so).
 
         Parameters
         ----------
@@ -721,17 +729,19 @@ class Executable:
                 self._adopt(graph, same_lowered=True, states=new_states)
                 return UpdateResult("unchanged")
             if len(changed) <= WHOLE_GRAPH_THRESHOLD * max(len(graph), 1) and not nested_params:
-                ctx = self._context()
-                writer = KernelParamsWriter()
-                for n in changed:
-                    dnode = self._lowered.driver_nodes[n.index]
-                    if type(n) is not KernelNode or not writer.set(self._exec, n, dnode, bindings):  # type: ignore[arg-type]
-                        set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
-                    self.update_calls += 1
-                self._bindings = bindings
-                self._raw_bound.clear()
-                self._adopt(graph, same_lowered=True, states=new_states)
-                return UpdateResult("per-node", len(changed))
+                try:
+                    self._per_node_update(changed, bindings)
+                except DriverError as exc:
+                    # Some nodes may hold their new parameters already: the whole-graph
+                    # update below sets every node, or, refused, marks them for the next one.
+                    reason = f"the driver refused a node's update: {exc}"
+                else:
+                    self._bindings = bindings
+                    self._raw_bound.clear()
+                    self._adopt(graph, same_lowered=True, states=new_states)
+                    return UpdateResult("per-node", len(changed))
+            else:
+                reason = ""
             try:
                 self._whole_graph_update(graph, bindings, new_states)
             except DriverError as exc:
@@ -741,7 +751,29 @@ class Executable:
                 self._reinstantiate(graph, bindings)
                 self._sig = _Shape(new_sig)
                 return UpdateResult("reinstantiated", len(graph), f"the driver refused the update: {exc}")
-            return UpdateResult("whole-graph", len(changed))
+            return UpdateResult("whole-graph", len(changed), reason)
+
+    def _per_node_update(self, changed: list[Node], bindings: dict[str, Any]) -> None:
+        """Set the parameters of the ``changed`` top-level nodes one by one.
+
+        On a refusal the nodes already set are marked stale in the recorded
+        states (any later update sets them again) and the error propagates.
+        """
+        ctx = self._context()
+        writer = KernelParamsWriter(self._exec)
+        driver_nodes = self._lowered.driver_nodes
+        done = 0
+        try:
+            for n in changed:
+                dnode = driver_nodes[n.index]
+                if type(n) is not KernelNode or not writer.set(n, dnode, bindings):  # type: ignore[arg-type]
+                    set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
+                done += 1
+        finally:
+            self.update_calls += done
+            if done < len(changed):
+                for n in changed[: done + 1]:
+                    self._states[n.index] = _STALE
 
     def _with_param_users(self, graph: Graph, changed: list[Node], names: list[str]) -> tuple[list[Node], bool]:
         """``changed`` plus the top-level nodes of ``graph`` that use a parameter in ``names`` (in index

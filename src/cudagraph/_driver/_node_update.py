@@ -11,6 +11,7 @@ import numpy as np
 from .._nodes import ChildGraphNode, KernelNode, Node
 from .._param import Param
 from ..errors import OperandError
+from ._c_entry import c_function
 from ._calls import raise_error, require_driver
 from ._kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
 from ._node_params import node_params
@@ -80,21 +81,33 @@ class KernelParamsWriter:
 
     Each node's arguments are packed into its kernel's shared buffer and the
     fields that differ from the previous node are rewritten, as explicit
-    construction does; the driver copies everything during the call. Nodes
-    whose arguments get values only at lowering (graph allocations,
-    conditions) go through :func:`set_node_params` instead.
+    construction does; the driver copies everything during the call, made
+    through the C entry point ``cuGraphExecKernelNodeSetParams_v2`` where it
+    is found (else through ``cuda.bindings``). Nodes whose arguments get
+    values only at lowering (graph allocations, conditions) go through
+    :func:`set_node_params` instead.
+
+    Parameters
+    ----------
+    exec_handle : CUgraphExec
+        The executable every :meth:`set` of this writer updates.
     """
 
-    __slots__ = ("_p", "_info", "_grid", "_block", "_smem")
+    __slots__ = ("_p", "_exec", "_c_fn", "_c_exec", "_c_params", "_info", "_grid", "_block", "_smem")
 
-    def __init__(self) -> None:
+    def __init__(self, exec_handle: Any) -> None:
         self._p = require_driver().CUDA_KERNEL_NODE_PARAMS()
+        self._exec = exec_handle
+        self._c_fn = c_function("cuGraphExecKernelNodeSetParams_v2")
+        if self._c_fn is not None:
+            self._c_exec = ctypes.c_void_p(int(exec_handle))
+            self._c_params = ctypes.c_void_p(self._p.getPtr())
         self._info: Any = None
         self._grid: Any = None
         self._block: Any = None
         self._smem = -1
 
-    def set(self, exec_handle: Any, node: KernelNode, driver_node: Any, bindings: dict[str, Any]) -> bool:
+    def set(self, node: KernelNode, driver_node: Any, bindings: dict[str, Any]) -> bool:
         """Give ``driver_node`` the parameters of ``node``; ``False`` when the node needs the general path.
 
         Raises
@@ -102,7 +115,6 @@ class KernelParamsWriter:
         DriverError
             The driver refused the update; the message names the node.
         """
-        drv = require_driver()
         p = self._p
         info = kernel_info(node.kernel)
         with PACKING_LOCK:
@@ -120,7 +132,11 @@ class KernelParamsWriter:
                 p.blockDimX, p.blockDimY, p.blockDimZ = self._block = node.block
             if node.shared_mem != self._smem:
                 p.sharedMemBytes = self._smem = node.shared_mem
-            (err,) = drv.cuGraphExecKernelNodeSetParams(exec_handle, driver_node, p)
+            if self._c_fn is not None:
+                rc = self._c_fn(self._c_exec, ctypes.c_void_p(int(driver_node)), self._c_params)
+                err: Any = require_driver().CUresult(rc) if rc else 0
+            else:
+                (err,) = require_driver().cuGraphExecKernelNodeSetParams(self._exec, driver_node, p)
         if err:
             raise_error(err, "cuGraphExecKernelNodeSetParams", node)
         return True

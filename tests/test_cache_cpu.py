@@ -786,3 +786,27 @@ def test_rebuilt_definition_with_its_own_param_objects_is_unchanged(stub):
     assert stub["set"] == []
     res = exe.update(build(), p=0x2000)  # a new value: every user of p changes
     assert res.nodes_updated == 5 and res.mode in ("per-node", "whole-graph")
+
+
+def test_same_value_learns_per_type_only_what_instances_cannot_change() -> None:
+    from types import SimpleNamespace
+
+    plain = SimpleNamespace(x=1)
+    assert same_value(plain, SimpleNamespace(x=1))  # no memory interface: compared by ==
+    # Instances of the same type that carry an interface are compared by identity.
+    a = SimpleNamespace(__cuda_array_interface__={"data": (0x1000, False)})
+    b = SimpleNamespace(__cuda_array_interface__={"data": (0x1000, False)})
+    assert not same_value(a, b) and same_value(a, a)
+
+    class Slotted:
+        __slots__ = ("v",)
+
+        def __init__(self, v: int) -> None:
+            self.v = v
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Slotted) and other.v == self.v
+
+        __hash__ = None  # type: ignore[assignment]
+
+    assert same_value(Slotted(1), Slotted(1)) and not same_value(Slotted(1), Slotted(2))

@@ -110,6 +110,18 @@ def has_bodies(signature: tuple[Any, ...]) -> bool:
     return tuple in set(map(type, signature))
 
 
+#: type -> whether its values are equal only when they are the same object (kept for
+#: types that have an interface on the class, or whose instances hold no attributes).
+_BY_IDENTITY: dict[type, bool] = {}
+
+
+def _compared_by_identity(a: Any) -> bool:
+    """Arrays and buffers (memory interfaces, DLPack): equal contents do not make the same operand."""
+    return not isinstance(a, np.generic) and (
+        hasattr(a, "__cuda_array_interface__") or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__")
+    )
+
+
 def same_value(a: Any, b: Any) -> bool:
     """Equal as node parameters: same object, or same type and equal value (tuples elementwise)."""
     if a is b:
@@ -126,9 +138,12 @@ def same_value(a: Any, b: Any) -> bool:
     if type(a) is Param:
         # The same slot in a rebuilt definition: its value is compared through the bindings.
         return bool(a.name == b.name and a.dtype == b.dtype)
-    if not isinstance(a, np.generic) and (
-        hasattr(a, "__cuda_array_interface__") or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__")
-    ):
+    by_identity = _BY_IDENTITY.get(type(a))
+    if by_identity is None:
+        by_identity = _compared_by_identity(a)
+        if by_identity or not hasattr(a, "__dict__"):
+            _BY_IDENTITY[type(a)] = by_identity  # instances cannot add the interfaces: one answer per type
+    if by_identity:
         return False  # arrays and buffers: only the same object (their == compares elements)
     try:
         return bool(a == b)

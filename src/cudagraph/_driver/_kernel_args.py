@@ -131,8 +131,8 @@ class KernelInfo:
         self._scratch_addr = ctypes.addressof(self._scratch)
         self._ptrs = (ctypes.c_void_p * max(len(offsets), 1))(*[self._scratch_addr + o for o in offsets])
         self.params_address = ctypes.addressof(self._ptrs) if offsets else 0
-        # argument types -> (struct.Struct, per-argument converters or None)
-        self._packers: dict[tuple[type, ...], tuple[struct.Struct, tuple[Any, ...] | None]] = {}
+        # argument types -> (struct.Struct, ((position, converter), ...) or None)
+        self._packers: dict[tuple[type, ...], tuple[struct.Struct, tuple[tuple[int, Any], ...] | None]] = {}
 
     def pack(self, args: tuple[Any, ...], node: Any, bindings: dict[str, Any]) -> int:
         """Write ``args`` into the packing buffer; return the ``void**`` address for ``kernelParams``.
@@ -166,7 +166,10 @@ class KernelInfo:
                 if convs is None:
                     st.pack_into(self._scratch, 0, *args)
                 else:
-                    st.pack_into(self._scratch, 0, *[a if c is None else c(a) for c, a in zip(convs, args)])
+                    vals = list(args)
+                    for i, c in convs:
+                        vals[i] = c(vals[i])
+                    st.pack_into(self._scratch, 0, *vals)
                 return self.params_address
             except (struct.error, OverflowError, TypeError, ValueError):
                 pass  # the slow path below names the argument at fault
@@ -203,7 +206,8 @@ class KernelInfo:
             convs.append(conv)
             pos = off + size
         st = struct.Struct("".join(fmt))
-        self._packers[tuple(map(type, args))] = (st, None if all(c is None for c in convs) else tuple(convs))
+        at = tuple((i, c) for i, c in enumerate(convs) if c is not None)
+        self._packers[tuple(map(type, args))] = (st, at or None)
 
     def _pack_slow(self, args: tuple[Any, ...], label: str, bindings: dict[str, Any]) -> bytes:
         sizes = self.sizes

@@ -93,7 +93,7 @@ class KernelParamsWriter:
         The executable every :meth:`set` of this writer updates.
     """
 
-    __slots__ = ("_p", "_exec", "_c_fn", "_c_exec", "_c_params", "_info", "_grid", "_block", "_smem")
+    __slots__ = ("_p", "_exec", "_c_fn", "_c_exec", "_c_params", "_kernel", "_info", "_grid", "_block", "_smem")
 
     def __init__(self, exec_handle: Any) -> None:
         self._p = require_driver().CUDA_KERNEL_NODE_PARAMS()
@@ -102,6 +102,7 @@ class KernelParamsWriter:
         if self._c_fn is not None:
             self._c_exec = ctypes.c_void_p(int(exec_handle))
             self._c_params = ctypes.c_void_p(self._p.getPtr())
+        self._kernel: Any = None
         self._info: Any = None
         self._grid: Any = None
         self._block: Any = None
@@ -116,7 +117,10 @@ class KernelParamsWriter:
             The driver refused the update; the message names the node.
         """
         p = self._p
-        info = kernel_info(node.kernel)
+        if node.kernel is self._kernel:
+            info = self._info
+        else:
+            info = kernel_info(node.kernel)
         with PACKING_LOCK:
             try:
                 info.pack(node.args, node, bindings)
@@ -126,6 +130,7 @@ class KernelParamsWriter:
                 set_function(p, info)
                 p.kernelParams = info.params_address
                 self._info = info
+            self._kernel = node.kernel
             if node.grid != self._grid:
                 p.gridDimX, p.gridDimY, p.gridDimZ = self._grid = node.grid
             if node.block != self._block:

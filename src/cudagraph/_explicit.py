@@ -10,6 +10,7 @@ one function.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -101,6 +102,9 @@ class Lowering:
         last_block: Any = None
         last_smem = 0
         last_args: Any = None
+        packers_get: Any = None
+        scratch: Any = None
+        kernel_node = KernelNode
         c_add = c_add_node(int(handle), kp.getPtr())
         if c_add is not None:
             c_fn, c_out, c_out_ref, c_graph, c_deps, c_one, c_params = (
@@ -116,7 +120,7 @@ class Lowering:
         for node in order:
             preds = node._preds
             npreds = len(preds)
-            if type(node) is KernelNode:
+            if type(node) is kernel_node:
                 kern = node.kernel
                 if kern is not last_kernel:
                     new_info = kernel_info(kern)
@@ -129,6 +133,8 @@ class Lowering:
                             k.kern = null_kern
                             k.func = info.handle
                         k.kernelParams = info.params_address
+                        packers_get = info._packers.get
+                        scratch = info._scratch
                         last_args = None
                     last_kernel = kern
                 grid = node.grid
@@ -143,6 +149,15 @@ class Lowering:
                     last_smem = node.shared_mem
                     k.sharedMemBytes = last_smem
                 args = node.args
+                if args is not last_args:
+                    # KernelInfo.pack's fast path, inlined: arguments that need no conversion.
+                    fast = packers_get(tuple(map(type, args)))
+                    if fast is not None and fast[1] is None:
+                        try:
+                            fast[0].pack_into(scratch, 0, *args)
+                            last_args = args
+                        except (struct.error, OverflowError, TypeError, ValueError):
+                            pass  # pack() below names the argument at fault
                 if args is not last_args:
                     try:
                         info.pack(args, node, bindings)

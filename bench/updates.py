@@ -12,6 +12,9 @@ such kernel nodes, each depending on the previous one):
    - ``cudagraph bind``: ``exe.bind(p=buf)`` (``cuGraphExecKernelNodeSetParams`` on
      the K users only); µs per step and per updated node;
    - ``cudagraph bind+launch``: ``exe.launch(stream, p=buf)``, for reference;
+   - ``bare cuGraphExecKernelNodeSetParams``: the ``cuda.bindings`` call on the K users
+     with the two parameter structures (A, B) prepared in advance: the floor of a
+     per-node update made from Python, printed beside ours;
    - ``cuda.core per-node``: ``graph[node].update(config=cfg, kernel=k, args=(buf, a, n))``
      on each of the K nodes. The views ``graph[node]`` are taken once, outside the
      timing (cuda.core's best case, so the ratio is conservative);
@@ -40,7 +43,7 @@ such kernel nodes, each depending on the previous one):
    + ``g.kernel`` x 1000), in two variants: ``10 pointers`` (10 nodes alternate between
    A and B, every other node gets the same argument tuple object each step) and ``all
    pointers`` (every node alternates between two pools of 1000 Buffers, so every node
-   changes: a whole-graph ``cuGraphExecUpdate``). Per step: define only; define +
+   changes: every node is set one by one). Per step: define only; define +
    ``cache.get(g)`` + ``exe.launch(s)``; define + ``g.instantiate()`` + ``exe.launch(s)``
    + ``exe.close()``. The stream is synchronized every 5 steps, outside the timing.
    ``cache.stats()`` and the driver update calls per step are printed.
@@ -331,6 +334,52 @@ class OursBindLaunch(OursBind):
             launch(s, p=a)
 
 
+class BareSetParams(UpdatePeer):
+    """Bare ``cuda.bindings``: ``cuGraphExecKernelNodeSetParams`` on the K users with two structures
+    (buffer A, buffer B) prepared in advance: the floor of a per-node update from Python."""
+
+    name = "bare cuGraphExecKernelNodeSetParams"
+
+    def __init__(self, env: Env, nodes: int, users: Sequence[int]) -> None:
+        import ctypes
+
+        super().__init__(env, nodes, users)
+        drv = env.driver
+        self.graph = define_ours(env, nodes, users)
+        self.exe = self.graph.instantiate(p=env.buf_a)
+        self.dnodes = [self.exe.driver_node(self.graph.nodes[i]) for i in self.users]
+        self._keep: list[Any] = []
+        self.params = []
+        handle = env.kernel.handle
+        for buf in (env.buf_a, env.buf_b):
+            vals = (ctypes.c_uint64(int(buf.handle)), ctypes.c_float(float(env.a)), ctypes.c_int32(int(env.n)))
+            argv = (ctypes.c_void_p * 3)(*[ctypes.addressof(v) for v in vals])
+            kp = drv.CUDA_KERNEL_NODE_PARAMS()
+            if isinstance(handle, drv.CUkernel):
+                kp.kern, kp.func = handle, drv.CUfunction(0)
+            else:
+                kp.func, kp.kern = handle, drv.CUkernel(0)
+            kp.gridDimX, kp.gridDimY, kp.gridDimZ = GRID, 1, 1
+            kp.blockDimX, kp.blockDimY, kp.blockDimZ = BLOCK, 1, 1
+            kp.sharedMemBytes = 0
+            kp.kernelParams = ctypes.addressof(argv)
+            self._keep += [vals, argv]
+            self.params.append(kp)
+
+    def run(self, count: int) -> None:
+        set_params, ex, dnodes = self.env.driver.cuGraphExecKernelNodeSetParams, self.exe.handle, self.dnodes
+        pa, pb = self.params
+        for _ in range(count >> 1):
+            for d in dnodes:
+                set_params(ex, d, pb)
+            for d in dnodes:
+                set_params(ex, d, pa)
+
+    def close(self) -> None:
+        self.env.stream.sync()
+        self.exe.close()
+
+
 class CorePerNode(UpdatePeer):
     """cuda.core: ``graph[node].update(config=, kernel=, args=)`` on each of the K nodes."""
 
@@ -468,6 +517,7 @@ class CoreRecapture(UpdatePeer):
 UPDATE_PEERS: tuple[type[UpdatePeer], ...] = (
     OursBind,
     OursBindLaunch,
+    BareSetParams,
     CorePerNode,
     CorePerNodeLaunch,
     CoreWholeGraph,
@@ -1120,6 +1170,14 @@ def info_lines(updates: Sequence[Result], launch: Sequence[Result], nodes: int, 
         steps = ", ".join(f"K={k}: {t:.2f}" for k, t in vals)
         slope = (t1 - t0) / (k1 - k0) if k1 != k0 else 0.0
         out.append(f"cudagraph bind µs/step by K ({steps}); slope {slope:.3f} µs per extra node")
+    for k in KS:
+        ours, bare = _find(updates, OursBind.name, CHAIN, k), _find(updates, BareSetParams.name, CHAIN, k)
+        if ours is not None and bare is not None and ours.ok and bare.ok:
+            o, b = ours.median() or 0.0, bare.median() or 0.0
+            out.append(
+                f"K={k}: cudagraph bind {o / k:.3f} µs per node vs a bare cuda.bindings "
+                f"cuGraphExecKernelNodeSetParams loop (structures prepared) {b / k:.3f}: {(o - b) / k:+.3f} µs"
+            )
     big_core, small_core = _find(updates, CorePerNode.name, BIG_CHAIN, 1), _find(updates, CorePerNode.name, CHAIN, 1)
     if big_core is not None and small_core is not None and big_core.ok and small_core.ok:
         ratio = (big_core.median() or 0.0) / (small_core.median() or 1.0)

@@ -11,6 +11,10 @@ such kernel nodes, each depending on the previous one):
 
    - ``cudagraph bind``: ``exe.bind(p=buf)`` (``cuGraphExecKernelNodeSetParams`` on
      the K users only); µs per step and per updated node;
+   - ``cudagraph bind, users differ``: the same with a float scalar of its own in each
+     user node (nodes with the same kernel, dimensions and argument objects share one
+     prepared parameter structure, so the K users above are rewritten once; here each
+     user has its own);
    - ``cudagraph bind+launch``: ``exe.launch(stream, p=buf)``, for reference;
    - ``bare cuGraphExecKernelNodeSetParams``: the ``cuda.bindings`` call on the K users
      with the two parameter structures (A, B) prepared in advance: the floor of a
@@ -187,8 +191,11 @@ def setup(placement: str) -> Env:
 # --------------------------------------------------------------------------- graph builders
 
 
-def define_ours(env: Env, nodes: int, users: Sequence[int]) -> Any:
-    """A cudagraph chain of ``nodes`` kernels; ``users`` take the pointer parameter ``p``."""
+def define_ours(env: Env, nodes: int, users: Sequence[int], distinct: bool = False) -> Any:
+    """A cudagraph chain of ``nodes`` kernels; ``users`` take the pointer parameter ``p`` (with
+    ``distinct``, each user with a float scalar of its own instead of one shared argument tuple)."""
+    import numpy as np
+
     import cudagraph as cg
 
     g = cg.Graph(f"chain{nodes}")
@@ -199,7 +206,11 @@ def define_ours(env: Env, nodes: int, users: Sequence[int]) -> Any:
     kern, add = env.kernel, g.kernel
     prev = None
     for i in range(nodes):
-        prev = add(kern, GRID, BLOCK, use if i in mask else fixed, after=prev)
+        if i in mask:
+            args = (p, np.float32(1e-3 + i * 1e-6), env.n) if distinct else use
+        else:
+            args = fixed
+        prev = add(kern, GRID, BLOCK, args, after=prev)
     return g
 
 
@@ -319,6 +330,21 @@ class OursBind(UpdatePeer):
     def close(self) -> None:
         self.env.stream.sync()
         self.exe.close()
+
+
+class OursBindDistinct(OursBind):
+    """cudagraph: ``exe.bind(p=buf)`` where every user node has a scalar of its own (so no two
+    users share a prepared parameter structure)."""
+
+    name = "cudagraph bind, users differ"
+
+    def __init__(self, env: Env, nodes: int, users: Sequence[int]) -> None:
+        UpdatePeer.__init__(self, env, nodes, users)
+        self.graph = define_ours(env, nodes, users, distinct=True)
+        self.exe = self.graph.instantiate(p=env.buf_a)
+        if self.exe.bind(p=env.buf_b) != self.k or self.exe.bind(p=env.buf_a) != self.k:
+            self.exe.close()
+            raise RuntimeError("exe.bind did not update the K users")
 
 
 class OursBindLaunch(OursBind):
@@ -516,6 +542,7 @@ class CoreRecapture(UpdatePeer):
 
 UPDATE_PEERS: tuple[type[UpdatePeer], ...] = (
     OursBind,
+    OursBindDistinct,
     OursBindLaunch,
     BareSetParams,
     CorePerNode,
@@ -1115,6 +1142,11 @@ def ratios(updates: Sequence[Result], launch: Sequence[Result], nodes: int, cach
             out.append(_ratio("cuda.core per-node / cudagraph bind", where, c / o, "x", ">=", TARGET_VS_CORE))
         if o is not None:
             out.append(_ratio("cudagraph bind per updated node", where, o / k, "µs", "<=", TARGET_US_PER_NODE))
+        differ = _find(updates, OursBindDistinct.name, CHAIN, k)
+        d = differ.median() if differ is not None else None
+        if d is not None:
+            name = "cudagraph bind per updated node, users differ"
+            out.append(_ratio(name, where, d / k, "µs", "<=", TARGET_US_PER_NODE))
     small, big = _find(updates, OursBind.name, CHAIN, 1), _find(updates, OursBind.name, BIG_CHAIN, 1)
     s = small.median() if small is not None else None
     b = big.median() if big is not None else None
@@ -1172,12 +1204,16 @@ def info_lines(updates: Sequence[Result], launch: Sequence[Result], nodes: int, 
         out.append(f"cudagraph bind µs/step by K ({steps}); slope {slope:.3f} µs per extra node")
     for k in KS:
         ours, bare = _find(updates, OursBind.name, CHAIN, k), _find(updates, BareSetParams.name, CHAIN, k)
+        differ = _find(updates, OursBindDistinct.name, CHAIN, k)
         if ours is not None and bare is not None and ours.ok and bare.ok:
             o, b = ours.median() or 0.0, bare.median() or 0.0
-            out.append(
+            line = (
                 f"K={k}: cudagraph bind {o / k:.3f} µs per node vs a bare cuda.bindings "
                 f"cuGraphExecKernelNodeSetParams loop (structures prepared) {b / k:.3f}: {(o - b) / k:+.3f} µs"
             )
+            if differ is not None and differ.ok:
+                line += f"; users differ: {(differ.median() or 0.0) / k:.3f} µs per node"
+            out.append(line)
     big_core, small_core = _find(updates, CorePerNode.name, BIG_CHAIN, 1), _find(updates, CorePerNode.name, CHAIN, 1)
     if big_core is not None and small_core is not None and big_core.ok and small_core.ok:
         ratio = (big_core.median() or 0.0) / (small_core.median() or 1.0)

@@ -44,6 +44,8 @@ _STICKY = {
 }
 
 _UNSET = object()
+#: A plan entry of :meth:`Executable._make_plan`.
+_PlanEntry = tuple[Any, list[Any], list[Node], "list[Any] | None", Any]
 #: The recorded state of a node whose executable parameters are unknown (a
 #: per-node update failed part way): it equals no node's state.
 _STALE: tuple[Any, ...] = (_UNSET,)
@@ -255,6 +257,7 @@ class Executable:
         "_plans",
         "_raw_bound",
         "_sig",
+        "_shared",
         "_sink",
         "_states",
         "_state",
@@ -285,7 +288,10 @@ class Executable:
         self._lock = threading.RLock()
         self._raw_bound: dict[str, Any] = {}
         self._updaters: dict[int, KernelUpdater] = {}
-        self._plans: dict[str, list[tuple[Any, Any, Node, Any, Any]]] = {}
+        # Kernel nodes with the same kernel, dimensions and argument objects share one
+        # updater (see _updater): key -> (updater, the node whose objects the key names).
+        self._shared: dict[tuple[Any, ...], tuple[KernelUpdater, Node]] = {}
+        self._plans: dict[str, list[_PlanEntry]] = {}
         self._c_exec: Any = None  # the exec handle as a ctypes object (see _make_plan)
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}
@@ -523,46 +529,77 @@ class Executable:
         return v
 
     def _apply_plan(self, name: str, value: Any) -> int:
-        """Rebind one parameter through its prepared plan: rewrite bytes, one driver call per node."""
+        """Rebind one parameter through its prepared plan: rewrite bytes once per updater, one
+        driver call per node."""
         plan = self._plans.get(name)
         if plan is None:
             plan = self._plans[name] = self._make_plan(name)
         exec_handle = self._exec
         c_exec = self._c_exec
-        for up, dnode, node, c_node, slots in plan:
+        count = 0
+        for up, dnodes, nodes, c_nodes, slots in plan:
             if up is not None:
                 buf = up._buf
                 for off, code in slots:
                     _pack_into(code, buf, off, value)
-                if c_node is not None:
-                    rc = _C_SET_KERNEL(c_exec, c_node, up.c_params)
-                    if rc:
-                        raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", node)
-                    continue
-                (err,) = _SET_KERNEL(exec_handle, dnode, up.params)
-                if err:
-                    raise_error(err, "cuGraphExecKernelNodeSetParams", node)
+                if c_nodes is not None:
+                    c_params = up.c_params
+                    for c_node in c_nodes:
+                        rc = _C_SET_KERNEL(c_exec, c_node, c_params)
+                        if rc:
+                            node = nodes[c_nodes.index(c_node)]
+                            raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", node)
+                else:
+                    params = up.params
+                    for i, dnode in enumerate(dnodes):
+                        (err,) = _SET_KERNEL(exec_handle, dnode, params)
+                        if err:
+                            raise_error(err, "cuGraphExecKernelNodeSetParams", nodes[i])
             else:
                 set_node_params(
-                    exec_handle, node, dnode, self._context(), self._bindings, self._sink, self._lowered.host_keys
+                    exec_handle,
+                    nodes[0],
+                    dnodes[0],
+                    self._context(),
+                    self._bindings,
+                    self._sink,
+                    self._lowered.host_keys,
                 )
-        self.update_calls += len(plan)
-        return len(plan)
+            count += len(dnodes)
+        self.update_calls += count
+        return count
 
-    def _make_plan(self, name: str) -> list[tuple[Any, Any, Node, Any, Any]]:
-        """Per node using ``name``: ``(kernel updater or None, driver node, node, driver node for the
-        C entry point or None, the updater's argument slots for ``name``)``."""
-        plan: list[tuple[Any, Any, Node, Any, Any]] = []
+    def _make_plan(self, name: str) -> list[_PlanEntry]:
+        """The nodes using ``name``, grouped by kernel updater: per group ``(updater or None, driver
+        nodes, nodes, driver nodes for the C entry point or None, the updater's argument slots for
+        ``name``)``. A node that is not a kernel is a group of its own with no updater."""
+        plan: list[_PlanEntry] = []
         if _C_SET_KERNEL is not None and self._c_exec is None:
             self._c_exec = ctypes.c_void_p(int(self._exec))
+        groups: dict[int, _PlanEntry] = {}
         for node in self._lowered.param_users.get(name, ()):
             current, dnode, up, _fresh = self._updater(node)
-            c_node = ctypes.c_void_p(int(dnode)) if up is not None and _C_SET_KERNEL is not None else None
-            plan.append((up, dnode, current, c_node, up.slots.get(name, ()) if up is not None else ()))
+            if up is None:
+                plan.append((None, [dnode], [current], None, ()))
+                continue
+            entry = groups.get(id(up))
+            if entry is None:
+                c_nodes: list[Any] | None = [] if _C_SET_KERNEL is not None else None
+                entry = groups[id(up)] = (up, [], [], c_nodes, up.slots.get(name, ()))
+                plan.append(entry)
+            entry[1].append(dnode)
+            entry[2].append(current)
+            if entry[3] is not None:
+                entry[3].append(ctypes.c_void_p(int(dnode)))
         return plan
 
     def _updater(self, node: Node) -> tuple[Node, Any, KernelUpdater | None, bool]:
-        """``(node as the executable has it, driver node, kernel updater or None, updater just made)``."""
+        """``(node as the executable has it, driver node, kernel updater or None, updater just made)``.
+
+        Kernel nodes with the same kernel, grid, block, shared memory and the very same
+        argument objects pack to the same bytes under any bindings: they share one updater,
+        so rebinding a parameter rewrites its bytes once for all of them.
+        """
         current = self._overrides.get(id(node), node)
         dnode = self._lowered.all_nodes[id(node)][1]
         if type(current) is not KernelNode:
@@ -570,7 +607,14 @@ class Executable:
         up = self._updaters.get(id(node))
         if up is not None:
             return current, dnode, up, False
-        up = self._updaters[id(node)] = KernelUpdater(current, self._bindings)  # type: ignore[arg-type]
+        k: Any = current
+        key = (id(k.kernel), k.grid, k.block, k.shared_mem, *map(id, k.args))
+        shared = self._shared.get(key)
+        if shared is not None:
+            up = self._updaters[id(node)] = shared[0]
+            return current, dnode, up, False
+        up = self._updaters[id(node)] = KernelUpdater(k, self._bindings)
+        self._shared[key] = (up, current)  # the node keeps the objects named by the key alive
         return current, dnode, up, True
 
     def _param(self, name: str) -> Any:
@@ -805,6 +849,7 @@ class Executable:
         self._states = states if states is not None else [node_state(n) for n in graph._nodes]
         self._overrides.clear()
         self._updaters.clear()
+        self._shared.clear()
         self._plans.clear()
         if not same_lowered and self._sig is not None:
             self._sig.nested = self._sig.nested_of = None  # they belonged to the lowered graph replaced

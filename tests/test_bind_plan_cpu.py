@@ -1,0 +1,168 @@
+"""Rebinding through prepared plans, on the CPU: which driver calls ``Executable.bind`` makes.
+
+The kernel-node update call is replaced by a recorder and the kernel's
+parameter layout by a fixed one (a pointer, a float, an int), so the plan's
+grouping, the bytes written and the error path are checked without a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cudagraph as cg
+import cudagraph._driver._node_update as _node_update
+import cudagraph._executable as _executable
+from cudagraph._driver._kernel_args import KernelInfo
+from cudagraph._executable import Executable
+from cudagraph._explicit import LoweredGraph
+from cudagraph.errors import DriverError
+
+drv = pytest.importorskip("cuda.bindings.driver")
+
+from test_cache_cpu import StubLowering  # noqa: E402
+
+
+class CUkernel:  # the definition layer recognises kernels by type name
+    pass
+
+
+K = CUkernel()
+
+
+def fake_info() -> KernelInfo:
+    """The layout of ``k(float* x, float a, int n)``."""
+    info = KernelInfo.__new__(KernelInfo)
+    info.kernel = None
+    info.handle = drv.CUkernel(0x77)
+    info.is_library_kernel = True
+    info.name = "k"
+    info.offsets, info.sizes, info.total = (0, 8, 12), (8, 4, 4), 16
+    info._scratch = (ctypes.c_char * 16)()
+    info._scratch_addr = ctypes.addressof(info._scratch)
+    info._ptrs = (ctypes.c_void_p * 3)(*[info._scratch_addr + o for o in info.offsets])
+    info.params_address = ctypes.addressof(info._ptrs)
+    info._packers = {}
+    return info
+
+
+class Calls(list):  # type: ignore[type-arg]
+    """The recorded updates; ``refuse`` holds driver nodes whose update fails."""
+
+    refuse: set[int]
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    """Records ``(driver node, the 16 argument bytes, id of the parameter structure)`` per update."""
+    info = fake_info()
+    monkeypatch.setattr(_node_update, "kernel_info", lambda k: info)
+    monkeypatch.setattr(_executable, "_C_SET_KERNEL", None)
+    out = Calls()
+    refuse: set[int] = set()
+
+    def set_kernel(exec_handle: Any, dnode: Any, params: Any) -> tuple[Any]:
+        argv = ctypes.cast(params.kernelParams, ctypes.POINTER(ctypes.c_void_p))
+        data = b"".join(ctypes.string_at(argv[i], s) for i, s in enumerate(info.sizes))
+        out.append((int(dnode), data, id(params)))
+        if int(dnode) in refuse:
+            return (drv.CUresult.CUDA_ERROR_INVALID_VALUE,)
+        return (drv.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(_executable, "_SET_KERNEL", set_kernel)
+    out.refuse = refuse
+    return out
+
+
+def make_exe(graph: cg.Graph, **bindings: Any) -> Executable:
+    dn = [drv.CUgraphNode(0x100 + i) for i in range(len(graph))]
+    lw = LoweredGraph(None, graph, dn, StubLowering(graph, dn))  # type: ignore[arg-type]
+    exe = Executable(graph, lw, drv.CUgraphExec(0x4242), [], dict(bindings))
+    exe._finalizer.detach()
+    exe._ctx = "ctx"
+    return exe
+
+
+def args_bytes(ptr: int, a: float, n: int) -> bytes:
+    return struct.pack("<Qfi", ptr, a, n)
+
+
+def build() -> tuple[cg.Graph, list[Any]]:
+    g = cg.Graph("g")
+    p = g.param("p")
+    a, a2, n = np.float32(2.0), np.float32(3.0), np.int32(64)
+    use = (p, a, n)
+    nodes = [
+        g.kernel(K, 1, 32, use),
+        g.kernel(K, 1, 32, use),
+        g.kernel(K, 1, 32, (p, a2, n)),  # another scalar: a structure of its own
+        g.kernel(K, 1, 32, (p, a, n)),  # a new tuple of the same objects: shared
+        g.kernel(K, 2, 32, use),  # another grid: its own
+        g.kernel(K, 1, 32, (0x9000, a, n)),  # no parameter
+    ]
+    return g, nodes
+
+
+def test_nodes_with_the_same_objects_share_one_structure(calls):
+    g, _ = build()
+    exe = make_exe(g, p=0x1000)
+    assert exe.bind(p=0x2000) == 5 and exe.update_calls == 5
+    assert sorted(d for d, _, _ in calls) == [0x100, 0x101, 0x102, 0x103, 0x104]
+    by_node = {d: (data, sid) for d, data, sid in calls}
+    assert by_node[0x102][0] == args_bytes(0x2000, 3.0, 64)
+    for d in (0x100, 0x101, 0x103, 0x104):
+        assert by_node[d][0] == args_bytes(0x2000, 2.0, 64)
+    assert by_node[0x100][1] == by_node[0x101][1] == by_node[0x103][1]  # one structure for the three
+    assert len({sid for _, sid in by_node.values()}) == 3
+    calls.clear()
+    assert exe.bind(p=0x2000) == 0 and calls == []  # same value: nothing
+    assert exe.bind(p=0x3000) == 5
+    assert {data for _, data, _ in calls} == {args_bytes(0x3000, 2.0, 64), args_bytes(0x3000, 3.0, 64)}
+
+
+def test_a_node_updated_alone_leaves_the_group_and_keeps_its_change(calls, monkeypatch):
+    monkeypatch.setattr(_executable, "set_node_params", lambda *a, **k: None)
+    g, nodes = build()
+    exe = make_exe(g, p=0x1000)
+    exe.bind(p=0x2000)
+    exe[nodes[1]].update(args=(g.param("p"), np.float32(5.0), np.int32(64)))
+    calls.clear()
+    assert exe.bind(p=0x4000) == 5
+    by_node = {d: data for d, data, _ in calls}
+    assert by_node[0x101] == args_bytes(0x4000, 5.0, 64)
+    assert by_node[0x100] == by_node[0x103] == args_bytes(0x4000, 2.0, 64)
+
+
+def test_a_refused_update_names_the_node(calls):
+    g, _ = build()
+    exe = make_exe(g, p=0x1000)
+    calls.refuse.add(0x103)
+    with pytest.raises(DriverError, match=r"cuGraphExecKernelNodeSetParams failed.*kernel#3"):
+        exe.bind(p=0x2000)
+
+
+def test_a_multi_parameter_bind_refreshes_shared_structures(calls, monkeypatch):
+    g = cg.Graph("g")
+    p, q = g.param("p"), g.param("q", np.float32)
+    use = (p, q, np.int32(8))
+    for _ in range(3):
+        g.kernel(K, 1, 32, use)
+    exe = make_exe(g, p=0x1000, q=np.float32(1.0))
+    exe.bind(p=0x2000)
+    calls.clear()
+    real = _executable.set_node_params
+
+    def via_set_kernel(exec_handle: Any, node: Any, dnode: Any, ctx: Any, bindings: Any, sink: Any, keys: Any, up: Any):
+        _executable._SET_KERNEL(exec_handle, dnode, up.params)
+
+    monkeypatch.setattr(_executable, "set_node_params", via_set_kernel)
+    assert exe.bind(p=0x5000, q=np.float32(4.0)) == 3
+    assert [data for _, data, _ in calls] == [args_bytes(0x5000, 4.0, 8)] * 3
+    monkeypatch.setattr(_executable, "set_node_params", real)
+    calls.clear()
+    assert exe.bind(p=0x6000) == 3
+    assert [data for _, data, _ in calls] == [args_bytes(0x6000, 4.0, 8)] * 3

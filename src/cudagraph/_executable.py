@@ -436,7 +436,10 @@ class Executable:
 
         A value equal to the bound one (the same object, or an equal address
         or scalar) costs no driver call. All values are checked before any
-        node is touched.
+        node is touched. Each kernel node costs one
+        ``cuGraphExecKernelNodeSetParams`` call; nodes built with the same
+        kernel, dimensions and argument objects share one prepared parameter
+        structure, so a parameter's bytes are written once for all of them.
 
         Parameters
         ----------

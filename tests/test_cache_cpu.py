@@ -372,7 +372,7 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(_executable, "set_node_params", set_node_params)
 
     class NoDirectWriter:  # every node goes through the recorded set_node_params
-        def __init__(self, exec_handle: Any) -> None:
+        def __init__(self, exec_handle: Any, c_exec: Any = None) -> None:
             pass
 
         def set(self, *args: Any) -> bool:

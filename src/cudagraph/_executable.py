@@ -292,7 +292,7 @@ class Executable:
         # updater (see _updater): key -> (updater, the node whose objects the key names).
         self._shared: dict[tuple[Any, ...], tuple[KernelUpdater, Node]] = {}
         self._plans: dict[str, list[_PlanEntry]] = {}
-        self._c_exec: Any = None  # the exec handle as a ctypes object (see _make_plan)
+        self._c_exec: Any = None  # the exec handle as a ctypes object (see _c_handle)
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}
         # What each top-level node was built with, to diff a later update() against.
@@ -577,8 +577,7 @@ class Executable:
         nodes, nodes, driver nodes for the C entry point or None, the updater's argument slots for
         ``name``)``. A node that is not a kernel is a group of its own with no updater."""
         plan: list[_PlanEntry] = []
-        if _C_SET_KERNEL is not None and self._c_exec is None:
-            self._c_exec = ctypes.c_void_p(int(self._exec))
+        self._c_handle()
         groups: dict[int, _PlanEntry] = {}
         for node in self._lowered.param_users.get(name, ()):
             current, dnode, up, _fresh = self._updater(node)
@@ -595,6 +594,12 @@ class Executable:
             if entry[3] is not None:
                 entry[3].append(ctypes.c_void_p(int(dnode)))
         return plan
+
+    def _c_handle(self) -> Any:
+        """The executable's handle as a ctypes object for the C entry points (``None`` without them)."""
+        if _C_SET_KERNEL is not None and self._c_exec is None:
+            self._c_exec = ctypes.c_void_p(int(self._exec))
+        return self._c_exec
 
     def _updater(self, node: Node) -> tuple[Node, Any, KernelUpdater | None, bool]:
         """``(node as the executable has it, driver node, kernel updater or None, updater just made)``.
@@ -807,7 +812,7 @@ class Executable:
         states (any later update sets them again) and the error propagates.
         """
         ctx = self._context()
-        writer = KernelParamsWriter(self._exec)
+        writer = KernelParamsWriter(self._exec, self._c_exec)
         driver_nodes = self._lowered.driver_nodes
         done = 0
         try:

@@ -91,16 +91,18 @@ class KernelParamsWriter:
     ----------
     exec_handle : CUgraphExec
         The executable every :meth:`set` of this writer updates.
+    c_exec : ctypes.c_void_p, optional
+        The same handle as a ctypes object, where the caller keeps one.
     """
 
     __slots__ = ("_p", "_exec", "_c_fn", "_c_exec", "_c_params", "_kernel", "_info", "_grid", "_block", "_smem")
 
-    def __init__(self, exec_handle: Any) -> None:
+    def __init__(self, exec_handle: Any, c_exec: Any = None) -> None:
         self._p = require_driver().CUDA_KERNEL_NODE_PARAMS()
         self._exec = exec_handle
         self._c_fn = c_function("cuGraphExecKernelNodeSetParams_v2")
         if self._c_fn is not None:
-            self._c_exec = ctypes.c_void_p(int(exec_handle))
+            self._c_exec = c_exec if c_exec is not None else ctypes.c_void_p(int(exec_handle))
             self._c_params = ctypes.c_void_p(self._p.getPtr())
         self._kernel: Any = None
         self._info: Any = None

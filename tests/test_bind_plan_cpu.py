@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
+import cudagraph._bind_plan as _bind_plan
 import cudagraph._driver._node_update as _node_update
 import cudagraph._executable as _executable
 from cudagraph._driver._kernel_args import KernelInfo
@@ -54,26 +55,51 @@ class Calls(list):  # type: ignore[type-arg]
     """The recorded updates; ``refuse`` holds driver nodes whose update fails."""
 
     refuse: set[int]
+    callback: Any
 
 
-@pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
-    """Records ``(driver node, the 16 argument bytes, id of the parameter structure)`` per update."""
+SET_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+@pytest.fixture(params=["native", "bindings"])
+def calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Calls:
+    """Records ``(driver node, the 16 argument bytes, the parameter structure)`` per update.
+
+    ``native``: the compiled loop calls a ctypes callback in place of
+    ``cuGraphExecKernelNodeSetParams_v2``; ``bindings``: the ``cuda.bindings``
+    call is replaced. The structure is identified by its address, or by the
+    object's id.
+    """
     info = fake_info()
     monkeypatch.setattr(_node_update, "kernel_info", lambda k: info)
-    monkeypatch.setattr(_executable, "_C_SET_KERNEL", None)
     out = Calls()
     refuse: set[int] = set()
 
-    def set_kernel(exec_handle: Any, dnode: Any, params: Any) -> tuple[Any]:
-        argv = ctypes.cast(params.kernelParams, ctypes.POINTER(ctypes.c_void_p))
+    def record(dnode: int, kernel_params: int, structure: int) -> bool:
+        argv = ctypes.cast(kernel_params, ctypes.POINTER(ctypes.c_void_p))
         data = b"".join(ctypes.string_at(argv[i], s) for i, s in enumerate(info.sizes))
-        out.append((int(dnode), data, id(params)))
-        if int(dnode) in refuse:
-            return (drv.CUresult.CUDA_ERROR_INVALID_VALUE,)
-        return (drv.CUresult.CUDA_SUCCESS,)
+        out.append((dnode, data, structure))
+        return dnode not in refuse
 
-    monkeypatch.setattr(_executable, "_SET_KERNEL", set_kernel)
+    def set_kernel(exec_handle: Any, dnode: Any, params: Any) -> tuple[Any]:
+        assert int(exec_handle) == 0x4242
+        if record(int(dnode), params.kernelParams, id(params)):
+            return (drv.CUresult.CUDA_SUCCESS,)
+        return (drv.CUresult.CUDA_ERROR_INVALID_VALUE,)
+
+    def set_kernel_c(exec_handle: int, dnode: int, params: int) -> int:
+        assert exec_handle == 0x4242
+        (kernel_params,) = struct.unpack("<Q", ctypes.string_at(params + 40, 8))
+        return 0 if record(dnode, kernel_params, params) else 1
+
+    monkeypatch.setattr(_bind_plan, "_SET_KERNEL", set_kernel)
+    if request.param == "native":
+        if _bind_plan._REBIND is None:
+            pytest.skip("cudagraph._driver._native was not built")
+        out.callback = SET_PROTO(set_kernel_c)  # kept alive with the recorder
+        monkeypatch.setattr(_bind_plan, "_SET_KERNEL_ADDR", ctypes.cast(out.callback, ctypes.c_void_p).value)
+    else:
+        monkeypatch.setattr(_bind_plan, "_SET_KERNEL_ADDR", None)
     out.refuse = refuse
     return out
 
@@ -157,7 +183,7 @@ def test_a_multi_parameter_bind_refreshes_shared_structures(calls, monkeypatch):
     real = _executable.set_node_params
 
     def via_set_kernel(exec_handle: Any, node: Any, dnode: Any, ctx: Any, bindings: Any, sink: Any, keys: Any, up: Any):
-        _executable._SET_KERNEL(exec_handle, dnode, up.params)
+        _bind_plan._SET_KERNEL(exec_handle, dnode, up.params)
 
     monkeypatch.setattr(_executable, "set_node_params", via_set_kernel)
     assert exe.bind(p=0x5000, q=np.float32(4.0)) == 3

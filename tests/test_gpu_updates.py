@@ -274,17 +274,17 @@ def test_executable_cache_hits_misses_evictions(gpu, kernels, stream):
     assert len(cache) == 0
 
 
-@pytest.mark.parametrize("path", ["c-entry", "bindings"])
-def test_c_entry_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path):
-    """Kernel nodes are added and rebound through the driver's C entry points or cuda.bindings, alike."""
-    import cudagraph._executable as executable
+@pytest.mark.parametrize("path", ["native", "bindings"])
+def test_native_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path):
+    """Kernel nodes are added and rebound through the compiled module or cuda.bindings, alike."""
+    import cudagraph._bind_plan as bind_plan
     import cudagraph._explicit as explicit
 
     if path == "bindings":
-        monkeypatch.setattr(explicit, "c_add_node", lambda graph, params: None)
-        monkeypatch.setattr(executable, "_C_SET_KERNEL", None)
-    elif explicit.c_add_node(1, 0) is None or executable._C_SET_KERNEL is None:
-        pytest.skip("the driver exports no cuGraphAddNode_v2 / cuGraphExecKernelNodeSetParams_v2")
+        monkeypatch.setattr(explicit, "kernel_adder", lambda graph, params: None)
+        monkeypatch.setattr(bind_plan, "_SET_KERNEL_ADDR", None)
+    elif explicit.kernel_adder(1, 1) is None or not bind_plan.native_rebind():
+        pytest.skip("no compiled module, or no cuGraphAddNode_v2 / cuGraphExecKernelNodeSetParams_v2 in the driver")
     n = np.int32(N)
     bufs = [gpu.upload(np.full(N, float(i), np.float32)) for i in range(3)]
     g = cg.Graph(path)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ctypes
-import struct
 import threading
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ._bind_plan import BindPlan, native_rebind
 from ._bindings import all_params, body_uses_params, resolve_bindings
 from ._diff import (
     describe_topology_diff,
@@ -18,9 +18,9 @@ from ._diff import (
     same_value,
     topology_signature,
 )
-from ._driver._c_entry import c_function
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
+from ._driver._kernel_args import _STRUCT_CODES
 from ._driver._node_update import KernelParamsWriter, KernelUpdater, set_node_params
 from ._driver._streams import stream_handle
 from ._exec_node import ExecutableNode
@@ -44,8 +44,6 @@ _STICKY = {
 }
 
 _UNSET = object()
-#: A plan entry of :meth:`Executable._make_plan`.
-_PlanEntry = tuple[Any, list[Any], list[Node], "list[Any] | None", Any]
 #: The recorded state of a node whose executable parameters are unknown (a
 #: per-node update failed part way): it equals no node's state.
 _STALE: tuple[Any, ...] = (_UNSET,)
@@ -102,7 +100,7 @@ class _Shape:
         self.signature = signature
         self.plain = not has_bodies(signature)
         self.nested: dict[int, tuple[Node, Any]] | None = None
-        self.nested_of: list[Any] | None = None
+        self.nested_of: Sequence[Any] | None = None
 
 
 class _NodeMap:
@@ -116,7 +114,7 @@ class _NodeMap:
 
     __slots__ = ("driver_nodes", "nested", "nodes")
 
-    def __init__(self, nested: dict[int, tuple[Node, Any]], nodes: list[Node], driver_nodes: list[Any]) -> None:
+    def __init__(self, nested: dict[int, tuple[Node, Any]], nodes: list[Node], driver_nodes: Sequence[Any]) -> None:
         self.nested = nested
         self.nodes = nodes
         self.driver_nodes = driver_nodes
@@ -244,7 +242,7 @@ class Executable:
         "__weakref__",
         "_bindings",
         "_ctx",
-        "_c_exec",
+        "_exec_addr",
         "_enabled",
         "_exec",
         "_finalizer",
@@ -285,14 +283,15 @@ class Executable:
         self._ctx: Any = None
         self._last_stream: Any = _UNSET
         self._last_handle: Any = None
-        self._lock = threading.RLock()
+        # Not reentrant: no method that holds it calls another that takes it.
+        self._lock = threading.Lock()
         self._raw_bound: dict[str, Any] = {}
         self._updaters: dict[int, KernelUpdater] = {}
         # Kernel nodes with the same kernel, dimensions and argument objects share one
         # updater (see _updater): key -> (updater, the node whose objects the key names).
         self._shared: dict[tuple[Any, ...], tuple[KernelUpdater, Node]] = {}
-        self._plans: dict[str, list[_PlanEntry]] = {}
-        self._c_exec: Any = None  # the exec handle as a ctypes object (see _c_handle)
+        self._plans: dict[str, BindPlan] = {}
+        self._exec_addr = 0  # the exec handle as an int, for the compiled loop (see BindPlan)
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}
         # What each top-level node was built with, to diff a later update() against.
@@ -532,74 +531,29 @@ class Executable:
         return v
 
     def _apply_plan(self, name: str, value: Any) -> int:
-        """Rebind one parameter through its prepared plan: rewrite bytes once per updater, one
-        driver call per node."""
+        """Rebind one parameter through its prepared plan (made on first use; see :class:`BindPlan`)."""
         plan = self._plans.get(name)
         if plan is None:
             plan = self._plans[name] = self._make_plan(name)
-        exec_handle = self._exec
-        c_exec = self._c_exec
-        count = 0
-        for up, dnodes, nodes, c_nodes, slots in plan:
-            if up is not None:
-                buf = up._buf
-                for off, code in slots:
-                    _pack_into(code, buf, off, value)
-                if c_nodes is not None:
-                    c_params = up.c_params
-                    for c_node in c_nodes:
-                        rc = _C_SET_KERNEL(c_exec, c_node, c_params)
-                        if rc:
-                            node = nodes[c_nodes.index(c_node)]
-                            raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", node)
-                else:
-                    params = up.params
-                    for i, dnode in enumerate(dnodes):
-                        (err,) = _SET_KERNEL(exec_handle, dnode, params)
-                        if err:
-                            raise_error(err, "cuGraphExecKernelNodeSetParams", nodes[i])
-            else:
-                set_node_params(
-                    exec_handle,
-                    nodes[0],
-                    dnodes[0],
-                    self._context(),
-                    self._bindings,
-                    self._sink,
-                    self._lowered.host_keys,
-                )
-            count += len(dnodes)
+        count = plan.apply(self, value)
         self.update_calls += count
         return count
 
-    def _make_plan(self, name: str) -> list[_PlanEntry]:
-        """The nodes using ``name``, grouped by kernel updater: per group ``(updater or None, driver
-        nodes, nodes, driver nodes for the C entry point or None, the updater's argument slots for
-        ``name``)``. A node that is not a kernel is a group of its own with no updater."""
-        plan: list[_PlanEntry] = []
-        self._c_handle()
-        groups: dict[int, _PlanEntry] = {}
+    def _make_plan(self, name: str) -> BindPlan:
+        """The users of parameter ``name``, kernel nodes grouped by shared parameter structure."""
+        p = self._param(name)
+        code = None if p.dtype is None else "<" + _STRUCT_CODES[(p.dtype.kind, p.dtype.itemsize)]
+        native = native_rebind()
+        if native and not self._exec_addr:
+            self._exec_addr = int(self._exec)
+        plan = BindPlan(code, native)
         for node in self._lowered.param_users.get(name, ()):
             current, dnode, up, _fresh = self._updater(node)
             if up is None:
-                plan.append((None, [dnode], [current], None, ()))
-                continue
-            entry = groups.get(id(up))
-            if entry is None:
-                c_nodes: list[Any] | None = [] if _C_SET_KERNEL is not None else None
-                entry = groups[id(up)] = (up, [], [], c_nodes, up.slots.get(name, ()))
-                plan.append(entry)
-            entry[1].append(dnode)
-            entry[2].append(current)
-            if entry[3] is not None:
-                entry[3].append(ctypes.c_void_p(int(dnode)))
+                plan.add_other(current, dnode)
+            else:
+                plan.add_kernel(up, name, current, dnode)
         return plan
-
-    def _c_handle(self) -> Any:
-        """The executable's handle as a ctypes object for the C entry points (``None`` without them)."""
-        if _C_SET_KERNEL is not None and self._c_exec is None:
-            self._c_exec = ctypes.c_void_p(int(self._exec))
-        return self._c_exec
 
     def _updater(self, node: Node) -> tuple[Node, Any, KernelUpdater | None, bool]:
         """``(node as the executable has it, driver node, kernel updater or None, updater just made)``.
@@ -812,7 +766,7 @@ class Executable:
         states (any later update sets them again) and the error propagates.
         """
         ctx = self._context()
-        writer = KernelParamsWriter(self._exec, self._c_exec)
+        writer = KernelParamsWriter(self._exec)
         driver_nodes = self._lowered.driver_nodes
         done = 0
         try:
@@ -921,7 +875,7 @@ class Executable:
         drv.cuGraphExecDestroy(self._exec)
         old = self._lowered
         self._exec = new_exec
-        self._c_exec = None
+        self._exec_addr = 0
         self._lowered = new_lowered
         self._state[0] = new_exec
         self._state[1] = new_lowered
@@ -966,13 +920,7 @@ def _pointer(param: Any, value: Any) -> int:
     return param.coerce(value)  # type: ignore[no-any-return]
 
 
-_pack_into = struct.pack_into
-
 try:
     _LAUNCH = require_driver().cuGraphLaunch
-    _SET_KERNEL = require_driver().cuGraphExecKernelNodeSetParams
-    _C_SET_KERNEL = c_function("cuGraphExecKernelNodeSetParams_v2")
 except DriverError:  # pragma: no cover - no cuda-bindings: instantiate() raises first
     _LAUNCH = None
-    _SET_KERNEL = None
-    _C_SET_KERNEL = None

@@ -11,11 +11,11 @@ one function.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 from ._bindings import node_params_uses
-from ._driver._c_entry import c_add_node
+from ._driver._c_entry import kernel_adder
 from ._driver._calls import check, ensure_context, raise_error, require_driver
 from ._driver._compat import BINDINGS_MAJOR, add_node_fn
 from ._driver._host_callbacks import retire, unregister
@@ -25,7 +25,7 @@ from ._graph import Graph
 from ._nodes import ChildGraphNode, KernelNode, Node
 from .errors import OperandError
 
-__all__ = ["LOWERERS", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
+__all__ = ["LOWERERS", "DriverNodes", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
 
 #: node class -> fn(lowering, node, graph_handle, deps, ndeps) -> (CUresult, CUgraphNode)
 LOWERERS: dict[type, Callable[..., Any]] = {}
@@ -65,9 +65,9 @@ class Lowering:
         self.param_users: dict[str, list[Node]] = {}
         self.add = add_node_fn()
         # (nodes, driver nodes) of each tracked graph; merged into the map on demand.
-        self.tracked: list[tuple[list[Node], list[Any]]] = []
+        self.tracked: list[tuple[list[Node], Sequence[Any]]] = []
 
-    def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> list[Any]:
+    def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> DriverNodes:
         """Add every node of ``graph`` to the driver graph ``handle``; return driver nodes by index.
 
         Parameters
@@ -105,19 +105,20 @@ class Lowering:
         packers_get: Any = None
         scratch: Any = None
         kernel_node = KernelNode
-        c_add = c_add_node(int(handle), kp.getPtr())
-        if c_add is not None:
-            c_fn, c_out, c_out_ref, c_graph, c_deps, c_one, c_params = (
-                c_add.fn,
-                c_add.out,
-                c_add.out_ref,
-                c_add.graph,
-                c_add.deps,
-                c_add.one,
-                c_add.params,
-            )
-
-        for node in order:
+        # The compiled loop adds runs of kernel nodes that share the kernel and argument tuple
+        # prepared here, and writes every kernel node's dimensions into kp (None: cuda.bindings).
+        adder = kernel_adder(int(handle), kp.getPtr())
+        total = len(order)
+        i = 0
+        while i < total:
+            if adder is not None:
+                i = adder.run(order, i, raw)
+                if adder.rc:
+                    raise_error(drv.CUresult(adder.rc), "cuGraphAddNode", order[i])
+                if i == total:
+                    break
+            node = order[i]
+            i += 1
             preds = node._preds
             npreds = len(preds)
             if type(node) is kernel_node:
@@ -137,17 +138,6 @@ class Lowering:
                         scratch = info._scratch
                         last_args = None
                     last_kernel = kern
-                grid = node.grid
-                if grid is not last_grid and grid != last_grid:
-                    k.gridDimX, k.gridDimY, k.gridDimZ = grid
-                    last_grid = grid
-                block = node.block
-                if block is not last_block and block != last_block:
-                    k.blockDimX, k.blockDimY, k.blockDimZ = block
-                    last_block = block
-                if node.shared_mem != last_smem:
-                    last_smem = node.shared_mem
-                    k.sharedMemBytes = last_smem
                 args = node.args
                 if args is not last_args:
                     # KernelInfo.pack's fast path, inlined: arguments that need no conversion.
@@ -169,19 +159,27 @@ class Lowering:
                         info.pack(late, node, bindings)
                     last_args = args
                 attrs = node.attrs
-                if attrs is None and c_add is not None:
-                    # The hot path: the prepared parameters, straight to the C entry point.
-                    if npreds == 1:
-                        c_deps[0] = raw[preds[0].index]
-                        rc = c_fn(c_out_ref, c_graph, c_deps, None, c_one, c_params)
-                    else:
-                        rc = c_add.add([raw[p.index] for p in preds])
-                    if rc:
-                        raise_error(drv.CUresult(rc), "cuGraphAddNode", node)
-                    raw[node.index] = c_out.value or 0
-                    if bindings:
-                        self._note_params(node)
-                    continue
+                if adder is not None:
+                    adder.kernel = kern
+                    adder.args = args
+                    if attrs is None and adder.add(node, raw):
+                        if adder.rc:
+                            raise_error(drv.CUresult(adder.rc), "cuGraphAddNode", node)
+                        continue
+                    if not adder.write_dims(node):
+                        raise OperandError(f"{node.label}: grid, block and shared_mem must be ints")
+                else:
+                    grid = node.grid
+                    if grid is not last_grid and grid != last_grid:
+                        k.gridDimX, k.gridDimY, k.gridDimZ = grid
+                        last_grid = grid
+                    block = node.block
+                    if block is not last_block and block != last_block:
+                        k.blockDimX, k.blockDimY, k.blockDimZ = block
+                        last_block = block
+                    if node.shared_mem != last_smem:
+                        last_smem = node.shared_mem
+                        k.sharedMemBytes = last_smem
                 deps = self._deps(preds, dn, raw, make_node)
                 if attrs is None:
                     r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
@@ -194,20 +192,21 @@ class Lowering:
                     r = lower_fn(self, node, handle, deps, npreds)
                     # Bodies may have packed other arguments into shared buffers.
                     last_args = None
+                    if adder is not None:
+                        adder.args = None
                 else:
                     r = add(handle, deps, npreds, node_params(node, self.ctx, bindings, self.sink, self.host_keys))
             if r[0]:
                 raise_error(r[0], "cuGraphAddNode", node)
             dn[node.index] = r[1]
             raw[node.index] = int(r[1])
-            if bindings:
+        if bindings:
+            for node in order:
                 self._note_params(node)
-        for i, d in enumerate(dn):
-            if d is None:
-                dn[i] = make_node(raw[i])
+        nodes = DriverNodes(raw, dn, make_node)
         if track:
-            self.tracked.append((list(graph._nodes), dn))
-        return dn
+            self.tracked.append((list(graph._nodes), nodes))
+        return nodes
 
     @staticmethod
     def _deps(preds: Any, dn: list[Any], raw: list[int], make_node: Any) -> Any:
@@ -232,6 +231,54 @@ class Lowering:
         for nodes, dn in self.tracked:
             out.update({id(n): (n, d) for n, d in zip(nodes, dn)})
         return out
+
+
+class DriverNodes(Sequence[Any]):
+    """The ``CUgraphNode`` of each node of one lowered graph, by node index, made on first use.
+
+    Lowering keeps the driver handles as ints; the ``cuda.bindings`` objects
+    are made only for the nodes that an update, a node view or a test reads.
+
+    Parameters
+    ----------
+    raw : list of int
+        The driver handles.
+    made : list
+        ``CUgraphNode`` objects already at hand (``None`` where not).
+    make : callable
+        ``CUgraphNode`` (the type), to make the others.
+    """
+
+    __slots__ = ("raw", "_made", "_make")
+
+    def __init__(self, raw: list[int], made: list[Any], make: Any) -> None:
+        self.raw = raw
+        self._made = made
+        self._make = make
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.raw)))]
+        d = self._made[index]
+        if d is None:
+            d = self._made[index] = self._make(self.raw[index])
+        return d
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self.raw)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        return f"<DriverNodes of {len(self.raw)} nodes>"
 
 
 def _lower_child(lowering: Lowering, node: ChildGraphNode, handle: Any, deps: Any, ndeps: int) -> Any:
@@ -293,7 +340,7 @@ class LoweredGraph:
         "param_users",
     )
 
-    def __init__(self, handle: Any, definition: Graph, driver_nodes: list[Any], lowering: Lowering) -> None:
+    def __init__(self, handle: Any, definition: Graph, driver_nodes: Sequence[Any], lowering: Lowering) -> None:
         self.handle = handle
         self.definition = definition
         self.driver_nodes = driver_nodes

@@ -11,7 +11,7 @@ import numpy as np
 from .._nodes import ChildGraphNode, KernelNode, Node
 from .._param import Param
 from ..errors import OperandError
-from ._c_entry import c_function
+from ._c_entry import NATIVE, c_address
 from ._calls import raise_error, require_driver
 from ._kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
 from ._node_params import node_params
@@ -37,13 +37,15 @@ class KernelUpdater:
     ----------
     params : CUDA_KERNEL_NODE_PARAMS
         Prepared once; ``kernelParams`` points into this object's own buffer.
-    c_params : ctypes.c_void_p
-        The address of ``params``, for the driver's C entry point.
+    params_address : int
+        The address of ``params``, for the compiled loop.
+    buf_address, buf_size : int
+        The argument buffer that ``params.kernelParams`` points into.
     slots : dict
         ``param name -> [(offset, struct code), ...]`` for arguments that are parameters.
     """
 
-    __slots__ = ("params", "c_params", "_buf", "_ptrs", "slots")
+    __slots__ = ("params", "params_address", "_buf", "buf_address", "buf_size", "_ptrs", "slots")
 
     def __init__(self, node: KernelNode, bindings: dict[str, Any]) -> None:
         drv = require_driver()
@@ -52,7 +54,8 @@ class KernelUpdater:
             info.pack(node.args, node, bindings)
             data = ctypes.string_at(info._scratch_addr, max(info.total, 1))
         self._buf = ctypes.create_string_buffer(data, max(info.total, 1))
-        base = ctypes.addressof(self._buf)
+        base = self.buf_address = ctypes.addressof(self._buf)
+        self.buf_size = len(self._buf)
         self._ptrs = (ctypes.c_void_p * max(len(info.offsets), 1))(*[base + o for o in info.offsets])
         p = drv.CUDA_KERNEL_NODE_PARAMS()
         set_function(p, info)
@@ -61,7 +64,7 @@ class KernelUpdater:
         p.sharedMemBytes = node.shared_mem
         p.kernelParams = ctypes.addressof(self._ptrs) if info.offsets else 0
         self.params = p
-        self.c_params = ctypes.c_void_p(p.getPtr())
+        self.params_address = int(p.getPtr())
         self.slots: dict[str, list[tuple[int, str]]] = {}
         for a, off in zip(node.args, info.offsets):
             if type(a) is Param:
@@ -82,8 +85,8 @@ class KernelParamsWriter:
     Each node's arguments are packed into its kernel's shared buffer and the
     fields that differ from the previous node are rewritten, as explicit
     construction does; the driver copies everything during the call, made
-    through the C entry point ``cuGraphExecKernelNodeSetParams_v2`` where it
-    is found (else through ``cuda.bindings``). Nodes whose arguments get
+    from the compiled module (``cuGraphExecKernelNodeSetParams_v2``) where it
+    is available (else through ``cuda.bindings``). Nodes whose arguments get
     values only at lowering (graph allocations, conditions) go through
     :func:`set_node_params` instead.
 
@@ -91,19 +94,17 @@ class KernelParamsWriter:
     ----------
     exec_handle : CUgraphExec
         The executable every :meth:`set` of this writer updates.
-    c_exec : ctypes.c_void_p, optional
-        The same handle as a ctypes object, where the caller keeps one.
     """
 
     __slots__ = ("_p", "_exec", "_c_fn", "_c_exec", "_c_params", "_kernel", "_info", "_grid", "_block", "_smem")
 
-    def __init__(self, exec_handle: Any, c_exec: Any = None) -> None:
+    def __init__(self, exec_handle: Any) -> None:
         self._p = require_driver().CUDA_KERNEL_NODE_PARAMS()
         self._exec = exec_handle
-        self._c_fn = c_function("cuGraphExecKernelNodeSetParams_v2")
+        self._c_fn = c_address("cuGraphExecKernelNodeSetParams_v2")
         if self._c_fn is not None:
-            self._c_exec = c_exec if c_exec is not None else ctypes.c_void_p(int(exec_handle))
-            self._c_params = ctypes.c_void_p(self._p.getPtr())
+            self._c_exec = int(exec_handle)
+            self._c_params = int(self._p.getPtr())
         self._kernel: Any = None
         self._info: Any = None
         self._grid: Any = None
@@ -140,7 +141,7 @@ class KernelParamsWriter:
             if node.shared_mem != self._smem:
                 p.sharedMemBytes = self._smem = node.shared_mem
             if self._c_fn is not None:
-                rc = self._c_fn(self._c_exec, ctypes.c_void_p(int(driver_node)), self._c_params)
+                rc = NATIVE.set_kernel_node(self._c_fn, self._c_exec, int(driver_node), self._c_params)
                 err: Any = require_driver().CUresult(rc) if rc else 0
             else:
                 (err,) = require_driver().cuGraphExecKernelNodeSetParams(self._exec, driver_node, p)

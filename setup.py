@@ -1,0 +1,21 @@
+"""Build script for the optional compiled hot loops (``cudagraph._driver._native``).
+
+Everything else is declared in ``pyproject.toml``. The extension links against
+nothing but the Python runtime (the CUDA driver's entry points are handed to it
+as addresses at run time), so any C compiler with the Python headers builds it.
+It is optional: where it cannot be built, the package installs without it and
+runs the same code paths through ``cuda.bindings``.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "cudagraph._driver._native",
+            sources=["src/cudagraph/_driver/_native.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        )
+    ]
+)

@@ -1,0 +1,345 @@
+"""The compiled hot loops (``cudagraph._driver._native``) on the CPU, against recording fake drivers.
+
+The driver's ``cuGraphAddNode_v2`` and ``cuGraphExecKernelNodeSetParams_v2``
+are replaced by ctypes callbacks with the same C signatures, which read the
+parameter structures the way the driver does (dimensions, function handle,
+the argument bytes behind ``kernelParams``, the dependency array). Lowering a
+definition through the compiled loop must make exactly the calls the
+``cuda.bindings`` path makes; these tests run both and compare them with what
+the definition says.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cudagraph as cg
+import cudagraph._explicit as _explicit
+from cudagraph._driver import _c_entry
+from cudagraph._driver._c_read import KERNEL_PARAMS
+from cudagraph._driver._kernel_args import KernelInfo
+from cudagraph._nodes import KernelNode, Node
+from cudagraph.errors import DriverError
+
+drv = pytest.importorskip("cuda.bindings.driver")
+native = _c_entry.NATIVE
+needs_native = pytest.mark.skipif(native is None, reason="cudagraph._driver._native was not built")
+
+ADD_PROTO = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+)
+SET_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+INVALID_VALUE = 1  # CUDA_ERROR_INVALID_VALUE
+
+
+class CUkernel:  # the definition layer recognises kernels by type name
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+K1, K2 = CUkernel("k1"), CUkernel("k2")
+
+
+def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> KernelInfo:
+    info = KernelInfo.__new__(KernelInfo)
+    info.kernel = None
+    info.handle = drv.CUkernel(handle)
+    info.is_library_kernel = True
+    info.name = f"k{handle:#x}"
+    info.offsets, info.sizes = offsets, sizes
+    info.total = max(o + s for o, s in zip(offsets, sizes))
+    info._scratch = (ctypes.c_char * info.total)()
+    info._scratch_addr = ctypes.addressof(info._scratch)
+    info._ptrs = (ctypes.c_void_p * len(offsets))(*[info._scratch_addr + o for o in offsets])
+    info.params_address = ctypes.addressof(info._ptrs)
+    info._packers = {}
+    return info
+
+
+#: k1(float* x, float a, int n) and k2(int n, double* y)
+INFOS = {id(K1): fake_info(0x71, (0, 8, 12), (8, 4, 4)), id(K2): fake_info(0x72, (0, 8), (4, 8))}
+SIZES = {0x71: (8, 4, 4), 0x72: (4, 8)}
+
+
+def read_kernel_params(address: int, offset: int) -> dict[str, Any]:
+    """A kernel's launch as the driver reads it from ``CUDA_KERNEL_NODE_PARAMS`` at ``address + offset``."""
+    raw = ctypes.string_at(address + offset, KERNEL_PARAMS.size)
+    func, gx, gy, gz, bx, by, bz, smem, kparams, _extra, kern = KERNEL_PARAMS.unpack(raw)
+    argv = ctypes.cast(kparams, ctypes.POINTER(ctypes.c_void_p))
+    data = b"".join(ctypes.string_at(argv[i], s) for i, s in enumerate(SIZES[kern]))
+    return {"func": func, "kern": kern, "grid": (gx, gy, gz), "block": (bx, by, bz), "smem": smem, "data": data}
+
+
+class Driver:
+    """Records every node added, by either path; hands out handles 0x1000, 0x1001, ..."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.refuse_at: int | None = None
+        self.graphs: set[Any] = set()
+        self.adders: list[Any] = []  # the compiled loops made (native path)
+        self.cb = ADD_PROTO(self._add_c)
+
+    def _record(self, graph: Any, deps: list[int], kind: str, launch: dict[str, Any] | None) -> int:
+        if self.refuse_at == len(self.calls):
+            return 0
+        h = 0x1000 + len(self.calls)
+        self.graphs.add(graph)
+        self.calls.append({"deps": deps, "kind": kind, "launch": launch, "handle": h})
+        return h
+
+    def _add_c(self, out: Any, graph: Any, deps: Any, edata: Any, n: int, params: Any) -> int:
+        """``cuGraphAddNode_v2`` as the compiled loop calls it."""
+        assert edata is None
+        (node_type,) = struct.unpack("<i", ctypes.string_at(params, 4))
+        kind = "kernel" if node_type == 0 else f"type {node_type}"
+        h = self._record(graph, [deps[i] for i in range(n)], kind, read_kernel_params(params, 16))
+        if not h:
+            return INVALID_VALUE
+        out[0] = h
+        return 0
+
+    def add_bindings(self, graph: Any, deps: Any, edata: Any, n: int, params: Any) -> tuple[Any, Any]:
+        """``cuda.bindings``' ``cuGraphAddNode`` (13.x signature)."""
+        dl = [int(d) for d in deps or []][:n]
+        if int(params.type) == int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL):
+            h = self._record(int(graph), dl, "kernel", read_kernel_params(params.getPtr(), 16))
+        else:
+            h = self._record(int(graph), dl, "other", None)
+        if not h:
+            return drv.CUresult.CUDA_ERROR_INVALID_VALUE, None
+        return drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(h)
+
+    def add_other(self, graph: Any, deps: Any, n: int, params: Any) -> tuple[Any, Any]:
+        """``Lowering.add`` for nodes that are not kernels."""
+        h = self._record(int(graph), [int(d) for d in deps or []], "other", None)
+        return drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(h)
+
+
+def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
+    """A recording driver for lowering through ``path`` (``"native"`` or ``"bindings"``)."""
+    d = Driver()
+    monkeypatch.setattr(_explicit, "kernel_info", lambda k: INFOS[id(k)])
+    monkeypatch.setattr(_explicit, "node_params", lambda *a: None)
+    monkeypatch.setattr(drv, "cuGraphAddNode", d.add_bindings)
+    if path == "native":
+        address = ctypes.cast(d.cb, ctypes.c_void_p).value
+
+        def adder(graph: int, params: int) -> Any:
+            d.adders.append(native.KernelAdder(address, graph, params, KernelNode, Node))
+            return d.adders[-1]
+
+        monkeypatch.setattr(_explicit, "kernel_adder", adder)
+    else:
+        monkeypatch.setattr(_explicit, "kernel_adder", lambda graph, params: None)
+    return d
+
+
+@pytest.fixture(params=["native", "bindings"])
+def fake_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Driver:
+    if request.param == "native" and native is None:
+        pytest.skip("cudagraph._driver._native was not built")
+    return install(request.param, monkeypatch)
+
+
+def lower(graph: cg.Graph, d: Driver) -> Any:
+    lowering = _explicit.Lowering("ctx", {}, [])
+    lowering.add = d.add_other
+    return lowering.lower_graph(graph, drv.CUgraph(0x5000))
+
+
+def check_calls(graph: cg.Graph, d: Driver, dn: Any) -> None:
+    """Every node added once, in an order where predecessors come first, with the definition's launch."""
+    assert len(d.calls) == len(graph)
+    handle_of = {}
+    for call in d.calls:
+        handle_of[call["handle"]] = call
+    assert [int(x) for x in dn] == dn.raw
+    assert sorted(dn.raw) == [c["handle"] for c in d.calls]
+    assert d.graphs == ({0x5000} if len(graph) else set())
+    for node in graph.nodes:
+        call = handle_of[dn.raw[node.index]]
+        assert call["deps"] == [dn.raw[p.index] for p in node.predecessors]
+        if isinstance(node, KernelNode):
+            launch = call["launch"]
+            assert launch["kern"] == int(INFOS[id(node.kernel)].handle) and launch["func"] == 0
+            assert launch["grid"] == node.grid and launch["block"] == node.block
+            assert launch["smem"] == node.shared_mem
+            data = launch["data"]
+            if node.kernel is K1:
+                assert data == struct.pack("<Qfi", node.args[0], float(node.args[1]), int(node.args[2]))
+            else:
+                assert data == struct.pack("<i", int(node.args[0])) + struct.pack("<d", float(node.args[1]))
+        else:
+            assert call["kind"] == "other"
+
+
+def mixed_graph() -> cg.Graph:
+    """Chains, fan-out, fan-in, another kernel, dimensions and shared memory that change, an empty node."""
+    g = cg.Graph("mixed")
+    a, n = np.float32(2.0), np.int32(64)
+    same = (0x9000, a, n)
+    first = g.kernel(K1, 1, 32, same, name="first")
+    prev = first
+    for _ in range(5):
+        prev = g.kernel(K1, 1, 32, same, after=prev)
+    wide = [g.kernel(K1, (2, 3), (32, 2), same, after=first) for _ in range(3)]
+    other = g.kernel(K2, 4, 64, (np.int32(7), np.float64(0.5)), after=wide)
+    join = g.join(prev, other)
+    g.kernel(K1, 1, 32, (0x9100, np.float32(3.0), n), shared_mem=1024, after=join)
+    g.kernel(K1, 1, 32, (0x9200, np.float32(4.0), n), after=[join, first])
+    g.kernel(K1, 8, 128, same)  # a root of its own
+    return g
+
+
+@pytest.mark.parametrize("shape", ["empty", "single", "chain", "fan", "mixed"])
+def test_lowering_adds_each_node_once_with_its_launch_and_dependencies(fake_driver, shape):
+    g = cg.Graph(shape)
+    same = (0x9000, np.float32(1.0), np.int32(32))
+    if shape == "single":
+        g.kernel(K1, 1, 32, same)
+    elif shape == "chain":
+        prev = None
+        for _ in range(50):
+            prev = g.kernel(K1, 1, 32, same, after=prev)
+    elif shape == "fan":
+        root = g.empty()
+        leaves = [g.kernel(K1, 1, 32, same, after=root) for _ in range(20)]
+        g.join(*leaves)
+    elif shape == "mixed":
+        g = mixed_graph()
+    dn = lower(g, fake_driver)
+    check_calls(g, fake_driver, dn)
+
+
+def test_both_paths_make_the_same_calls(monkeypatch):
+    if native is None:
+        pytest.skip("cudagraph._driver._native was not built")
+    seen = []
+    for path in ("native", "bindings"):
+        with monkeypatch.context() as m:
+            d = install(path, m)
+            lower(mixed_graph(), d)
+            seen.append([(c["deps"], c["kind"], c["launch"]) for c in d.calls])
+    assert len(seen[0]) == len(mixed_graph()) and seen[0] == seen[1]
+
+
+@needs_native
+def test_the_compiled_loop_adds_runs_of_kernel_nodes(monkeypatch):
+    d = install("native", monkeypatch)
+    g = cg.Graph("runs")
+    prev = g.empty()
+    same = (0x9000, np.float32(1.0), np.int32(32))
+    for _ in range(30):
+        prev = g.kernel(K1, 1, 32, same, after=prev)
+    lower(g, d)
+    (adder,) = d.adders
+    assert adder.added == 30 and adder.rc == 0
+    assert adder.kernel is K1 and adder.args is same
+
+
+def test_a_refused_node_is_named_and_nothing_after_it_is_added(fake_driver):
+    g = mixed_graph()
+    fake_driver.refuse_at = 3
+    with pytest.raises(DriverError, match=r"cuGraphAddNode failed.*kernel#3 'kernel' of Graph 'mixed'"):
+        lower(g, fake_driver)
+    assert len(fake_driver.calls) == 3
+
+
+def test_arguments_with_no_fast_packer_are_packed_per_node(fake_driver):
+    """Each node with its own scalar: the compiled loop hands every node back to be packed."""
+    g = cg.Graph("vary")
+    prev = None
+    for i in range(12):
+        prev = g.kernel(K1, 1, 32, (0x9000 + i, np.float32(i), np.int32(i)), after=prev)
+    dn = lower(g, fake_driver)
+    check_calls(g, fake_driver, dn)
+
+
+def test_driver_nodes_are_made_on_first_use(fake_driver):
+    g = cg.Graph("lazy")
+    g.kernel(K1, 1, 32, (0x9000, np.float32(1.0), np.int32(32)))
+    g.empty()
+    dn = lower(g, fake_driver)
+    assert len(dn) == 2 and dn[-2:] == [dn[0], dn[1]]
+    assert dn[0] is dn[0] and isinstance(dn[0], drv.CUgraphNode)
+    assert repr(dn) == "<DriverNodes of 2 nodes>"
+
+
+# --------------------------------------------------------------------------- executable kernel-node updates
+
+
+@needs_native
+def test_rebind_writes_the_value_once_per_group_and_sets_every_node():
+    bufs = [ctypes.create_string_buffer(16) for _ in range(2)]
+    seen: list[tuple[int, int, int, bytes]] = []
+
+    def setter(exec_handle: Any, node: Any, params: Any) -> int:
+        buf = bufs[0] if params == 0x700 else bufs[1]
+        seen.append((exec_handle, node, params, buf.raw))
+        return INVALID_VALUE if node == 0x33 else 0
+
+    cb = SET_PROTO(setter)
+    address = ctypes.cast(cb, ctypes.c_void_p).value
+    groups = [
+        (ctypes.addressof(bufs[0]), 16, (0, 8), 0x700, [0x31, 0x32]),
+        (ctypes.addressof(bufs[1]), 16, (4,), 0x701, [0x34]),
+    ]
+    assert native.rebind(address, 0x42, groups, 0x1122334455667788) is None
+    word = struct.pack("<Q", 0x1122334455667788)
+    assert seen == [
+        (0x42, 0x31, 0x700, word * 2),
+        (0x42, 0x32, 0x700, word * 2),
+        (0x42, 0x34, 0x701, b"\0" * 4 + word + b"\0" * 4),
+    ]
+    seen.clear()
+    assert native.rebind(address, 0x42, groups[1:], struct.pack("<f", 2.5)) is None
+    assert bufs[1].raw[4:8] == struct.pack("<f", 2.5) and len(seen) == 1
+    seen.clear()
+    groups[1][4].insert(0, 0x33)
+    assert native.rebind(address, 0x42, groups, 7) == (1, 0, INVALID_VALUE)
+    assert [s[1] for s in seen] == [0x31, 0x32, 0x33]
+    assert native.set_kernel_node(address, 0x42, 0x33, 0x700) == INVALID_VALUE
+    assert native.rebind(address, 0x42, [], 7) is None
+
+
+@needs_native
+def test_native_calls_reject_bad_arguments():
+    cb = SET_PROTO(lambda e, n, p: 0)
+    address = ctypes.cast(cb, ctypes.c_void_p).value
+    buf = ctypes.create_string_buffer(16)
+    group = (ctypes.addressof(buf), 16, (12,), 0x777, [0x31])
+    with pytest.raises(TypeError):
+        native.rebind(address, 0x42, (group,), 1)  # a tuple, not a list
+    with pytest.raises(ValueError, match="must not be NULL"):
+        native.rebind(0, 0x42, [group], 1)
+    with pytest.raises(ValueError, match="8 bytes at offset 12 do not fit a buffer of 16 bytes"):
+        native.rebind(address, 0x42, [group], 1)
+    with pytest.raises(TypeError, match="int or bytes"):
+        native.rebind(address, 0x42, [group], 1.5)
+    with pytest.raises(TypeError, match="a group is"):
+        native.rebind(address, 0x42, [group[:4]], 1)
+    assert buf.raw == b"\0" * 16  # nothing written on a refusal
+    with pytest.raises(TypeError, match="address"):
+        native.set_kernel_node(address, "exec", 0x31, 0x777)
+    with pytest.raises(TypeError, match="must derive from node_type"):
+        native.KernelAdder(address, 1, 1, Node, KernelNode)
+    with pytest.raises(ValueError, match="params must not be NULL"):
+        native.KernelAdder(address, 1, 0, KernelNode, Node)
+
+    class Plain(Node):  # no kernel slots
+        __slots__ = ()
+
+    with pytest.raises(AttributeError):
+        native.KernelAdder(address, 1, 1, Plain, Node)

@@ -18,7 +18,8 @@ import pytest
 
 import cudagraph as cg
 import cudagraph._executable as _executable
-from cudagraph._diff import diff_states, has_bodies, node_state, same_value, topology_signature
+from cudagraph import _compare, _diff
+from cudagraph._diff import has_bodies, node_state, same_value
 from cudagraph._executable import Executable, UpdateResult, _moved_users, _NodeMap
 from cudagraph._explicit import LoweredGraph, node_params_uses
 from cudagraph._nodes import ChildGraphNode, EmptyNode, KernelNode, MemcpyNode, MemsetNode
@@ -41,6 +42,16 @@ def chain(args: list[tuple[Any, ...]], name: str = "chain") -> cg.Graph:
     for a in args:
         prev = g.kernel(K, 1, 32, a, after=prev)
     return g
+
+
+@pytest.fixture(params=["python", "native"])
+def impl(request: pytest.FixtureRequest) -> Any:
+    """The signature and diff functions: the definition layer's, or the compiled ones the executable uses."""
+    if request.param == "python":
+        return _diff
+    if _compare._layout() is None:
+        pytest.skip("cudagraph._driver._native was not built")
+    return _compare
 
 
 # --------------------------------------------------------------------------- reference implementations
@@ -82,15 +93,15 @@ def _ref_changed(old_states: list[tuple[Any, ...]], graph: cg.Graph) -> list[int
 # --------------------------------------------------------------------------- topology_signature
 
 
-def test_signature_is_flat_kinds_bodies_and_predecessors():
+def test_signature_is_flat_kinds_bodies_and_predecessors(impl):
     g = cg.Graph("g")
     a = g.memset(0x10000, 0, count=4, element_size=4)
     b = g.kernel(K, 1, 32, (0x10000, A), after=a)
     c = g.memcpy(0x20000, 0x10000, 16, after=b)
     g.empty(after=[c, a])
     g.empty()
-    assert topology_signature(g) == (MemsetNode, KernelNode, 0, MemcpyNode, 1, EmptyNode, 2, 0, EmptyNode)
-    assert not has_bodies(topology_signature(g))
+    assert impl.topology_signature(g) == (MemsetNode, KernelNode, 0, MemcpyNode, 1, EmptyNode, 2, 0, EmptyNode)
+    assert not has_bodies(impl.topology_signature(g))
 
     body = cg.Graph("body")
     m = body.memset(0x10000, 1, count=4)
@@ -98,13 +109,13 @@ def test_signature_is_flat_kinds_bodies_and_predecessors():
     parent = cg.Graph("parent")
     e = parent.empty()
     parent.child(body, after=e)
-    sig = topology_signature(parent)
+    sig = impl.topology_signature(parent)
     assert sig == (EmptyNode, ChildGraphNode, ((MemsetNode, MemsetNode, 0),), 0)
     assert has_bodies(sig)
-    assert hash(sig) == hash(topology_signature(parent))
+    assert hash(sig) == hash(impl.topology_signature(parent))
 
 
-def test_signature_keeps_edge_order_and_separates_nodes():
+def test_signature_keeps_edge_order_and_separates_nodes(impl):
     def fan(order: tuple[int, int], third_edge: bool = False) -> cg.Graph:
         g = cg.Graph()
         roots = [g.empty(), g.empty(), g.empty()]
@@ -113,9 +124,9 @@ def test_signature_keeps_edge_order_and_separates_nodes():
             g.add_edge(roots[2], j)
         return g
 
-    assert topology_signature(fan((0, 1))) == topology_signature(fan((0, 1)))
-    assert topology_signature(fan((0, 1))) != topology_signature(fan((1, 0)))
-    assert topology_signature(fan((0, 1))) != topology_signature(fan((0, 1), third_edge=True))
+    assert impl.topology_signature(fan((0, 1))) == impl.topology_signature(fan((0, 1)))
+    assert impl.topology_signature(fan((0, 1))) != impl.topology_signature(fan((1, 0)))
+    assert impl.topology_signature(fan((0, 1))) != impl.topology_signature(fan((0, 1), third_edge=True))
     # One predecessor more on one node and one less on the next is not the same graph.
     g1 = cg.Graph()
     a1 = g1.empty()
@@ -127,7 +138,7 @@ def test_signature_keeps_edge_order_and_separates_nodes():
     b2 = g2.empty(after=a2)
     g2.empty(after=a2)
     g2.empty(after=[a2, b2])
-    assert topology_signature(g1) != topology_signature(g2)
+    assert impl.topology_signature(g1) != impl.topology_signature(g2)
 
 
 def _random_graph(rng: random.Random, size: int) -> cg.Graph:
@@ -152,7 +163,7 @@ def _random_graph(rng: random.Random, size: int) -> cg.Graph:
     return g
 
 
-def test_signature_agrees_with_the_nested_form_on_random_graphs():
+def test_signature_agrees_with_the_nested_form_on_random_graphs(impl):
     rng = random.Random(5)
     graphs = []
     for size in range(0, 9):
@@ -160,7 +171,7 @@ def test_signature_agrees_with_the_nested_form_on_random_graphs():
             graphs.append(_random_graph(random.Random(rng.random() + seed), size))
     for a in graphs:
         for b in graphs[::3]:
-            assert (topology_signature(a) == topology_signature(b)) == (_ref_signature(a) == _ref_signature(b))
+            assert (impl.topology_signature(a) == impl.topology_signature(b)) == (_ref_signature(a) == _ref_signature(b))
 
 
 # --------------------------------------------------------------------------- same_value and diff_states
@@ -186,19 +197,19 @@ def test_same_value_cases():
     assert not same_value((b, Boom()), (b, Boom()))
 
 
-def test_unchanged_nodes_keep_their_state_objects():
+def test_unchanged_nodes_keep_their_state_objects(impl):
     fixed = (0x1000, A, N)
     g1 = chain([fixed] * 6)
     states = [node_state(n) for n in g1.nodes]
-    changed, new = diff_states(states, chain([fixed] * 6))
+    changed, new = impl.diff_states(states, chain([fixed] * 6))
     assert changed == [] and new is not states
     assert all(x is y for x, y in zip(new, states))
     # A new tuple of the same objects: still unchanged, the old state is kept.
-    changed, new = diff_states(states, chain([tuple(fixed)] + [(0x1000, A, N) for _ in range(5)]))
+    changed, new = impl.diff_states(states, chain([tuple(fixed)] + [(0x1000, A, N) for _ in range(5)]))
     assert changed == [] and all(x is y for x, y in zip(new, states))
 
 
-def test_changed_nodes_are_found_and_their_states_are_fresh():
+def test_changed_nodes_are_found_and_their_states_are_fresh(impl):
     g1 = chain([(0x1000, A, N)] * 5)
     states = [node_state(n) for n in g1.nodes]
     g2 = chain(
@@ -210,7 +221,7 @@ def test_changed_nodes_are_found_and_their_states_are_fresh():
             (0x1000, A),  # fewer arguments
         ]
     )
-    changed, new = diff_states(states, g2)
+    changed, new = impl.diff_states(states, g2)
     assert [n.index for n in changed] == [1, 2, 4]
     assert new == [node_state(n) for n in g2.nodes]
     assert new[0] is states[0]
@@ -218,28 +229,28 @@ def test_changed_nodes_are_found_and_their_states_are_fresh():
     assert states == [node_state(n) for n in g1.nodes]  # the recorded states are not modified
 
 
-def test_kernel_fields_other_than_args_are_compared():
+def test_kernel_fields_other_than_args_are_compared(impl):
     g1 = chain([(0x1000, A, N)] * 4)
     states = [node_state(n) for n in g1.nodes]
     g2 = chain([(0x1000, A, N)] * 4)
     g2.nodes[0].update(grid=2)
     g2.nodes[1].update(kernel=K2)
     g2.nodes[2].update(shared_mem=128)
-    assert [n.index for n in diff_states(states, g2)[0]] == [0, 1, 2]
+    assert [n.index for n in impl.diff_states(states, g2)[0]] == [0, 1, 2]
     g3 = chain([(0x1000, A, N)] * 4)
     g3.nodes[3].update(block=(32, 1, 1))  # an equal tuple: unchanged
-    assert diff_states(states, g3)[0] == []
+    assert impl.diff_states(states, g3)[0] == []
 
 
-def test_same_graph_changed_in_place_is_seen():
+def test_same_graph_changed_in_place_is_seen(impl):
     g = chain([(0x1000, A, N)] * 3)
     states = [node_state(n) for n in g.nodes]
     g.nodes[2].update(args=(0x3000, A, N))
-    changed, new = diff_states(states, g)
+    changed, new = impl.diff_states(states, g)
     assert changed == [g.nodes[2]] and new[2] == node_state(g.nodes[2])
 
 
-def test_other_kinds_and_bodies_are_compared_through_their_states():
+def test_other_kinds_and_bodies_are_compared_through_their_states(impl):
     def build(value: int, inner: int) -> cg.Graph:
         body = cg.Graph("body")
         body.memset(0x10000, inner, count=4)
@@ -250,22 +261,22 @@ def test_other_kinds_and_bodies_are_compared_through_their_states():
         return g
 
     states = [node_state(n) for n in build(0, 0).nodes]
-    assert [n.index for n in diff_states(states, build(1, 0))[0]] == [0]
-    assert [n.index for n in diff_states(states, build(0, 5))[0]] == [1]
-    assert diff_states(states, build(0, 0))[0] == []
+    assert [n.index for n in impl.diff_states(states, build(1, 0))[0]] == [0]
+    assert [n.index for n in impl.diff_states(states, build(0, 5))[0]] == [1]
+    assert impl.diff_states(states, build(0, 0))[0] == []
 
 
-def test_states_of_other_kinds_fall_back_to_a_plain_comparison():
+def test_states_of_other_kinds_fall_back_to_a_plain_comparison(impl):
     kernels = chain([(0x1000, A, N)] * 2)
     other = cg.Graph()
     other.empty()
     other.memset(0x10000, 0, count=4)
-    changed, new = diff_states([node_state(n) for n in other.nodes], kernels)
+    changed, new = impl.diff_states([node_state(n) for n in other.nodes], kernels)
     assert [n.index for n in changed] == [0, 1]
     assert new == [node_state(n) for n in kernels.nodes]
 
 
-def test_diff_agrees_with_the_reference_on_random_changes():
+def test_diff_agrees_with_the_reference_on_random_changes(impl):
     rng = random.Random(11)
     ptrs = [0x1000, 0x2000]
     scalars = [A, np.float32(1.0), np.float64(1.0), np.float32(2.0)]
@@ -281,7 +292,7 @@ def test_diff_agrees_with_the_reference_on_random_changes():
         g2 = chain(mutated)
         if rng.random() < 0.3:
             g2.nodes[rng.randrange(size)].update(grid=rng.choice([1, 2]))
-        changed, new = diff_states(states, g2)
+        changed, new = impl.diff_states(states, g2)
         assert [n.index for n in changed] == _ref_changed(states, g2)
         assert all(_ref_same_value(x, node_state(n)) for x, n in zip(new, g2.nodes))
 
@@ -502,7 +513,7 @@ def test_refused_node_and_whole_graph_updates_leave_the_nodes_set_stale(stub, mo
     assert exe.update(chain([(0x1000, A, N)] * 4)) == UpdateResult("unchanged")
 
 
-def test_topology_changes_raise_or_reinstantiate(stub):
+def test_topology_changes_raise_or_reinstantiate(impl, stub):
     g1 = chain([(0x1000, A, N)] * 3)
     exe = make_exe(g1)
     g2 = chain([(0x1000, A, N)] * 3)
@@ -513,7 +524,7 @@ def test_topology_changes_raise_or_reinstantiate(stub):
     assert exe.graph is g1
     res = exe.update(g2, reinstantiate_if_needed=True)
     assert res == UpdateResult("reinstantiated", 3, "edge added: #0 -> kernel#2 'kernel'")
-    assert exe._exec == "exec1" and exe._signature() == topology_signature(g2)
+    assert exe._exec == "exec1" and exe._signature() == impl.topology_signature(g2)
     g3 = chain([(0x1000, A, N)] * 3)
     g3.add_edge(g3.nodes[0], g3.nodes[2])
     assert exe.update(g3) == UpdateResult("unchanged")
@@ -679,14 +690,14 @@ def test_cache_evicts_the_least_recently_used(cache_stub):
     assert len(cache) == 0 and e3b.closed
 
 
-def test_cache_hit_on_an_executable_updated_elsewhere_reinstantiates(cache_stub):
+def test_cache_hit_on_an_executable_updated_elsewhere_reinstantiates(impl, cache_stub):
     cache = cg.ExecutableCache()
     exe = cache.get(chain([(0x1000, A, N)] * 3))
     exe.update(chain([(0x1000, A, N)] * 4), reinstantiate_if_needed=True)
     res_before = len(cache_stub["lower"])
     assert cache.get(chain([(0x1000, A, N)] * 3)) is exe
     assert len(cache_stub["lower"]) == res_before + 1 and len(exe.graph) == 3
-    assert exe._signature() == topology_signature(exe.graph)
+    assert exe._signature() == impl.topology_signature(exe.graph)
 
 
 def test_whole_graph_update_forgets_the_nested_nodes_of_the_graph_replaced(stub, monkeypatch):

@@ -89,6 +89,7 @@ class Driver:
         self.refuse_at: int | None = None
         self.graphs: set[Any] = set()
         self.adders: list[Any] = []  # the compiled loops made (native path)
+        self.through_bindings = 0  # nodes added through cuda.bindings
         self.cb = ADD_PROTO(self._add_c)
 
     def _record(self, graph: Any, deps: list[int], kind: str, launch: dict[str, Any] | None) -> int:
@@ -103,8 +104,9 @@ class Driver:
         """``cuGraphAddNode_v2`` as the compiled loop calls it."""
         assert edata is None
         (node_type,) = struct.unpack("<i", ctypes.string_at(params, 4))
-        kind = "kernel" if node_type == 0 else f"type {node_type}"
-        h = self._record(graph, [deps[i] for i in range(n)], kind, read_kernel_params(params, 16))
+        kernel = node_type == int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL)
+        launch = read_kernel_params(params, 16) if kernel else None
+        h = self._record(graph, [deps[i] for i in range(n)], "kernel" if kernel else "other", launch)
         if not h:
             return INVALID_VALUE
         out[0] = h
@@ -112,6 +114,7 @@ class Driver:
 
     def add_bindings(self, graph: Any, deps: Any, edata: Any, n: int, params: Any) -> tuple[Any, Any]:
         """``cuda.bindings``' ``cuGraphAddNode`` (13.x signature)."""
+        self.through_bindings += 1
         dl = [int(d) for d in deps or []][:n]
         if int(params.type) == int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL):
             h = self._record(int(graph), dl, "kernel", read_kernel_params(params.getPtr(), 16))
@@ -123,15 +126,23 @@ class Driver:
 
     def add_other(self, graph: Any, deps: Any, n: int, params: Any) -> tuple[Any, Any]:
         """``Lowering.add`` for nodes that are not kernels."""
+        self.through_bindings += 1
         h = self._record(int(graph), [int(d) for d in deps or []], "other", None)
         return drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(h)
+
+
+def empty_params(*args: Any) -> Any:
+    """``node_params`` of an empty node."""
+    p = drv.CUgraphNodeParams()
+    p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EMPTY
+    return p
 
 
 def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
     """A recording driver for lowering through ``path`` (``"native"`` or ``"bindings"``)."""
     d = Driver()
     monkeypatch.setattr(_explicit, "kernel_info", lambda k: INFOS[id(k)])
-    monkeypatch.setattr(_explicit, "node_params", lambda *a: None)
+    monkeypatch.setattr(_explicit, "node_params", empty_params)
     monkeypatch.setattr(drv, "cuGraphAddNode", d.add_bindings)
     if path == "native":
         address = ctypes.cast(d.cb, ctypes.c_void_p).value
@@ -243,9 +254,10 @@ def test_the_compiled_loop_adds_runs_of_kernel_nodes(monkeypatch):
     same = (0x9000, np.float32(1.0), np.int32(32))
     for _ in range(30):
         prev = g.kernel(K1, 1, 32, same, after=prev)
+    g.join(prev, g.empty())
     lower(g, d)
     (adder,) = d.adders
-    assert adder.added == 30 and adder.rc == 0
+    assert adder.added == len(g) == 33 and adder.rc == 0 and d.through_bindings == 0
     assert adder.kernel is K1 and adder.args is same
 
 
@@ -343,3 +355,75 @@ def test_native_calls_reject_bad_arguments():
 
     with pytest.raises(AttributeError):
         native.KernelAdder(address, 1, 1, Plain, Node)
+
+
+# --------------------------------------------------------------------------- signatures and diffs
+
+
+def random_graph(rng: Any, size: int) -> cg.Graph:
+    """Kernels, fills and empty nodes with up to three predecessors each (some with a child graph)."""
+    g = cg.Graph("r")
+    nodes: list[Any] = []
+    for i in range(size):
+        k = rng.randint(0, min(3, i))
+        after = rng.sample(nodes, k) if k else None
+        kind = rng.choice("kkkkmec" if rng.random() < 0.2 else "kkkkme")
+        if kind == "k":
+            nodes.append(g.kernel(K1, 1, 32, (0x9000, np.float32(1.0), np.int32(32)), after=after))
+        elif kind == "m":
+            nodes.append(g.memset(0x10000, 0, count=4, after=after))
+        elif kind == "e":
+            nodes.append(g.empty(after=after))
+        else:
+            body = cg.Graph("b")
+            body.empty()
+            nodes.append(g.child(body, after=after))
+    return g
+
+
+@needs_native
+def test_compiled_signature_equals_the_definition_layers():
+    import random
+
+    from cudagraph import _compare, _diff
+
+    rng = random.Random(3)
+    for size in list(range(12)) + [200, 1000]:
+        for _ in range(8):
+            g = random_graph(rng, size)
+            assert _compare.topology_signature(g) == _diff.topology_signature(g)
+    assert _compare._LAYOUT.signature([object()], set()) is None  # not a node: signed in Python
+
+
+@needs_native
+def test_compiled_diff_equals_the_definition_layers():
+    import random
+
+    from cudagraph import _compare, _diff
+    from cudagraph._diff import node_state
+
+    rng = random.Random(4)
+    ptrs, scalars = [0x1000, 0x2000], [np.float32(1.0), np.float32(2.0), np.float64(1.0)]
+    n = np.int32(32)
+    for _ in range(80):
+        size = rng.randint(1, 30)
+        base = [(rng.choice(ptrs), rng.choice(scalars), n) for _ in range(size)]
+        g1 = cg.Graph()
+        prev = None
+        for a in base:
+            prev = g1.kernel(K1, 1, 32, a, after=prev)
+        states = [node_state(x) for x in g1.nodes]
+        g2 = cg.Graph()
+        prev = None
+        for a in base:
+            r = rng.random()
+            a2 = a if r < 0.4 else tuple(a) if r < 0.6 else (rng.choice(ptrs), rng.choice(scalars), n)
+            prev = g2.kernel(K1, rng.choice([1, 1, 1, 2]), 32, a2, after=prev)
+        if rng.random() < 0.3:
+            g2.memset(0x10000, 0, count=4)
+        snapshot = list(states)
+        py = _diff.diff_states(states, g2)
+        nat = _compare.diff_states(states, g2)
+        assert [x.index for x in nat[0]] == [x.index for x in py[0]]
+        assert len(nat[1]) == len(py[1]) and all(a is b or a == b for a, b in zip(nat[1], py[1]))
+        assert states == snapshot  # not modified

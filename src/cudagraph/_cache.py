@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from ._diff import topology_signature
+from ._compare import topology_signature
 from .errors import OperandError
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ allocates nothing.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +28,7 @@ __all__ = [
     "describe_topology_diff",
     "diff_states",
     "has_bodies",
+    "has_nested_bodies",
     "node_state",
     "same_value",
     "topology_signature",
@@ -103,6 +105,14 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
             else:
                 out.extend([p.index for p in preds])
     return tuple(out)
+
+
+def has_nested_bodies(cls: type) -> bool:
+    """Whether nodes of class ``cls`` hold nested graphs (child graph, conditional branches)."""
+    slots = _BODY_SLOTS.get(cls)
+    if slots is None:
+        slots = _body_slots(cls)
+    return bool(slots)
 
 
 def has_bodies(signature: tuple[Any, ...]) -> bool:
@@ -192,7 +202,9 @@ _KERNEL_LAYOUT = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
 _FAST_KERNEL: type | None = KernelNode if _slots(KernelNode) == _KERNEL_LAYOUT else None
 
 
-def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[Node], list[tuple[Any, ...]]]:
+def diff_states(
+    old_states: list[tuple[Any, ...]], graph: Graph, positions: Sequence[int] | None = None
+) -> tuple[list[Node], list[tuple[Any, ...]]]:
     """Compare ``graph``'s top-level nodes with the states they had: ``(changed nodes, new states)``.
 
     ``old_states[i]`` is the :func:`node_state` of node ``i`` of a definition
@@ -212,6 +224,9 @@ def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[N
         The recorded states (not modified).
     graph : Graph
         The definition to compare.
+    positions : sequence of int, optional
+        Compare only the nodes at these positions (in increasing order); the
+        others are known to be unchanged and keep their recorded states.
 
     Returns
     -------
@@ -225,8 +240,9 @@ def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[N
     changed: list[Node] = []
     kernel: Any = _FAST_KERNEL
     is_ = operator.is_
+    pairs = zip(nodes, old_states) if positions is None else ((nodes[i], old_states[i]) for i in positions)
     try:
-        for n, s in zip(nodes, old_states):
+        for n, s in pairs:
             if type(n) is kernel:
                 a = n.args
                 sa = s[4]

@@ -10,14 +10,8 @@ from typing import Any, cast
 
 from ._bind_plan import BindPlan, native_rebind
 from ._bindings import all_params, body_uses_params, resolve_bindings
-from ._diff import (
-    describe_topology_diff,
-    diff_states,
-    has_bodies,
-    node_state,
-    same_value,
-    topology_signature,
-)
+from ._compare import diff_states, topology_signature
+from ._diff import describe_topology_diff, has_bodies, node_state, same_value
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
 from ._driver._kernel_args import _STRUCT_CODES

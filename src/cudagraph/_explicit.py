@@ -186,16 +186,20 @@ class Lowering:
                 else:
                     r = add_kernel_with_attrs(self, node, attrs, handle, deps, npreds, kp, info)
             else:
-                deps = self._deps(preds, dn, raw, make_node)
                 lower_fn = LOWERERS.get(type(node))
                 if lower_fn is not None:
-                    r = lower_fn(self, node, handle, deps, npreds)
+                    r = lower_fn(self, node, handle, self._deps(preds, dn, raw, make_node), npreds)
                     # Bodies may have packed other arguments into shared buffers.
                     last_args = None
                     if adder is not None:
                         adder.args = None
                 else:
-                    r = add(handle, deps, npreds, node_params(node, self.ctx, bindings, self.sink, self.host_keys))
+                    p = node_params(node, self.ctx, bindings, self.sink, self.host_keys)
+                    if adder is not None and adder.add_with(node, raw, p.getPtr()):
+                        if adder.rc:
+                            raise_error(drv.CUresult(adder.rc), "cuGraphAddNode", node)
+                        continue
+                    r = add(handle, self._deps(preds, dn, raw, make_node), npreds, p)
             if r[0]:
                 raise_error(r[0], "cuGraphAddNode", node)
             dn[node.index] = r[1]

@@ -279,23 +279,26 @@ adder_dims(KernelAdder *self, PyObject *node)
     return 1;
 }
 
-/* Add `node` with the prepared params after its predecessors, whose handles are in `raw`.
- * 1: added (or the driver refused: self->rc is set); 0: it must go through Python (no exception set). */
+/* Gather the driver handles of `node`'s predecessors (from `raw`) into self->deps and its index.
+ * 1: done; 0: it must go through Python (no exception set). */
 static int
-adder_add(KernelAdder *self, PyObject *node, PyObject *raw)
+adder_deps(KernelAdder *self, PyObject *node, PyObject *raw, Py_ssize_t *count, Py_ssize_t *at)
 {
     PyObject *preds = SLOT(node, self->off_preds), *index = SLOT(node, self->off_index);
     if (preds == NULL || index == NULL || !PyList_CheckExact(preds) || !PyLong_CheckExact(index))
         return 0;
-    Py_ssize_t at = PyLong_AsSsize_t(index), n = PyList_GET_SIZE(preds), size = PyList_GET_SIZE(raw);
-    if (at < 0 || at >= size) {
+    Py_ssize_t n = PyList_GET_SIZE(preds), size = PyList_GET_SIZE(raw);
+    *at = PyLong_AsSsize_t(index);
+    if (*at < 0 || *at >= size) {
         PyErr_Clear();
         return 0;
     }
     if (n > self->deps_cap) {
         void **deps = PyMem_Realloc(self->deps, (size_t)(2 * n) * sizeof(void *));
-        if (deps == NULL)
+        if (deps == NULL) {
+            PyErr_Clear();
             return 0;
+        }
         self->deps = deps;
         self->deps_cap = 2 * n;
     }
@@ -318,10 +321,17 @@ adder_add(KernelAdder *self, PyObject *node, PyObject *raw)
         }
         self->deps[i] = h;
     }
-    if (!adder_dims(self, node))
-        return 0;
+    *count = n;
+    return 1;
+}
+
+/* Call the driver with the gathered dependencies and `params`; record the new handle at raw[at].
+ * Always 1 (a refusal leaves its CUresult in self->rc). */
+static int
+adder_call(KernelAdder *self, PyObject *raw, Py_ssize_t n, Py_ssize_t at, cg_graph_node_params *params)
+{
     self->out = NULL;
-    int rc = self->add(&self->out, self->graph, n ? self->deps : NULL, NULL, (size_t)n, self->params);
+    int rc = self->add(&self->out, self->graph, n ? self->deps : NULL, NULL, (size_t)n, params);
     if (rc) {
         self->rc = rc;
         return 1;
@@ -337,6 +347,17 @@ adder_add(KernelAdder *self, PyObject *node, PyObject *raw)
     Py_DECREF(old);
     self->added++;
     return 1;
+}
+
+/* Add the KernelNode `node` with the prepared params after its predecessors, whose handles are in `raw`.
+ * 1: added (or the driver refused: self->rc is set); 0: it must go through Python (no exception set). */
+static int
+adder_add(KernelAdder *self, PyObject *node, PyObject *raw)
+{
+    Py_ssize_t n, at;
+    if (!adder_deps(self, node, raw, &n, &at) || !adder_dims(self, node))
+        return 0;
+    return adder_call(self, raw, n, at, self->params);
 }
 
 PyDoc_STRVAR(adder_run_doc,
@@ -390,10 +411,36 @@ adder_add_one(KernelAdder *self, PyObject *const *argv, Py_ssize_t argc)
     self->rc = 0;
     if (Py_TYPE(argv[0]) != self->kernel_type)
         Py_RETURN_FALSE;
-    int done = adder_add(self, argv[0], argv[1]);
-    if (PyErr_Occurred())
+    return PyBool_FromLong(adder_add(self, argv[0], argv[1]));
+}
+
+PyDoc_STRVAR(adder_add_with_doc,
+             "add_with(node, raw, params) -> bool\n\n"
+             "Add any node (a Node) with the CUgraphNodeParams at address `params`, after its\n"
+             "predecessors; False when it must go through the general path. `rc` holds the CUresult.");
+
+static PyObject *
+adder_add_with(KernelAdder *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    void *params;
+    if (argc != 3 || !PyList_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "add_with(node, raw: list, params: int)");
         return NULL;
-    return PyBool_FromLong(done);
+    }
+    if (address_of(argv[2], "params", &params) < 0)
+        return NULL;
+    if (params == NULL) {
+        PyErr_SetString(PyExc_ValueError, "params must not be NULL");
+        return NULL;
+    }
+    self->rc = 0;
+    if (!PyObject_TypeCheck(argv[0], self->node_type))
+        Py_RETURN_FALSE;
+    Py_ssize_t n, at;
+    if (!adder_deps(self, argv[0], argv[1], &n, &at))
+        Py_RETURN_FALSE;
+    adder_call(self, argv[1], n, at, (cg_graph_node_params *)params);
+    Py_RETURN_TRUE;
 }
 
 PyDoc_STRVAR(adder_write_dims_doc,
@@ -445,6 +492,7 @@ adder_get_added(KernelAdder *self, void *closure)
 static PyMethodDef adder_methods[] = {
     {"run", (PyCFunction)(void (*)(void))adder_run, METH_FASTCALL, adder_run_doc},
     {"add", (PyCFunction)(void (*)(void))adder_add_one, METH_FASTCALL, adder_add_doc},
+    {"add_with", (PyCFunction)(void (*)(void))adder_add_with, METH_FASTCALL, adder_add_with_doc},
     {"write_dims", (PyCFunction)adder_write_dims, METH_O, adder_write_dims_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -479,6 +527,193 @@ static PyTypeObject KernelAdderType = {
     .tp_clear = (inquiry)adder_tp_clear,
     .tp_methods = adder_methods,
     .tp_getset = adder_getset,
+};
+
+/* ------------------------------------------------------------------ Layout: signature and diff */
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *kernel_type;
+    PyTypeObject *node_type;
+    Py_ssize_t off_kernel, off_grid, off_block, off_smem, off_args, off_attrs, off_preds, off_index;
+} Layout;
+
+static void
+layout_dealloc(Layout *self)
+{
+    Py_CLEAR(self->kernel_type);
+    Py_CLEAR(self->node_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+layout_init(Layout *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"kernel_type", "node_type", NULL};
+    PyObject *ktype, *ntype;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &PyType_Type, &ktype, &PyType_Type, &ntype))
+        return -1;
+    if (!PyType_IsSubtype((PyTypeObject *)ktype, (PyTypeObject *)ntype)) {
+        PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
+        return -1;
+    }
+    PyTypeObject *kt = (PyTypeObject *)ktype, *nt = (PyTypeObject *)ntype;
+    if (slot_offset(kt, "kernel", &self->off_kernel) < 0 || slot_offset(kt, "grid", &self->off_grid) < 0 ||
+        slot_offset(kt, "block", &self->off_block) < 0 || slot_offset(kt, "shared_mem", &self->off_smem) < 0 ||
+        slot_offset(kt, "args", &self->off_args) < 0 || slot_offset(kt, "attrs", &self->off_attrs) < 0 ||
+        slot_offset(nt, "_preds", &self->off_preds) < 0 || slot_offset(nt, "index", &self->off_index) < 0)
+        return -1;
+    Py_INCREF(ktype);
+    Py_XSETREF(self->kernel_type, kt);
+    Py_INCREF(ntype);
+    Py_XSETREF(self->node_type, nt);
+    return 0;
+}
+
+PyDoc_STRVAR(layout_signature_doc,
+             "signature(nodes, flat_types) -> tuple or None\n\n"
+             "The topology signature of a graph whose nodes (in creation order) are the list `nodes`:\n"
+             "per node its type, then the index of each predecessor, in one flat tuple (as\n"
+             "cudagraph._diff.topology_signature makes it). None when a node's type is neither the\n"
+             "kernel type nor in the set `flat_types` (types without nested bodies).");
+
+static PyObject *
+layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyAnySet_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "signature(nodes: list, flat_types: set)");
+        return NULL;
+    }
+    if (self->kernel_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
+        return NULL;
+    }
+    PyObject *nodes = argv[0], *flat = argv[1];
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        PyObject *t = (PyObject *)Py_TYPE(node);
+        if (t != (PyObject *)self->kernel_type) {
+            int known = PySet_Contains(flat, t);
+            if (known < 0)
+                goto fail;
+            if (!known || !PyObject_TypeCheck(node, self->node_type)) {
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
+        }
+        if (PyList_Append(out, t) < 0)
+            goto fail;
+        PyObject *preds = SLOT(node, self->off_preds);
+        if (preds == NULL || !PyList_CheckExact(preds)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(preds); j++) {
+            PyObject *pred = PyList_GET_ITEM(preds, j);
+            PyObject *index = PyObject_TypeCheck(pred, self->node_type) ? SLOT(pred, self->off_index) : NULL;
+            if (index == NULL) {
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
+            if (PyList_Append(out, index) < 0)
+                goto fail;
+        }
+    }
+    PyObject *tuple = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return tuple;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+PyDoc_STRVAR(layout_diff_doc,
+             "diff(nodes, states) -> list of int\n\n"
+             "Compare the list `nodes` with `states`, the recorded node states of the same positions.\n"
+             "A KernelNode whose kernel, grid, block, shared_mem and attrs are the very objects of its\n"
+             "6-tuple state (kernel, grid, block, shared_mem, args, attrs), and whose arguments are the\n"
+             "recorded tuple or a tuple of the very same objects, is unchanged. Returns the positions\n"
+             "of every other node, to be compared by value by the caller.");
+
+static PyObject *
+layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "diff(nodes: list, states: list)");
+        return NULL;
+    }
+    if (self->kernel_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
+        return NULL;
+    }
+    PyObject *nodes = argv[0], *states = argv[1];
+    PyObject *suspects = PyList_New(0);
+    if (suspects == NULL)
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(nodes);
+    if (PyList_GET_SIZE(states) < count)
+        count = PyList_GET_SIZE(states);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i), *s = PyList_GET_ITEM(states, i);
+        int same = 0;
+        if (Py_TYPE(node) == self->kernel_type && PyTuple_CheckExact(s) && PyTuple_GET_SIZE(s) == 6 &&
+            SLOT(node, self->off_kernel) == PyTuple_GET_ITEM(s, 0) &&
+            SLOT(node, self->off_grid) == PyTuple_GET_ITEM(s, 1) &&
+            SLOT(node, self->off_block) == PyTuple_GET_ITEM(s, 2) &&
+            SLOT(node, self->off_smem) == PyTuple_GET_ITEM(s, 3) &&
+            SLOT(node, self->off_attrs) == PyTuple_GET_ITEM(s, 5) && SLOT(node, self->off_kernel) != NULL) {
+            PyObject *a = SLOT(node, self->off_args), *sa = PyTuple_GET_ITEM(s, 4);
+            if (a == sa) {
+                same = 1;
+            } else if (a != NULL && PyTuple_CheckExact(a) && PyTuple_CheckExact(sa) &&
+                       PyTuple_GET_SIZE(a) == PyTuple_GET_SIZE(sa)) {
+                same = 1;
+                for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
+                    if (PyTuple_GET_ITEM(a, j) != PyTuple_GET_ITEM(sa, j)) {
+                        same = 0;
+                        break;
+                    }
+                }
+            }
+        }
+        if (!same) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            if (at == NULL || PyList_Append(suspects, at) < 0) {
+                Py_XDECREF(at);
+                goto fail;
+            }
+            Py_DECREF(at);
+        }
+    }
+    return suspects;
+fail:
+    Py_DECREF(suspects);
+    return NULL;
+}
+
+static PyMethodDef layout_methods[] = {
+    {"signature", (PyCFunction)(void (*)(void))layout_signature, METH_FASTCALL, layout_signature_doc},
+    {"diff", (PyCFunction)(void (*)(void))layout_diff, METH_FASTCALL, layout_diff_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(layout_doc,
+             "Layout(kernel_type, node_type)\n\n"
+             "Reads the definition's nodes through their __slots__ to compare graphs quickly:\n"
+             "topology signatures and kernel-node differences, for rebuilt definitions of a known shape.");
+
+static PyTypeObject LayoutType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph._driver._native.Layout",
+    .tp_basicsize = sizeof(Layout),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = layout_doc,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)layout_init,
+    .tp_dealloc = (destructor)layout_dealloc,
+    .tp_methods = layout_methods,
 };
 
 /* ------------------------------------------------------------------ executable kernel-node updates */
@@ -608,7 +843,7 @@ static struct PyModuleDef native_module = {
 PyMODINIT_FUNC
 PyInit__native(void)
 {
-    if (PyType_Ready(&KernelAdderType) < 0)
+    if (PyType_Ready(&KernelAdderType) < 0 || PyType_Ready(&LayoutType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (m == NULL)
@@ -619,7 +854,9 @@ PyInit__native(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+    Py_INCREF(&LayoutType);
+    if (PyModule_AddObject(m, "Layout", (PyObject *)&LayoutType) < 0) {
+        Py_DECREF(&LayoutType);
         Py_DECREF(m);
         return NULL;
     }

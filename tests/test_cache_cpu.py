@@ -171,7 +171,8 @@ def test_signature_agrees_with_the_nested_form_on_random_graphs(impl):
             graphs.append(_random_graph(random.Random(rng.random() + seed), size))
     for a in graphs:
         for b in graphs[::3]:
-            assert (impl.topology_signature(a) == impl.topology_signature(b)) == (_ref_signature(a) == _ref_signature(b))
+            same = impl.topology_signature(a) == impl.topology_signature(b)
+            assert same == (_ref_signature(a) == _ref_signature(b))
 
 
 # --------------------------------------------------------------------------- same_value and diff_states

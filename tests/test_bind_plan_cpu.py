@@ -48,6 +48,7 @@ def fake_info() -> KernelInfo:
     info._ptrs = (ctypes.c_void_p * 3)(*[info._scratch_addr + o for o in info.offsets])
     info.params_address = ctypes.addressof(info._ptrs)
     info._packers = {}
+    info._kinds = {}
     return info
 
 

@@ -387,6 +387,9 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         def __init__(self, exec_handle: Any, c_exec: Any = None) -> None:
             pass
 
+        def run(self, nodes: Any, start: int, driver_nodes: Any) -> int:
+            return start
+
         def set(self, *args: Any) -> bool:
             return False
 

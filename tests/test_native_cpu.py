@@ -51,6 +51,18 @@ class CUkernel:  # the definition layer recognises kernels by type name
 K1, K2 = CUkernel("k1"), CUkernel("k2")
 
 
+class Buffer:
+    """What the definition layer takes for a cuda.core Buffer: its ``handle`` is the address."""
+
+    def __init__(self, address: int) -> None:
+        self.handle = address
+        self.size = 4096
+        self.memory_resource = None
+
+    def __int__(self) -> int:
+        return self.handle
+
+
 def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> KernelInfo:
     info = KernelInfo.__new__(KernelInfo)
     info.kernel = None
@@ -64,6 +76,7 @@ def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> 
     info._ptrs = (ctypes.c_void_p * len(offsets))(*[info._scratch_addr + o for o in offsets])
     info.params_address = ctypes.addressof(info._ptrs)
     info._packers = {}
+    info._kinds = {}
     return info
 
 
@@ -88,7 +101,7 @@ class Driver:
         self.calls: list[dict[str, Any]] = []
         self.refuse_at: int | None = None
         self.graphs: set[Any] = set()
-        self.adders: list[Any] = []  # the compiled loops made (native path)
+        self.adders: list[Any] = []  # the compiled KernelLoops made (native path)
         self.through_bindings = 0  # nodes added through cuda.bindings
         self.cb = ADD_PROTO(self._add_c)
 
@@ -141,19 +154,22 @@ def empty_params(*args: Any) -> Any:
 def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
     """A recording driver for lowering through ``path`` (``"native"`` or ``"bindings"``)."""
     d = Driver()
+    for info in INFOS.values():  # nothing learned by an earlier test
+        info._packers.clear()
+        info._kinds.clear()
     monkeypatch.setattr(_explicit, "kernel_info", lambda k: INFOS[id(k)])
     monkeypatch.setattr(_explicit, "node_params", empty_params)
     monkeypatch.setattr(drv, "cuGraphAddNode", d.add_bindings)
     if path == "native":
         address = ctypes.cast(d.cb, ctypes.c_void_p).value
 
-        def adder(graph: int, params: int) -> Any:
-            d.adders.append(native.KernelAdder(address, graph, params, KernelNode, Node))
+        def loop(graph: int, params: int) -> Any:
+            d.adders.append(native.KernelLoop(address, graph, params, KernelNode, Node))
             return d.adders[-1]
 
-        monkeypatch.setattr(_explicit, "kernel_adder", adder)
+        monkeypatch.setattr(_explicit, "kernel_loop", loop)
     else:
-        monkeypatch.setattr(_explicit, "kernel_adder", lambda graph, params: None)
+        monkeypatch.setattr(_explicit, "kernel_loop", lambda graph, params: None)
     return d
 
 
@@ -189,7 +205,7 @@ def check_calls(graph: cg.Graph, d: Driver, dn: Any) -> None:
             assert launch["smem"] == node.shared_mem
             data = launch["data"]
             if node.kernel is K1:
-                assert data == struct.pack("<Qfi", node.args[0], float(node.args[1]), int(node.args[2]))
+                assert data == struct.pack("<Qfi", int(node.args[0]), float(node.args[1]), int(node.args[2]))
             else:
                 assert data == struct.pack("<i", int(node.args[0])) + struct.pack("<d", float(node.args[1]))
         else:
@@ -257,8 +273,31 @@ def test_the_compiled_loop_adds_runs_of_kernel_nodes(monkeypatch):
     g.join(prev, g.empty())
     lower(g, d)
     (adder,) = d.adders
-    assert adder.added == len(g) == 33 and adder.rc == 0 and d.through_bindings == 0
+    assert adder.done == len(g) == 33 and adder.rc == 0 and d.through_bindings == 0
     assert adder.kernel is K1 and adder.args is same
+
+
+@needs_native
+def test_the_compiled_loop_packs_arguments_of_known_types(monkeypatch):
+    d = install("native", monkeypatch)
+    packed: list[Any] = []
+    real = KernelInfo.pack
+
+    def pack(self: KernelInfo, args: Any, node: Any, bindings: Any) -> Any:
+        packed.append(args)
+        return real(self, args, node, bindings)
+
+    monkeypatch.setattr(KernelInfo, "pack", pack)
+    g = cg.Graph("distinct")
+    prev = None
+    for i in range(20):
+        prev = g.kernel(K1, 1, 32, (Buffer(0xA000 + 16 * i), np.float32(i), np.int32(i)), after=prev)
+    g.kernel(K1, 1, 32, (0x9000, np.float32(1.0), np.int32(1)), after=prev)  # int pointer: new types
+    g.kernel(K1, 1, 32, (0x9010, np.float32(2.0), np.int32(2)), after=prev)
+    dn = lower(g, d)
+    check_calls(g, d, dn)
+    assert len(packed) == 2  # once per sequence of argument types; the loop packed the rest
+    assert d.adders[0].done == len(g)
 
 
 def test_a_refused_node_is_named_and_nothing_after_it_is_added(fake_driver):
@@ -269,14 +308,20 @@ def test_a_refused_node_is_named_and_nothing_after_it_is_added(fake_driver):
     assert len(fake_driver.calls) == 3
 
 
-def test_arguments_with_no_fast_packer_are_packed_per_node(fake_driver):
-    """Each node with its own scalar: the compiled loop hands every node back to be packed."""
+def test_each_node_with_arguments_of_its_own_is_packed(fake_driver):
+    """Each node with its own scalars and pointer: the compiled loop packs them itself once it knows the types."""
     g = cg.Graph("vary")
     prev = None
     for i in range(12):
         prev = g.kernel(K1, 1, 32, (0x9000 + i, np.float32(i), np.int32(i)), after=prev)
+    for i in range(3):  # other argument types: packed in Python first
+        prev = g.kernel(K1, 1, 32, (0x9100 + i, np.float32(i), np.int32(i)), after=prev)
+        prev = g.kernel(K1, 1, 32, (Buffer(0xA000 + i), np.float32(i), np.int32(-i)), after=prev)
+        prev = g.kernel(K2, 1, 32, (np.int32(i), np.float64(i / 2)), after=prev)
     dn = lower(g, fake_driver)
     check_calls(g, fake_driver, dn)
+    for adder in fake_driver.adders:
+        assert adder.done == len(g)
 
 
 def test_driver_nodes_are_made_on_first_use(fake_driver):
@@ -346,15 +391,20 @@ def test_native_calls_reject_bad_arguments():
     with pytest.raises(TypeError, match="address"):
         native.set_kernel_node(address, "exec", 0x31, 0x777)
     with pytest.raises(TypeError, match="must derive from node_type"):
-        native.KernelAdder(address, 1, 1, Node, KernelNode)
-    with pytest.raises(ValueError, match="params must not be NULL"):
-        native.KernelAdder(address, 1, 0, KernelNode, Node)
+        native.KernelLoop(address, 1, 1, Node, KernelNode)
+    with pytest.raises(ValueError, match="must not be NULL"):
+        native.KernelLoop(address, 1, 0, KernelNode, Node)
+    loop = native.KernelLoop(address, 1, 1, KernelNode, Node)
+    with pytest.raises(ValueError, match=r"parameter 1 \(8 bytes at 12\) is outside the 16-byte buffer"):
+        loop.use(K1, {}, (0, 12), (8, 8), 0x1000, 16)
+    with pytest.raises(TypeError, match="use"):
+        loop.use(K1, [], (0,), (8,), 0x1000, 16)
 
     class Plain(Node):  # no kernel slots
         __slots__ = ()
 
     with pytest.raises(AttributeError):
-        native.KernelAdder(address, 1, 1, Plain, Node)
+        native.KernelLoop(address, 1, 1, Plain, Node)
 
 
 # --------------------------------------------------------------------------- signatures and diffs
@@ -427,3 +477,79 @@ def test_compiled_diff_equals_the_definition_layers():
         assert [x.index for x in nat[0]] == [x.index for x in py[0]]
         assert len(nat[1]) == len(py[1]) and all(a is b or a == b for a, b in zip(nat[1], py[1]))
         assert states == snapshot  # not modified
+
+
+# --------------------------------------------------------------------------- per-node executable updates
+
+
+@pytest.mark.parametrize("path", ["native", "bindings"])
+def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
+    """Executable.update of a rebuilt definition: the changed kernel nodes get their new launch."""
+    import cudagraph._driver._node_update as _node_update
+    import cudagraph._executable as _executable
+    from test_bind_plan_cpu import make_exe
+
+    seen: list[tuple[int, dict[str, Any]]] = []
+
+    def set_c(exec_handle: int, dnode: int, params: int) -> int:
+        assert exec_handle == 0x4242
+        seen.append((dnode, read_kernel_params(params, 0)))
+        return 0
+
+    def set_bindings(exec_handle: Any, dnode: Any, params: Any) -> tuple[Any]:
+        seen.append((int(dnode), read_kernel_params(params.getPtr(), 0)))
+        return (drv.CUresult.CUDA_SUCCESS,)
+
+    cb = SET_PROTO(set_c)
+    address = ctypes.cast(cb, ctypes.c_void_p).value
+    for info in INFOS.values():
+        info._packers.clear()
+        info._kinds.clear()
+    monkeypatch.setattr(_node_update, "kernel_info", lambda k: INFOS[id(k)])
+    monkeypatch.setattr(drv, "cuGraphExecKernelNodeSetParams", set_bindings)
+    others: list[Any] = []
+    monkeypatch.setattr(_executable, "set_node_params", lambda e, n, d, *a: others.append(n))
+    if path == "native":
+        if native is None:
+            pytest.skip("cudagraph._driver._native was not built")
+        monkeypatch.setattr(
+            _node_update,
+            "kernel_loop",
+            lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
+        )
+        monkeypatch.setattr(_node_update, "c_address", lambda symbol: address)
+    else:
+        monkeypatch.setattr(_node_update, "kernel_loop", lambda *a, **k: None)
+
+    def build(step: int) -> cg.Graph:
+        g = cg.Graph("steps")
+        prev = None
+        for i in range(40):
+            if i == 20:
+                prev = g.memset(0x10000, step, count=4, after=prev)
+            a = (Buffer(0xA000 + 16 * i + step), np.float32(i), np.int32(i)) if i % 4 else SAME
+            prev = g.kernel(K1 if i < 30 else K2, 1, 32, a if i < 30 else (np.int32(step), np.float64(i)), after=prev)
+        g.kernel(K1, 2, 64, (0x9000 + step, np.float32(0.5), np.int32(7)), shared_mem=256, after=prev)
+        return g
+
+    g1 = build(0)
+    exe = make_exe(g1)
+    for step in (1, 2):
+        seen.clear()
+        others.clear()
+        g2 = build(step)
+        result = exe.update(g2)
+        changed = [n for n in g2.nodes if isinstance(n, KernelNode) and n.args is not SAME]
+        assert result.mode == "per-node" and result.nodes_updated == len(changed) + 1
+        assert [d for d, _ in seen] == [0x100 + n.index for n in changed]
+        for (_, launch), n in zip(seen, changed):
+            assert launch["kern"] == int(INFOS[id(n.kernel)].handle)
+            assert launch["grid"] == n.grid and launch["block"] == n.block and launch["smem"] == n.shared_mem
+            if n.kernel is K1:
+                assert launch["data"] == struct.pack("<Qfi", int(n.args[0]), float(n.args[1]), int(n.args[2]))
+            else:
+                assert launch["data"] == struct.pack("<i", int(n.args[0])) + struct.pack("<d", float(n.args[1]))
+        assert others == [g2.nodes[20]]  # the memset, in full
+
+
+SAME = (0x9000, np.float32(1.0), np.int32(32))

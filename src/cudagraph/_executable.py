@@ -14,7 +14,7 @@ from ._compare import diff_states, topology_signature
 from ._diff import describe_topology_diff, has_bodies, node_state, same_value
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
-from ._driver._kernel_args import _STRUCT_CODES
+from ._driver._kernel_args import _STRUCT_CODES, PACKING_LOCK
 from ._driver._node_update import KernelParamsWriter, KernelUpdater, set_node_params
 from ._driver._streams import stream_handle
 from ._exec_node import ExecutableNode
@@ -756,19 +756,25 @@ class Executable:
     def _per_node_update(self, changed: list[Node], bindings: dict[str, Any]) -> None:
         """Set the parameters of the ``changed`` top-level nodes one by one.
 
-        On a refusal the nodes already set are marked stale in the recorded
-        states (any later update sets them again) and the error propagates.
+        Runs of kernel nodes are set by the compiled loop where it is available. On a
+        refusal the nodes already set are marked stale in the recorded states (any
+        later update sets them again) and the error propagates.
         """
         ctx = self._context()
         writer = KernelParamsWriter(self._exec)
         driver_nodes = self._lowered.driver_nodes
         done = 0
         try:
-            for n in changed:
-                dnode = driver_nodes[n.index]
-                if type(n) is not KernelNode or not writer.set(n, dnode, bindings):  # type: ignore[arg-type]
-                    set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
-                done += 1
+            with PACKING_LOCK:
+                while done < len(changed):
+                    done = writer.run(changed, done, driver_nodes)
+                    if done == len(changed):
+                        break
+                    n = changed[done]
+                    dnode = driver_nodes[n.index]
+                    if type(n) is not KernelNode or not writer.set(n, dnode, bindings):  # type: ignore[arg-type]
+                        set_node_params(self._exec, n, dnode, ctx, bindings, self._sink, self._lowered.host_keys)
+                    done += 1
         finally:
             self.update_calls += done
             if done < len(changed):

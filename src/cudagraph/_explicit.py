@@ -10,12 +10,11 @@ one function.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 from ._bindings import node_params_uses
-from ._driver._c_entry import kernel_adder
+from ._driver._c_entry import kernel_loop, use_kernel
 from ._driver._calls import check, ensure_context, raise_error, require_driver
 from ._driver._compat import BINDINGS_MAJOR, add_node_fn
 from ._driver._host_callbacks import retire, unregister
@@ -95,78 +94,54 @@ class Lowering:
         kp = drv.CUgraphNodeParams()
         kp.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
         k = kp.kernel
-        null_fn, null_kern = drv.CUfunction(0), drv.CUkernel(0)
         last_kernel: Any = None
         info: Any = None
         last_grid: Any = None
         last_block: Any = None
         last_smem = 0
         last_args: Any = None
-        packers_get: Any = None
-        scratch: Any = None
         kernel_node = KernelNode
-        # The compiled loop adds runs of kernel nodes that share the kernel and argument tuple
-        # prepared here, and writes every kernel node's dimensions into kp (None: cuda.bindings).
-        adder = kernel_adder(int(handle), kp.getPtr())
+        # The compiled loop adds runs of kernel nodes of the kernel whose function kp holds,
+        # packing their arguments itself where it can, and writes every kernel node's
+        # dimensions into kp. None: every node goes through cuda.bindings below.
+        loop = kernel_loop(int(handle), kp.getPtr())
         total = len(order)
         i = 0
         while i < total:
-            if adder is not None:
-                i = adder.run(order, i, raw)
-                if adder.rc:
-                    raise_error(drv.CUresult(adder.rc), "cuGraphAddNode", order[i])
+            node = order[i]
+            if loop is not None:
+                i = loop.run(order, i, raw)
+                if loop.rc:
+                    raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", order[i])
                 if i == total:
                     break
-            node = order[i]
+                node = order[i]
+                if type(node) is kernel_node and node.kernel is not loop.kernel:
+                    info = self._use_kernel(k, node.kernel, info)
+                    use_kernel(loop, node.kernel, info)
+                    continue  # the loop may take it now
+                last_args = loop.args
             i += 1
             preds = node._preds
             npreds = len(preds)
             if type(node) is kernel_node:
                 kern = node.kernel
                 if kern is not last_kernel:
-                    new_info = kernel_info(kern)
-                    if new_info is not info:
-                        info = new_info
-                        if info.is_library_kernel:
-                            k.func = null_fn
-                            k.kern = info.handle
-                        else:
-                            k.kern = null_kern
-                            k.func = info.handle
-                        k.kernelParams = info.params_address
-                        packers_get = info._packers.get
-                        scratch = info._scratch
-                        last_args = None
+                    info = self._use_kernel(k, kern, info)
                     last_kernel = kern
+                    last_args = None
                 args = node.args
                 if args is not last_args:
-                    # KernelInfo.pack's fast path, inlined: arguments that need no conversion.
-                    fast = packers_get(tuple(map(type, args)))
-                    if fast is not None and fast[1] is None:
-                        try:
-                            fast[0].pack_into(scratch, 0, *args)
-                            last_args = args
-                        except (struct.error, OverflowError, TypeError, ValueError):
-                            pass  # pack() below names the argument at fault
-                if args is not last_args:
-                    try:
-                        info.pack(args, node, bindings)
-                    except OperandError:
-                        # Graph allocations and conditions get their values only now.
-                        late = kernel_args_late(self, node, handle)
-                        if late is None:
-                            raise
-                        info.pack(late, node, bindings)
+                    self._pack(info, node, handle)
                     last_args = args
                 attrs = node.attrs
-                if adder is not None:
-                    adder.kernel = kern
-                    adder.args = args
-                    if attrs is None and adder.add(node, raw):
-                        if adder.rc:
-                            raise_error(drv.CUresult(adder.rc), "cuGraphAddNode", node)
+                if loop is not None:
+                    loop.args = args
+                    if attrs is None and loop.put(node, raw):
+                        if loop.rc:
+                            raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", node)
                         continue
-                    if not adder.write_dims(node):
+                    if not loop.write_dims(node):
                         raise OperandError(f"{node.label}: grid, block and shared_mem must be ints")
                 else:
                     grid = node.grid
@@ -189,15 +164,15 @@ class Lowering:
                 lower_fn = LOWERERS.get(type(node))
                 if lower_fn is not None:
                     r = lower_fn(self, node, handle, self._deps(preds, dn, raw, make_node), npreds)
-                    # Bodies may have packed other arguments into shared buffers.
+                    # Bodies may have packed other arguments into the kernels' shared buffers.
                     last_args = None
-                    if adder is not None:
-                        adder.args = None
+                    if loop is not None:
+                        loop.args = None
                 else:
                     p = node_params(node, self.ctx, bindings, self.sink, self.host_keys)
-                    if adder is not None and adder.add_with(node, raw, p.getPtr()):
-                        if adder.rc:
-                            raise_error(drv.CUresult(adder.rc), "cuGraphAddNode", node)
+                    if loop is not None and loop.add_with(node, raw, p.getPtr()):
+                        if loop.rc:
+                            raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", node)
                         continue
                     r = add(handle, self._deps(preds, dn, raw, make_node), npreds, p)
             if r[0]:
@@ -211,6 +186,32 @@ class Lowering:
         if track:
             self.tracked.append((list(graph._nodes), nodes))
         return nodes
+
+    @staticmethod
+    def _use_kernel(k: Any, kernel: Any, info: Any) -> Any:
+        """Point the kernel parameters ``k`` at ``kernel``'s function and argument buffer; return its info."""
+        new_info = kernel_info(kernel)
+        if new_info is not info:
+            drv = require_driver()
+            if new_info.is_library_kernel:
+                k.func = drv.CUfunction(0)
+                k.kern = new_info.handle
+            else:
+                k.kern = drv.CUkernel(0)
+                k.func = new_info.handle
+            k.kernelParams = new_info.params_address
+        return new_info
+
+    def _pack(self, info: Any, node: KernelNode, handle: Any) -> None:
+        """Pack ``node``'s arguments into ``info``'s buffer (late operands get their values now)."""
+        try:
+            info.pack(node.args, node, self.bindings)
+        except OperandError:
+            # Graph allocations and conditions get their values only now.
+            late = kernel_args_late(self, node, handle)
+            if late is None:
+                raise
+            info.pack(late, node, self.bindings)
 
     @staticmethod
     def _deps(preds: Any, dn: list[Any], raw: list[int], make_node: Any) -> Any:

@@ -10,8 +10,8 @@ around the wrapper live here:
 - :data:`NATIVE`, the compiled module ``cudagraph._driver._native`` (built by
   ``pip install``; see ``_native.c``), which takes the driver's entry points as
   addresses (:func:`c_address`) and loops over the nodes in C:
-  :func:`kernel_adder` for construction, ``set_kernel_nodes`` /
-  ``set_kernel_node`` for executable updates;
+  :func:`kernel_loop` for construction and for executable updates of many
+  kernel nodes, ``rebind`` for rebinding a parameter;
 - :func:`c_function`, an exported symbol as a ctypes function (lifting reads
   graphs through these; see ``_c_read.py``).
 
@@ -28,7 +28,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["NATIVE", "c_address", "c_function", "kernel_adder"]
+__all__ = ["NATIVE", "c_address", "c_function", "kernel_loop", "use_kernel"]
 
 
 def _load_native() -> ModuleType | None:
@@ -77,12 +77,22 @@ def c_address(symbol: str) -> int | None:
     return None if fn is None else ctypes.cast(fn, ctypes.c_void_p).value
 
 
-def kernel_adder(graph: int, params_address: int) -> Any:
-    """A ``KernelAdder`` adding kernel nodes to driver graph ``graph`` with the parameters at
-    ``params_address`` (a ``CUgraphNodeParams`` of kernel type), or ``None`` without the C path."""
-    add = c_address("cuGraphAddNode_v2")
-    if add is None:
+def kernel_loop(target: int, params_address: int, set_mode: bool = False) -> Any:
+    """A compiled ``KernelLoop``, or ``None`` without the C path.
+
+    It adds nodes to the driver graph ``target`` with the ``CUgraphNodeParams`` at
+    ``params_address`` (of kernel type, for kernel nodes) or, with ``set_mode``, sets
+    kernel nodes of the executable ``target`` with the ``CUDA_KERNEL_NODE_PARAMS`` at
+    ``params_address``.
+    """
+    fn = c_address("cuGraphExecKernelNodeSetParams_v2" if set_mode else "cuGraphAddNode_v2")
+    if fn is None:
         return None
     from .._nodes import KernelNode, Node
 
-    return NATIVE.KernelAdder(add, graph, params_address, KernelNode, Node)
+    return NATIVE.KernelLoop(fn, target, params_address, KernelNode, Node, set_mode)
+
+
+def use_kernel(loop: Any, kernel: Any, info: Any) -> None:
+    """Tell ``loop`` that its parameters now hold ``info``'s function (``kernel``'s) and argument buffer."""
+    loop.use(kernel, info._kinds, info.offsets, info.sizes, info._scratch_addr, len(info._scratch))

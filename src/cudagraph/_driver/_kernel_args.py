@@ -89,6 +89,7 @@ class KernelInfo:
         "_ptrs",
         "params_address",
         "_packers",
+        "_kinds",
     )
 
     def __init__(self, kernel: Any) -> None:
@@ -133,6 +134,8 @@ class KernelInfo:
         self.params_address = ctypes.addressof(self._ptrs) if offsets else 0
         # argument types -> (struct.Struct, ((position, converter), ...) or None)
         self._packers: dict[tuple[type, ...], tuple[struct.Struct, tuple[tuple[int, Any], ...] | None]] = {}
+        # argument types -> one kind letter per argument, for the compiled loop (see _native.c)
+        self._kinds: dict[tuple[type, ...], bytes] = {}
 
     def pack(self, args: tuple[Any, ...], node: Any, bindings: dict[str, Any]) -> int:
         """Write ``args`` into the packing buffer; return the ``void**`` address for ``kernelParams``.
@@ -183,19 +186,20 @@ class KernelInfo:
         """Remember a struct format for this sequence of argument types, if it has one."""
         fmt = ["<"]
         convs: list[Any] = []
+        kinds = bytearray()
         pos = 0
         for a, off, size in zip(args, self.offsets, self.sizes):
             t = type(a)
             conv: Callable[[Any], Any] | None = None
             if t is int:
-                code = "Q"
+                code, kind = "Q", b"P"
             elif t is bytes:
-                code = f"{size}s"
+                code, kind = f"{size}s", b"B"
                 conv = _exact_bytes(size)
             elif isinstance(a, np.generic):
-                code = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), "")
+                code, kind = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), ""), b"S"
             elif buffer_like(a):
-                code, conv = "Q", _buffer_address
+                code, kind, conv = "Q", b"H", _buffer_address
             else:
                 return  # params, ctypes values, DLPack...: always the slow path
             if not code or struct.calcsize("<" + code) != size:
@@ -204,10 +208,13 @@ class KernelInfo:
                 return
             fmt.append("x" * (off - pos) + code)
             convs.append(conv)
+            kinds += kind
             pos = off + size
         st = struct.Struct("".join(fmt))
         at = tuple((i, c) for i, c in enumerate(convs) if c is not None)
-        self._packers[tuple(map(type, args))] = (st, at or None)
+        types = tuple(map(type, args))
+        self._packers[types] = (st, at or None)
+        self._kinds[types] = bytes(kinds)
 
     def _pack_slow(self, args: tuple[Any, ...], label: str, bindings: dict[str, Any]) -> bytes:
         sizes = self.sizes

@@ -7,13 +7,16 @@
  * makes those calls from C. It links against nothing: the driver's entry
  * points arrive as addresses (resolved by the Python side from libcuda.so.1),
  * and the structures it writes are the driver's ABI, declared below. It reads
- * the definition's KernelNode objects through their __slots__ descriptors,
- * resolved once by name, and stops at the first node it cannot add itself
- * (another node kind, launch attributes, a new kernel or new arguments to
- * pack), handing it back to the Python loop.
+ * the definition's nodes through their __slots__ descriptors, resolved once by
+ * name. KernelLoop adds (or sets) runs of kernel nodes, packing their
+ * arguments by the kinds the Python side learned for each sequence of argument
+ * types, and stops at the first node it cannot handle (another node kind,
+ * launch attributes, another kernel, arguments of types not seen yet), handing
+ * it back to the Python loop, which names any error. Layout compares rebuilt
+ * definitions with recorded ones.
  *
  * Nothing here raises for a driver failure: the CUresult is returned (or kept
- * in KernelAdder.rc) and the caller raises the typed error naming the node.
+ * in KernelLoop.rc) and the caller raises the typed error naming the node.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -125,32 +128,51 @@ dims3(PyObject *t, unsigned int *x, unsigned int *y, unsigned int *z)
     return 0;
 }
 
-/* ------------------------------------------------------------------ KernelAdder */
+/* ------------------------------------------------------------------ KernelLoop */
+
+/* How one argument is packed (the kinds KernelInfo learns per sequence of argument types). */
+enum {
+    KIND_POINTER = 'P', /* a Python int: a 64-bit address */
+    KIND_SCALAR = 'S',  /* a numpy scalar: its bytes (buffer protocol), exactly the parameter's size */
+    KIND_BYTES = 'B',   /* bytes: exactly the parameter's size */
+    KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
+};
+
+#define MAX_PARAMS 256
 
 typedef struct {
     PyObject_HEAD
-    cg_add_node_fn add;
-    void *graph;
-    cg_graph_node_params *params;
+    int set_mode;       /* 0: cuGraphAddNode_v2 into a graph; 1: cuGraphExecKernelNodeSetParams_v2 */
+    void *fn;
+    void *target;       /* the CUgraph (add) or the CUgraphExec (set) */
+    void *params;       /* the CUgraphNodeParams (add) or CUDA_KERNEL_NODE_PARAMS (set) passed to fn */
+    cg_kernel_params_v3 *kp; /* the kernel fields inside `params` */
     PyTypeObject *kernel_type; /* KernelNode (exact type only) */
     PyTypeObject *node_type;   /* Node: every predecessor is one */
     Py_ssize_t off_kernel, off_grid, off_block, off_smem, off_args, off_attrs, off_preds, off_index;
-    PyObject *kernel; /* the kernel object whose function and arguments are in params */
-    PyObject *args;   /* the argument tuple packed where params->kernelParams points */
+    PyObject *kernel;  /* the kernel object whose function the params hold */
+    PyObject *kinds;   /* dict: tuple of argument types -> bytes of kinds, for `kernel` */
+    PyObject *args;    /* the argument tuple packed in the scratch buffer */
     PyObject *grid, *block, *smem; /* the objects the dimensions in params came from */
+    PyObject *handle_name;
+    char *scratch;     /* the kernel's argument buffer (kernelParams points into it) */
+    Py_ssize_t nparams;
+    Py_ssize_t offsets[MAX_PARAMS], sizes[MAX_PARAMS];
+    Py_ssize_t scratch_size;
     void **deps;
     Py_ssize_t deps_cap;
     void *out;
     int rc;
-    Py_ssize_t added;
-} KernelAdder;
+    Py_ssize_t done;
+} KernelLoop;
 
 static void
-adder_clear_refs(KernelAdder *self)
+loop_clear_refs(KernelLoop *self)
 {
     Py_CLEAR(self->kernel_type);
     Py_CLEAR(self->node_type);
     Py_CLEAR(self->kernel);
+    Py_CLEAR(self->kinds);
     Py_CLEAR(self->args);
     Py_CLEAR(self->grid);
     Py_CLEAR(self->block);
@@ -158,20 +180,22 @@ adder_clear_refs(KernelAdder *self)
 }
 
 static void
-adder_dealloc(KernelAdder *self)
+loop_dealloc(KernelLoop *self)
 {
     PyObject_GC_UnTrack(self);
-    adder_clear_refs(self);
+    loop_clear_refs(self);
+    Py_CLEAR(self->handle_name);
     PyMem_Free(self->deps);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int
-adder_traverse(KernelAdder *self, visitproc visit, void *arg)
+loop_traverse(KernelLoop *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->kernel_type);
     Py_VISIT(self->node_type);
     Py_VISIT(self->kernel);
+    Py_VISIT(self->kinds);
     Py_VISIT(self->args);
     Py_VISIT(self->grid);
     Py_VISIT(self->block);
@@ -180,35 +204,29 @@ adder_traverse(KernelAdder *self, visitproc visit, void *arg)
 }
 
 static int
-adder_tp_clear(KernelAdder *self)
+loop_tp_clear(KernelLoop *self)
 {
-    adder_clear_refs(self);
+    loop_clear_refs(self);
     return 0;
 }
 
 static int
-adder_init(KernelAdder *self, PyObject *args, PyObject *kwds)
+loop_init(KernelLoop *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"add_node", "graph", "params", "kernel_type", "node_type", NULL};
-    PyObject *fn, *graph, *params, *ktype, *ntype;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!O!", kwlist, &fn, &graph, &params, &PyType_Type, &ktype,
-                                     &PyType_Type, &ntype))
+    static char *kwlist[] = {"fn", "target", "params", "kernel_type", "node_type", "set_mode", NULL};
+    PyObject *fn, *target, *params, *ktype, *ntype;
+    int set_mode = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!O!|p", kwlist, &fn, &target, &params, &PyType_Type, &ktype,
+                                     &PyType_Type, &ntype, &set_mode))
         return -1;
-    void *p;
-    if (address_of(fn, "add_node", &p) < 0)
+    void *f, *p;
+    if (address_of(fn, "fn", &f) < 0 || address_of(target, "target", &self->target) < 0 ||
+        address_of(params, "params", &p) < 0)
         return -1;
-    if (p == NULL) {
-        PyErr_SetString(PyExc_ValueError, "add_node must not be NULL");
-        return -1;
-    }
-    self->add = (cg_add_node_fn)p;
-    if (address_of(graph, "graph", &self->graph) < 0 || address_of(params, "params", &p) < 0)
-        return -1;
-    if (p == NULL) {
-        PyErr_SetString(PyExc_ValueError, "params must not be NULL");
+    if (f == NULL || p == NULL) {
+        PyErr_SetString(PyExc_ValueError, "fn and params must not be NULL");
         return -1;
     }
-    self->params = (cg_graph_node_params *)p;
     if (!PyType_IsSubtype((PyTypeObject *)ktype, (PyTypeObject *)ntype)) {
         PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
         return -1;
@@ -219,11 +237,19 @@ adder_init(KernelAdder *self, PyObject *args, PyObject *kwds)
         slot_offset(kt, "args", &self->off_args) < 0 || slot_offset(kt, "attrs", &self->off_attrs) < 0 ||
         slot_offset(nt, "_preds", &self->off_preds) < 0 || slot_offset(nt, "index", &self->off_index) < 0)
         return -1;
-    adder_clear_refs(self);
+    if (self->handle_name == NULL && (self->handle_name = PyUnicode_InternFromString("handle")) == NULL)
+        return -1;
+    loop_clear_refs(self);
+    self->set_mode = set_mode;
+    self->fn = f;
+    self->params = p;
+    self->kp = set_mode ? (cg_kernel_params_v3 *)p : &((cg_graph_node_params *)p)->u.kernel;
     Py_INCREF(ktype);
     self->kernel_type = kt;
     Py_INCREF(ntype);
     self->node_type = nt;
+    self->scratch = NULL;
+    self->nparams = 0;
     if (self->deps == NULL) {
         self->deps = PyMem_Malloc(8 * sizeof(void *));
         if (self->deps == NULL) {
@@ -233,16 +259,166 @@ adder_init(KernelAdder *self, PyObject *args, PyObject *kwds)
         self->deps_cap = 8;
     }
     self->rc = 0;
-    self->added = 0;
+    self->done = 0;
     return 0;
+}
+
+PyDoc_STRVAR(loop_use_doc,
+             "use(kernel, kinds, offsets, sizes, scratch, scratch_size) -> None\n\n"
+             "The caller has pointed the parameters at `kernel`'s function, with kernelParams into its\n"
+             "argument buffer at address `scratch` (`scratch_size` bytes; parameter i at offsets[i],\n"
+             "sizes[i] bytes). `kinds` maps a tuple of argument types to the bytes of per-argument\n"
+             "kinds ('P' int pointer, 'S' numpy scalar, 'B' bytes, 'H' object with an int `handle`)\n"
+             "for the argument sequences the loop may pack itself. Forgets the packed arguments.");
+
+static PyObject *
+loop_use(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 6 || !PyDict_CheckExact(argv[1]) || !PyTuple_CheckExact(argv[2]) || !PyTuple_CheckExact(argv[3]) ||
+        PyTuple_GET_SIZE(argv[2]) != PyTuple_GET_SIZE(argv[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "use(kernel, kinds: dict, offsets: tuple, sizes: tuple, scratch: int, scratch_size: int)");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(argv[2]);
+    if (n > MAX_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "use: at most %d parameters", MAX_PARAMS);
+        return NULL;
+    }
+    void *scratch;
+    if (address_of(argv[4], "scratch", &scratch) < 0)
+        return NULL;
+    Py_ssize_t size = PyLong_AsSsize_t(argv[5]);
+    if (size < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "use: scratch_size must be non-negative");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[2], i));
+        Py_ssize_t sz = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[3], i));
+        if ((off == -1 || sz == -1) && PyErr_Occurred())
+            return NULL;
+        if (off < 0 || sz < 0 || off > size - sz || (n && scratch == NULL)) {
+            PyErr_Format(PyExc_ValueError, "use: parameter %zd (%zd bytes at %zd) is outside the %zd-byte buffer", i,
+                         sz, off, size);
+            return NULL;
+        }
+        self->offsets[i] = off;
+        self->sizes[i] = sz;
+    }
+    self->nparams = n;
+    self->scratch = scratch;
+    self->scratch_size = size;
+    Py_INCREF(argv[0]);
+    Py_XSETREF(self->kernel, argv[0]);
+    Py_INCREF(argv[1]);
+    Py_XSETREF(self->kinds, argv[1]);
+    Py_CLEAR(self->args);
+    Py_RETURN_NONE;
+}
+
+/* Write an unsigned 64-bit value from a Python int (no exception set on failure). */
+static int
+pack_u64(PyObject *v, char *to)
+{
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    memcpy(to, &x, sizeof x); /* x86-64 and aarch64 Linux are little-endian */
+    return 1;
+}
+
+/* Pack `args` into the scratch buffer by the kinds learned for their types.
+ * 1: packed; 0: not (no exception set): the caller packs in Python, which also names bad arguments. */
+static int
+loop_pack(KernelLoop *self, PyObject *args)
+{
+    if (self->kinds == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->nparams)
+        return 0;
+    Py_ssize_t n = self->nparams;
+    PyObject *key = PyTuple_New(n);
+    if (key == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i));
+        Py_INCREF(t);
+        PyTuple_SET_ITEM(key, i, t);
+    }
+    PyObject *kinds = PyDict_GetItemWithError(self->kinds, key); /* borrowed */
+    Py_DECREF(key);
+    if (kinds == NULL || !PyBytes_CheckExact(kinds) || PyBytes_GET_SIZE(kinds) != n) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *k = PyBytes_AS_STRING(kinds);
+    /* From here on the buffer is being overwritten: whatever happens, it no longer holds self->args. */
+    Py_CLEAR(self->args);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        char *to = self->scratch + self->offsets[i];
+        Py_ssize_t size = self->sizes[i];
+        switch (k[i]) {
+        case KIND_POINTER:
+            if (size != 8 || !pack_u64(a, to))
+                return 0;
+            break;
+        case KIND_SCALAR: {
+            Py_buffer view;
+            if (PyObject_GetBuffer(a, &view, PyBUF_SIMPLE) < 0) {
+                PyErr_Clear();
+                return 0;
+            }
+            int ok = view.len == size;
+            if (ok)
+                memcpy(to, view.buf, (size_t)size);
+            PyBuffer_Release(&view);
+            if (!ok)
+                return 0;
+            break;
+        }
+        case KIND_BYTES:
+            if (PyBytes_GET_SIZE(a) != size)
+                return 0;
+            memcpy(to, PyBytes_AS_STRING(a), (size_t)size);
+            break;
+        case KIND_HANDLE: {
+            PyObject *h = PyObject_GetAttr(a, self->handle_name);
+            if (h == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            PyObject *v = PyNumber_Index(h);
+            Py_DECREF(h);
+            if (v == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            int ok = size == 8 && pack_u64(v, to);
+            Py_DECREF(v);
+            if (!ok)
+                return 0;
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+    Py_INCREF(args);
+    self->args = args;
+    return 1;
 }
 
 /* Write the node's dimensions into params where they differ from the last node's.
  * 1: written; 0: the node's dimensions are not plain ints (no exception set). */
 static int
-adder_dims(KernelAdder *self, PyObject *node)
+loop_dims(KernelLoop *self, PyObject *node)
 {
-    cg_kernel_params_v3 *k = &self->params->u.kernel;
+    cg_kernel_params_v3 *k = self->kp;
     PyObject *grid = SLOT(node, self->off_grid), *block = SLOT(node, self->off_block);
     PyObject *smem = SLOT(node, self->off_smem);
     if (grid == NULL || block == NULL || smem == NULL)
@@ -279,25 +455,35 @@ adder_dims(KernelAdder *self, PyObject *node)
     return 1;
 }
 
-/* Gather the driver handles of `node`'s predecessors (from `raw`) into self->deps and its index.
- * 1: done; 0: it must go through Python (no exception set). */
-static int
-adder_deps(KernelAdder *self, PyObject *node, PyObject *raw, Py_ssize_t *count, Py_ssize_t *at)
+/* The node's index, checked against `raw`; -1 when unusable (no exception set). */
+static Py_ssize_t
+loop_index(KernelLoop *self, PyObject *node, PyObject *raw)
 {
-    PyObject *preds = SLOT(node, self->off_preds), *index = SLOT(node, self->off_index);
-    if (preds == NULL || index == NULL || !PyList_CheckExact(preds) || !PyLong_CheckExact(index))
-        return 0;
-    Py_ssize_t n = PyList_GET_SIZE(preds), size = PyList_GET_SIZE(raw);
-    *at = PyLong_AsSsize_t(index);
-    if (*at < 0 || *at >= size) {
+    PyObject *index = SLOT(node, self->off_index);
+    if (index == NULL || !PyLong_CheckExact(index))
+        return -1;
+    Py_ssize_t at = PyLong_AsSsize_t(index);
+    if (at < 0 || at >= PyList_GET_SIZE(raw)) {
         PyErr_Clear();
-        return 0;
+        return -1;
     }
+    return at;
+}
+
+/* Gather the driver handles of `node`'s predecessors (from `raw`) into self->deps.
+ * The count, or -1 when the node must go through Python (no exception set). */
+static Py_ssize_t
+loop_deps(KernelLoop *self, PyObject *node, PyObject *raw)
+{
+    PyObject *preds = SLOT(node, self->off_preds);
+    if (preds == NULL || !PyList_CheckExact(preds))
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(preds), size = PyList_GET_SIZE(raw);
     if (n > self->deps_cap) {
         void **deps = PyMem_Realloc(self->deps, (size_t)(2 * n) * sizeof(void *));
         if (deps == NULL) {
             PyErr_Clear();
-            return 0;
+            return -1;
         }
         self->deps = deps;
         self->deps_cap = 2 * n;
@@ -305,126 +491,162 @@ adder_deps(KernelAdder *self, PyObject *node, PyObject *raw, Py_ssize_t *count, 
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pred = PyList_GET_ITEM(preds, i);
         if (!PyObject_TypeCheck(pred, self->node_type))
-            return 0;
+            return -1;
         PyObject *pi = SLOT(pred, self->off_index);
         if (pi == NULL || !PyLong_CheckExact(pi))
-            return 0;
+            return -1;
         Py_ssize_t j = PyLong_AsSsize_t(pi);
         if (j < 0 || j >= size) {
             PyErr_Clear();
-            return 0;
+            return -1;
         }
         void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(raw, j));
         if (h == NULL) { /* not built yet, or not an address: Python names the problem */
             PyErr_Clear();
-            return 0;
+            return -1;
         }
         self->deps[i] = h;
     }
-    *count = n;
+    return n;
+}
+
+/* Make the driver call for `node` at raw[at] with `params`: add it (after self->deps[:n]) and record
+ * its handle, or set its parameters. Always 1 (a refusal leaves its CUresult in self->rc). */
+static int
+loop_call(KernelLoop *self, PyObject *raw, Py_ssize_t at, Py_ssize_t n, void *params)
+{
+    int rc;
+    if (self->set_mode) {
+        void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(raw, at));
+        if (h == NULL) {
+            PyErr_Clear();
+            self->rc = -1;
+            return 1;
+        }
+        rc = ((cg_set_kernel_fn)self->fn)(self->target, h, params);
+        if (rc) {
+            self->rc = rc;
+            return 1;
+        }
+    } else {
+        self->out = NULL;
+        rc = ((cg_add_node_fn)self->fn)(&self->out, self->target, n ? self->deps : NULL, NULL, (size_t)n,
+                                        (cg_graph_node_params *)params);
+        if (rc) {
+            self->rc = rc;
+            return 1;
+        }
+        PyObject *h = PyLong_FromVoidPtr(self->out);
+        if (h == NULL) {
+            PyErr_Clear();
+            self->rc = -1;
+            return 1;
+        }
+        PyObject *old = PyList_GET_ITEM(raw, at);
+        PyList_SET_ITEM(raw, at, h);
+        Py_DECREF(old);
+    }
+    self->done++;
     return 1;
 }
 
-/* Call the driver with the gathered dependencies and `params`; record the new handle at raw[at].
- * Always 1 (a refusal leaves its CUresult in self->rc). */
+/* Add or set the KernelNode `node` with the prepared params (its arguments already packed).
+ * 1: done (or refused: self->rc); 0: it must go through Python (no exception set). */
 static int
-adder_call(KernelAdder *self, PyObject *raw, Py_ssize_t n, Py_ssize_t at, cg_graph_node_params *params)
+loop_put(KernelLoop *self, PyObject *node, PyObject *raw)
 {
-    self->out = NULL;
-    int rc = self->add(&self->out, self->graph, n ? self->deps : NULL, NULL, (size_t)n, params);
-    if (rc) {
-        self->rc = rc;
-        return 1;
-    }
-    PyObject *h = PyLong_FromVoidPtr(self->out);
-    if (h == NULL) {
-        PyErr_Clear();
-        self->rc = -1;
-        return 1;
-    }
-    PyObject *old = PyList_GET_ITEM(raw, at);
-    PyList_SET_ITEM(raw, at, h);
-    Py_DECREF(old);
-    self->added++;
-    return 1;
-}
-
-/* Add the KernelNode `node` with the prepared params after its predecessors, whose handles are in `raw`.
- * 1: added (or the driver refused: self->rc is set); 0: it must go through Python (no exception set). */
-static int
-adder_add(KernelAdder *self, PyObject *node, PyObject *raw)
-{
-    Py_ssize_t n, at;
-    if (!adder_deps(self, node, raw, &n, &at) || !adder_dims(self, node))
+    Py_ssize_t at = loop_index(self, node, raw), n = 0;
+    if (at < 0)
         return 0;
-    return adder_call(self, raw, n, at, self->params);
+    if (!self->set_mode && (n = loop_deps(self, node, raw)) < 0)
+        return 0;
+    if (!loop_dims(self, node))
+        return 0;
+    return loop_call(self, raw, at, n, self->params);
 }
 
-PyDoc_STRVAR(adder_run_doc,
+PyDoc_STRVAR(loop_run_doc,
              "run(order, start, raw) -> int\n\n"
-             "Add order[start:], one node after another, while each is a KernelNode without launch\n"
-             "attributes whose kernel is `kernel` and whose arguments are the very tuple `args`; return\n"
-             "the index of the first node not added (len(order) when all were). raw[i] holds the driver\n"
-             "handle (int) of the node of index i, read for predecessors and written for each node added.\n"
-             "A driver failure stops the loop at that node with its CUresult in `rc`.");
+             "Add (or set) order[start:], one node after another, while each is a KernelNode without\n"
+             "launch attributes whose kernel is `kernel` and whose arguments are the tuple packed last\n"
+             "or can be packed by the learned kinds; return the index of the first node not done\n"
+             "(len(order) when all were). raw[i] is the driver handle (int) of the node of index i:\n"
+             "read for predecessors and written for each node added, or the node to set. A driver\n"
+             "failure stops the loop at that node with its CUresult in `rc`.");
 
 static PyObject *
-adder_run(KernelAdder *self, PyObject *const *argv, Py_ssize_t argc)
+loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1]) || !PyList_CheckExact(argv[2])) {
         PyErr_SetString(PyExc_TypeError, "run(order: list, start: int, raw: list)");
         return NULL;
     }
+    if (self->kernel_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "KernelLoop is not initialized");
+        return NULL;
+    }
     PyObject *order = argv[0], *raw = argv[2];
     Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
-    if (i < 0 && PyErr_Occurred())
+    if (i < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "run: start must be non-negative");
         return NULL;
+    }
     self->rc = 0;
-    PyObject *kernel = self->kernel, *args = self->args;
-    if (kernel != NULL && args != NULL) {
+    if (self->kernel != NULL) {
         for (; i < PyList_GET_SIZE(order); i++) {
             PyObject *node = PyList_GET_ITEM(order, i);
             if (Py_TYPE(node) != self->kernel_type || SLOT(node, self->off_attrs) != Py_None ||
-                SLOT(node, self->off_kernel) != kernel || SLOT(node, self->off_args) != args)
+                SLOT(node, self->off_kernel) != self->kernel)
                 break;
-            if (!adder_add(self, node, raw))
+            PyObject *args = SLOT(node, self->off_args);
+            if (args != self->args && (args == NULL || !loop_pack(self, args)))
                 break;
-            if (self->rc)
+            if (!loop_put(self, node, raw) || self->rc)
                 break;
         }
     }
     return PyLong_FromSsize_t(i);
 }
 
-PyDoc_STRVAR(adder_add_doc,
-             "add(node, raw) -> bool\n\n"
-             "Add one KernelNode with the prepared function and packed arguments (its dimensions are\n"
-             "written here); False when it must go through the general path. `rc` holds the CUresult.");
+PyDoc_STRVAR(loop_put_doc,
+             "put(node, raw) -> bool\n\n"
+             "Add (or set) one KernelNode with the prepared function and the arguments packed by the\n"
+             "caller (set `args` first); its dimensions are written here. False when it must go\n"
+             "through the general path. `rc` holds the CUresult of a refusal.");
 
 static PyObject *
-adder_add_one(KernelAdder *self, PyObject *const *argv, Py_ssize_t argc)
+loop_put_one(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 2 || !PyList_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "add(node, raw: list)");
+        PyErr_SetString(PyExc_TypeError, "put(node, raw: list)");
+        return NULL;
+    }
+    if (self->kernel_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "KernelLoop is not initialized");
         return NULL;
     }
     self->rc = 0;
     if (Py_TYPE(argv[0]) != self->kernel_type)
         Py_RETURN_FALSE;
-    return PyBool_FromLong(adder_add(self, argv[0], argv[1]));
+    return PyBool_FromLong(loop_put(self, argv[0], argv[1]));
 }
 
-PyDoc_STRVAR(adder_add_with_doc,
+PyDoc_STRVAR(loop_add_with_doc,
              "add_with(node, raw, params) -> bool\n\n"
              "Add any node (a Node) with the CUgraphNodeParams at address `params`, after its\n"
              "predecessors; False when it must go through the general path. `rc` holds the CUresult.");
 
 static PyObject *
-adder_add_with(KernelAdder *self, PyObject *const *argv, Py_ssize_t argc)
+loop_add_with(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 {
     void *params;
     if (argc != 3 || !PyList_CheckExact(argv[1])) {
         PyErr_SetString(PyExc_TypeError, "add_with(node, raw: list, params: int)");
+        return NULL;
+    }
+    if (self->kernel_type == NULL || self->set_mode) {
+        PyErr_SetString(PyExc_RuntimeError, "add_with needs a KernelLoop that adds nodes");
         return NULL;
     }
     if (address_of(argv[2], "params", &params) < 0)
@@ -436,28 +658,28 @@ adder_add_with(KernelAdder *self, PyObject *const *argv, Py_ssize_t argc)
     self->rc = 0;
     if (!PyObject_TypeCheck(argv[0], self->node_type))
         Py_RETURN_FALSE;
-    Py_ssize_t n, at;
-    if (!adder_deps(self, argv[0], argv[1], &n, &at))
+    Py_ssize_t at = loop_index(self, argv[0], argv[1]), n;
+    if (at < 0 || (n = loop_deps(self, argv[0], argv[1])) < 0)
         Py_RETURN_FALSE;
-    adder_call(self, argv[1], n, at, (cg_graph_node_params *)params);
+    loop_call(self, argv[1], at, n, params);
     Py_RETURN_TRUE;
 }
 
-PyDoc_STRVAR(adder_write_dims_doc,
+PyDoc_STRVAR(loop_write_dims_doc,
              "write_dims(node) -> bool\n\n"
              "Write a KernelNode's grid, block and shared memory into the prepared parameters\n"
              "(for a node added through another call); False when they are not plain ints.");
 
 static PyObject *
-adder_write_dims(KernelAdder *self, PyObject *node)
+loop_write_dims(KernelLoop *self, PyObject *node)
 {
-    if (Py_TYPE(node) != self->kernel_type)
+    if (self->kernel_type == NULL || Py_TYPE(node) != self->kernel_type)
         Py_RETURN_FALSE;
-    return PyBool_FromLong(adder_dims(self, node));
+    return PyBool_FromLong(loop_dims(self, node));
 }
 
 static PyObject *
-adder_get_obj(KernelAdder *self, void *closure)
+loop_get_obj(KernelLoop *self, void *closure)
 {
     PyObject *v = *(PyObject **)((char *)self + (Py_ssize_t)closure);
     if (v == NULL)
@@ -467,66 +689,69 @@ adder_get_obj(KernelAdder *self, void *closure)
 }
 
 static int
-adder_set_obj(KernelAdder *self, PyObject *value, void *closure)
+loop_set_args(KernelLoop *self, PyObject *value, void *closure)
 {
-    PyObject **slot = (PyObject **)((char *)self + (Py_ssize_t)closure);
-    if (value == Py_None)
-        value = NULL;
-    Py_XINCREF(value);
-    Py_XSETREF(*slot, value);
+    if (value == NULL || value == Py_None) {
+        Py_CLEAR(self->args);
+        return 0;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->args, value);
     return 0;
 }
 
 static PyObject *
-adder_get_rc(KernelAdder *self, void *closure)
+loop_get_rc(KernelLoop *self, void *closure)
 {
     return PyLong_FromLong(self->rc);
 }
 
 static PyObject *
-adder_get_added(KernelAdder *self, void *closure)
+loop_get_done(KernelLoop *self, void *closure)
 {
-    return PyLong_FromSsize_t(self->added);
+    return PyLong_FromSsize_t(self->done);
 }
 
-static PyMethodDef adder_methods[] = {
-    {"run", (PyCFunction)(void (*)(void))adder_run, METH_FASTCALL, adder_run_doc},
-    {"add", (PyCFunction)(void (*)(void))adder_add_one, METH_FASTCALL, adder_add_doc},
-    {"add_with", (PyCFunction)(void (*)(void))adder_add_with, METH_FASTCALL, adder_add_with_doc},
-    {"write_dims", (PyCFunction)adder_write_dims, METH_O, adder_write_dims_doc},
+static PyMethodDef loop_methods[] = {
+    {"use", (PyCFunction)(void (*)(void))loop_use, METH_FASTCALL, loop_use_doc},
+    {"run", (PyCFunction)(void (*)(void))loop_run, METH_FASTCALL, loop_run_doc},
+    {"put", (PyCFunction)(void (*)(void))loop_put_one, METH_FASTCALL, loop_put_doc},
+    {"add_with", (PyCFunction)(void (*)(void))loop_add_with, METH_FASTCALL, loop_add_with_doc},
+    {"write_dims", (PyCFunction)loop_write_dims, METH_O, loop_write_dims_doc},
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef adder_getset[] = {
-    {"kernel", (getter)adder_get_obj, (setter)adder_set_obj,
-     "The kernel object whose function and arguments the prepared parameters hold (None: none).",
-     (void *)offsetof(KernelAdder, kernel)},
-    {"args", (getter)adder_get_obj, (setter)adder_set_obj,
-     "The argument tuple packed where kernelParams points (None: none; set it after packing).",
-     (void *)offsetof(KernelAdder, args)},
-    {"rc", (getter)adder_get_rc, NULL, "The CUresult of the last refused add (0: none).", NULL},
-    {"added", (getter)adder_get_added, NULL, "Nodes added so far.", NULL},
+static PyGetSetDef loop_getset[] = {
+    {"kernel", (getter)loop_get_obj, NULL, "The kernel object of the last use() (None: none).",
+     (void *)offsetof(KernelLoop, kernel)},
+    {"args", (getter)loop_get_obj, (setter)loop_set_args,
+     "The argument tuple packed in the kernel's buffer (None: none; set it after packing in Python).",
+     (void *)offsetof(KernelLoop, args)},
+    {"rc", (getter)loop_get_rc, NULL, "The CUresult of the last refused call (0: none).", NULL},
+    {"done", (getter)loop_get_done, NULL, "Nodes added or set so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyDoc_STRVAR(adder_doc,
-             "KernelAdder(add_node, graph, params, kernel_type, node_type)\n\n"
-             "Adds kernel nodes to one driver graph through cuGraphAddNode_v2 (its address: add_node)\n"
-             "with the prepared CUgraphNodeParams at address `params`, whose function and kernelParams\n"
-             "the caller sets; dimensions and dependencies are written here per node.");
+PyDoc_STRVAR(loop_doc,
+             "KernelLoop(fn, target, params, kernel_type, node_type, set_mode=False)\n\n"
+             "Adds nodes to the driver graph `target` through cuGraphAddNode_v2 (address `fn`) with\n"
+             "the prepared CUgraphNodeParams at address `params` or, with set_mode, sets kernel nodes\n"
+             "of the executable `target` through cuGraphExecKernelNodeSetParams_v2 with the\n"
+             "CUDA_KERNEL_NODE_PARAMS at `params`. The caller sets the function fields (see use());\n"
+             "dimensions, arguments and dependencies are written here per node.");
 
-static PyTypeObject KernelAdderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph._driver._native.KernelAdder",
-    .tp_basicsize = sizeof(KernelAdder),
+static PyTypeObject KernelLoopType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph._driver._native.KernelLoop",
+    .tp_basicsize = sizeof(KernelLoop),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = adder_doc,
+    .tp_doc = loop_doc,
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)adder_init,
-    .tp_dealloc = (destructor)adder_dealloc,
-    .tp_traverse = (traverseproc)adder_traverse,
-    .tp_clear = (inquiry)adder_tp_clear,
-    .tp_methods = adder_methods,
-    .tp_getset = adder_getset,
+    .tp_init = (initproc)loop_init,
+    .tp_dealloc = (destructor)loop_dealloc,
+    .tp_traverse = (traverseproc)loop_traverse,
+    .tp_clear = (inquiry)loop_tp_clear,
+    .tp_methods = loop_methods,
+    .tp_getset = loop_getset,
 };
 
 /* ------------------------------------------------------------------ Layout: signature and diff */
@@ -843,14 +1068,14 @@ static struct PyModuleDef native_module = {
 PyMODINIT_FUNC
 PyInit__native(void)
 {
-    if (PyType_Ready(&KernelAdderType) < 0 || PyType_Ready(&LayoutType) < 0)
+    if (PyType_Ready(&KernelLoopType) < 0 || PyType_Ready(&LayoutType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&KernelAdderType);
-    if (PyModule_AddObject(m, "KernelAdder", (PyObject *)&KernelAdderType) < 0) {
-        Py_DECREF(&KernelAdderType);
+    Py_INCREF(&KernelLoopType);
+    if (PyModule_AddObject(m, "KernelLoop", (PyObject *)&KernelLoopType) < 0) {
+        Py_DECREF(&KernelLoopType);
         Py_DECREF(m);
         return NULL;
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from .._nodes import ChildGraphNode, KernelNode, Node
 from .._param import Param
 from ..errors import OperandError
-from ._c_entry import NATIVE, c_address
+from ._c_entry import NATIVE, c_address, kernel_loop, use_kernel
 from ._calls import raise_error, require_driver
 from ._kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
 from ._node_params import node_params
@@ -84,32 +85,71 @@ class KernelParamsWriter:
 
     Each node's arguments are packed into its kernel's shared buffer and the
     fields that differ from the previous node are rewritten, as explicit
-    construction does; the driver copies everything during the call, made
-    from the compiled module (``cuGraphExecKernelNodeSetParams_v2``) where it
-    is available (else through ``cuda.bindings``). Nodes whose arguments get
+    construction does; the driver copies everything during the call. With the
+    compiled module, :meth:`run` sets runs of kernel nodes in C
+    (``cuGraphExecKernelNodeSetParams_v2``, arguments packed there too) and
+    :meth:`set` takes the nodes it hands back; without it, every node goes
+    through :meth:`set` and ``cuda.bindings``. Nodes whose arguments get
     values only at lowering (graph allocations, conditions) go through
-    :func:`set_node_params` instead.
+    :func:`set_node_params` instead. Hold ``PACKING_LOCK`` around a batch.
 
     Parameters
     ----------
     exec_handle : CUgraphExec
-        The executable every :meth:`set` of this writer updates.
+        The executable every update of this writer sets.
     """
 
-    __slots__ = ("_p", "_exec", "_c_fn", "_c_exec", "_c_params", "_kernel", "_info", "_grid", "_block", "_smem")
+    __slots__ = ("_p", "_exec", "_loop", "_set", "_kernel", "_info", "_grid", "_block", "_smem")
 
     def __init__(self, exec_handle: Any) -> None:
         self._p = require_driver().CUDA_KERNEL_NODE_PARAMS()
         self._exec = exec_handle
-        self._c_fn = c_address("cuGraphExecKernelNodeSetParams_v2")
-        if self._c_fn is not None:
-            self._c_exec = int(exec_handle)
-            self._c_params = int(self._p.getPtr())
+        self._loop = kernel_loop(int(exec_handle), int(self._p.getPtr()), set_mode=True)
+        # (the entry point's address, the executable, the parameters) for one call from set()
+        self._set = (c_address("cuGraphExecKernelNodeSetParams_v2"), int(exec_handle), int(self._p.getPtr()))
         self._kernel: Any = None
         self._info: Any = None
         self._grid: Any = None
         self._block: Any = None
         self._smem = -1
+
+    def run(self, nodes: list[Node], start: int, driver_nodes: Sequence[Any]) -> int:
+        """Set ``nodes[start:]`` in C while it can; return the index of the first node not set.
+
+        ``driver_nodes[node.index]`` is the driver node of each node. Without the
+        compiled module this sets nothing and returns ``start``.
+
+        Raises
+        ------
+        DriverError
+            The driver refused an update; the message names the node.
+        """
+        loop = self._loop
+        if loop is None:
+            return start
+        raw = getattr(driver_nodes, "raw", None)  # DriverNodes keeps the handles as ints
+        if raw is None:
+            raw = [int(d) for d in driver_nodes]
+        while True:
+            i: int = loop.run(nodes, start, raw)
+            if loop.rc:
+                raise_error(require_driver().CUresult(loop.rc), "cuGraphExecKernelNodeSetParams", nodes[i])
+            if i == len(nodes):
+                return i
+            node = nodes[i]
+            if type(node) is not KernelNode or node.kernel is self._kernel:  # type: ignore[attr-defined]
+                return i
+            self._use(node.kernel, kernel_info(node.kernel))  # type: ignore[attr-defined]
+            start = i  # the loop may take it with its kernel in place
+
+    def _use(self, kernel: Any, info: Any) -> None:
+        if info is not self._info:
+            set_function(self._p, info)
+            self._p.kernelParams = info.params_address
+            self._info = info
+        self._kernel = kernel
+        if self._loop is not None:
+            use_kernel(self._loop, kernel, info)
 
     def set(self, node: KernelNode, driver_node: Any, bindings: dict[str, Any]) -> bool:
         """Give ``driver_node`` the parameters of ``node``; ``False`` when the node needs the general path.
@@ -120,30 +160,29 @@ class KernelParamsWriter:
             The driver refused the update; the message names the node.
         """
         p = self._p
-        if node.kernel is self._kernel:
-            info = self._info
-        else:
-            info = kernel_info(node.kernel)
+        info = self._info if node.kernel is self._kernel else kernel_info(node.kernel)
+        loop = self._loop
         with PACKING_LOCK:
             try:
                 info.pack(node.args, node, bindings)
             except OperandError:
                 return False  # late operands: the general path knows them
-            if info is not self._info:
-                set_function(p, info)
-                p.kernelParams = info.params_address
-                self._info = info
-            self._kernel = node.kernel
-            if node.grid != self._grid:
-                p.gridDimX, p.gridDimY, p.gridDimZ = self._grid = node.grid
-            if node.block != self._block:
-                p.blockDimX, p.blockDimY, p.blockDimZ = self._block = node.block
-            if node.shared_mem != self._smem:
-                p.sharedMemBytes = self._smem = node.shared_mem
-            if self._c_fn is not None:
-                rc = NATIVE.set_kernel_node(self._c_fn, self._c_exec, int(driver_node), self._c_params)
+            if node.kernel is not self._kernel:
+                self._use(node.kernel, info)
+            if loop is not None:
+                loop.args = node.args
+                if not loop.write_dims(node):
+                    raise OperandError(f"{node.label}: grid, block and shared_mem must be ints")
+                fn, exec_addr, params = self._set
+                rc = NATIVE.set_kernel_node(fn, exec_addr, int(driver_node), params)
                 err: Any = require_driver().CUresult(rc) if rc else 0
             else:
+                if node.grid != self._grid:
+                    p.gridDimX, p.gridDimY, p.gridDimZ = self._grid = node.grid
+                if node.block != self._block:
+                    p.blockDimX, p.blockDimY, p.blockDimZ = self._block = node.block
+                if node.shared_mem != self._smem:
+                    p.sharedMemBytes = self._smem = node.shared_mem
                 (err,) = require_driver().cuGraphExecKernelNodeSetParams(self._exec, driver_node, p)
         if err:
             raise_error(err, "cuGraphExecKernelNodeSetParams", node)

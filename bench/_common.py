@@ -40,6 +40,9 @@ def versions(env: Any) -> dict[str, str]:
         "cuda.bindings": str(getattr(cuda.bindings, "__version__", "?")),
         "cudagraph": str(getattr(cudagraph, "__version__", "?")),
     }
+    from cudagraph._driver._c_entry import NATIVE
+
+    out["cudagraph compiled loops"] = "no (cuda.bindings calls)" if NATIVE is None else "yes (_native)"
     try:
         err, v = env.driver.cuDriverGetVersion()
         out["driver (CUDA)"] = f"{int(v) // 1000}.{(int(v) % 1000) // 10}" if not err else f"error {err}"

@@ -62,6 +62,9 @@ class Buffer:
     def __int__(self) -> int:
         return self.handle
 
+    def __dlpack__(self, stream: Any = None) -> Any:  # a memory object: equal only to itself
+        raise NotImplementedError
+
 
 def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> KernelInfo:
     info = KernelInfo.__new__(KernelInfo)
@@ -453,7 +456,10 @@ def test_compiled_diff_equals_the_definition_layers():
     from cudagraph._diff import node_state
 
     rng = random.Random(4)
-    ptrs, scalars = [0x1000, 0x2000], [np.float32(1.0), np.float32(2.0), np.float64(1.0)]
+    buffers = [Buffer(0x1000), Buffer(0x1000), Buffer(0x2000)]  # equal only to themselves
+    _diff.same_value(buffers[0], buffers[1])  # learnt as compared by identity
+    ptrs = [0x1000, 0x2000, 0x1000 + 0, *buffers]
+    scalars = [np.float32(1.0), np.float32(2.0), np.float64(1.0), 1.0, 2.0, 1]
     n = np.int32(32)
     for _ in range(80):
         size = rng.randint(1, 30)
@@ -475,8 +481,10 @@ def test_compiled_diff_equals_the_definition_layers():
         py = _diff.diff_states(states, g2)
         nat = _compare.diff_states(states, g2)
         assert [x.index for x in nat[0]] == [x.index for x in py[0]]
-        assert len(nat[1]) == len(py[1]) and all(a is b or a == b for a, b in zip(nat[1], py[1]))
-        assert states == snapshot  # not modified
+        assert len(nat[1]) == len(py[1])
+        for a, b in zip(nat[1], py[1]):  # the same recorded state: the same objects
+            assert a is b or all(x is y for x, y in zip(a, b))
+        assert all(x is y for x, y in zip(states, snapshot))  # not modified
 
 
 # --------------------------------------------------------------------------- per-node executable updates

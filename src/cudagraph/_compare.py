@@ -68,10 +68,39 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
     return _diff.topology_signature(graph)
 
 
+def _identity_types() -> set[type]:
+    """The types :func:`cudagraph._diff.same_value` has found to be equal only to themselves."""
+    global _IDENTITY_SEEN
+    known = _diff._BY_IDENTITY
+    if len(known) != _IDENTITY_SEEN:
+        _IDENTITY.update(t for t, by_identity in known.items() if by_identity)
+        _IDENTITY_SEEN = len(known)
+    return _IDENTITY
+
+
+_IDENTITY: set[type] = set()
+_IDENTITY_SEEN = 0
+
+
 def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[Node], list[tuple[Any, ...]]]:
-    """:func:`cudagraph._diff.diff_states`; the kernel nodes whose fields are the very objects
-    recorded are recognised in C, and only the others are compared in Python."""
+    """:func:`cudagraph._diff.diff_states`, with the kernel nodes decided in C where their fields
+    are the very objects recorded and their arguments are the same objects, or differ plainly
+    (another type, a buffer, another int or float); the other nodes are compared in Python."""
     layout = _LAYOUT if _layout_ready else _layout()
     if layout is None:
         return _diff.diff_states(old_states, graph)
-    return _diff.diff_states(old_states, graph, layout.diff(graph._nodes, old_states))
+    nodes = graph._nodes
+    states = old_states[: len(nodes)]
+    found, suspects = layout.diff(nodes, states, _identity_types())
+    if not suspects:
+        return [nodes[i] for i in found], states
+    more, states = _diff.diff_states(states, graph, suspects)
+    if not found:
+        return more, states
+    changed = [nodes[i] for i in found] + more
+    changed.sort(key=_index)
+    return changed, states
+
+
+def _index(node: Node) -> int:
+    return node.index

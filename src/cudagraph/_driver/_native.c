@@ -856,66 +856,129 @@ fail:
 }
 
 PyDoc_STRVAR(layout_diff_doc,
-             "diff(nodes, states) -> list of int\n\n"
-             "Compare the list `nodes` with `states`, the recorded node states of the same positions.\n"
-             "A KernelNode whose kernel, grid, block, shared_mem and attrs are the very objects of its\n"
-             "6-tuple state (kernel, grid, block, shared_mem, args, attrs), and whose arguments are the\n"
-             "recorded tuple or a tuple of the very same objects, is unchanged. Returns the positions\n"
-             "of every other node, to be compared by value by the caller.");
+             "diff(nodes, states, identity_types) -> (changed, suspects)\n\n"
+             "Compare the list `nodes` with `states`, the recorded node states of the same positions\n"
+             "(a list the caller owns: changed in place). A KernelNode whose kernel, grid, block,\n"
+             "shared_mem and attrs are the very objects of its 6-tuple state (kernel, grid, block,\n"
+             "shared_mem, args, attrs) is unchanged when its arguments are the recorded tuple or a\n"
+             "tuple of the very same objects, and changed when another argument differs in type,\n"
+             "is of a type in the set `identity_types` (equal only to itself), or is an int or float\n"
+             "of another value; its state then takes the new argument tuple (as\n"
+             "cudagraph._diff.diff_states records it). Returns the positions of the nodes found\n"
+             "changed, and of every other node (to be compared by value by the caller).");
+
+/* 1: same; 0: changed; -1: undecided (the caller compares by value); -2: error. */
+static int
+args_compare(PyObject *a, PyObject *sa, PyObject *identity_types)
+{
+    int undecided = 0;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
+        PyObject *x = PyTuple_GET_ITEM(a, j), *y = PyTuple_GET_ITEM(sa, j);
+        if (x == y)
+            continue;
+        if (Py_TYPE(x) != Py_TYPE(y))
+            return 0;
+        if (PyLong_CheckExact(x) || PyFloat_CheckExact(x)) {
+            int eq = PyObject_RichCompareBool(x, y, Py_EQ);
+            if (eq < 0)
+                return -2;
+            if (!eq)
+                return 0;
+            continue;
+        }
+        int ident = PySet_Contains(identity_types, (PyObject *)Py_TYPE(x));
+        if (ident < 0)
+            return -2;
+        if (ident)
+            return 0;
+        undecided = 1;
+    }
+    return undecided ? -1 : 1;
+}
+
+static int
+append_index(PyObject *list, Py_ssize_t i)
+{
+    PyObject *at = PyLong_FromSsize_t(i);
+    if (at == NULL)
+        return -1;
+    int r = PyList_Append(list, at);
+    Py_DECREF(at);
+    return r;
+}
 
 static PyObject *
 layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "diff(nodes: list, states: list)");
+    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) || !PyAnySet_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "diff(nodes: list, states: list, identity_types: set)");
         return NULL;
     }
     if (self->kernel_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
         return NULL;
     }
-    PyObject *nodes = argv[0], *states = argv[1];
-    PyObject *suspects = PyList_New(0);
-    if (suspects == NULL)
-        return NULL;
+    PyObject *nodes = argv[0], *states = argv[1], *identity = argv[2];
+    PyObject *changed = PyList_New(0), *suspects = PyList_New(0);
+    if (changed == NULL || suspects == NULL)
+        goto fail;
     Py_ssize_t count = PyList_GET_SIZE(nodes);
     if (PyList_GET_SIZE(states) < count)
         count = PyList_GET_SIZE(states);
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i), *s = PyList_GET_ITEM(states, i);
-        int same = 0;
+        int verdict = -1; /* 1 same, 0 changed, -1 the caller decides */
         if (Py_TYPE(node) == self->kernel_type && PyTuple_CheckExact(s) && PyTuple_GET_SIZE(s) == 6 &&
             SLOT(node, self->off_kernel) == PyTuple_GET_ITEM(s, 0) &&
             SLOT(node, self->off_grid) == PyTuple_GET_ITEM(s, 1) &&
             SLOT(node, self->off_block) == PyTuple_GET_ITEM(s, 2) &&
             SLOT(node, self->off_smem) == PyTuple_GET_ITEM(s, 3) &&
-            SLOT(node, self->off_attrs) == PyTuple_GET_ITEM(s, 5) && SLOT(node, self->off_kernel) != NULL) {
+            SLOT(node, self->off_attrs) == PyTuple_GET_ITEM(s, 5)) {
             PyObject *a = SLOT(node, self->off_args), *sa = PyTuple_GET_ITEM(s, 4);
             if (a == sa) {
-                same = 1;
+                verdict = 1;
             } else if (a != NULL && PyTuple_CheckExact(a) && PyTuple_CheckExact(sa) &&
                        PyTuple_GET_SIZE(a) == PyTuple_GET_SIZE(sa)) {
-                same = 1;
+                int all_same = 1;
                 for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
                     if (PyTuple_GET_ITEM(a, j) != PyTuple_GET_ITEM(sa, j)) {
-                        same = 0;
+                        all_same = 0;
                         break;
+                    }
+                }
+                if (all_same) {
+                    verdict = 1; /* the same objects in a new tuple: the recorded state stays */
+                } else {
+                    verdict = args_compare(a, sa, identity);
+                    if (verdict == -2)
+                        goto fail;
+                    if (verdict >= 0) { /* decided here: record the new arguments */
+                        PyObject *ns = PyTuple_New(6);
+                        if (ns == NULL)
+                            goto fail;
+                        for (Py_ssize_t j = 0; j < 6; j++) {
+                            PyObject *v = j == 4 ? a : PyTuple_GET_ITEM(s, j);
+                            Py_INCREF(v);
+                            PyTuple_SET_ITEM(ns, j, v);
+                        }
+                        if (PyList_SetItem(states, i, ns) < 0)
+                            goto fail;
                     }
                 }
             }
         }
-        if (!same) {
-            PyObject *at = PyLong_FromSsize_t(i);
-            if (at == NULL || PyList_Append(suspects, at) < 0) {
-                Py_XDECREF(at);
-                goto fail;
-            }
-            Py_DECREF(at);
-        }
+        if (verdict == 0 && append_index(changed, i) < 0)
+            goto fail;
+        if (verdict < 0 && append_index(suspects, i) < 0)
+            goto fail;
     }
-    return suspects;
-fail:
+    PyObject *out = PyTuple_Pack(2, changed, suspects);
+    Py_DECREF(changed);
     Py_DECREF(suspects);
+    return out;
+fail:
+    Py_XDECREF(changed);
+    Py_XDECREF(suspects);
     return NULL;
 }
 

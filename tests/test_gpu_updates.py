@@ -278,22 +278,29 @@ def test_executable_cache_hits_misses_evictions(gpu, kernels, stream):
 def test_native_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path):
     """Kernel nodes are added and rebound through the compiled module or cuda.bindings, alike."""
     import cudagraph._bind_plan as bind_plan
+    import cudagraph._driver._node_update as node_update
     import cudagraph._explicit as explicit
 
     if path == "bindings":
-        monkeypatch.setattr(explicit, "kernel_adder", lambda graph, params: None)
+        monkeypatch.setattr(explicit, "kernel_loop", lambda graph, params: None)
+        monkeypatch.setattr(node_update, "kernel_loop", lambda *args, **kw: None)
         monkeypatch.setattr(bind_plan, "_SET_KERNEL_ADDR", None)
-    elif explicit.kernel_adder(1, 1) is None or not bind_plan.native_rebind():
+    elif explicit.kernel_loop(1, 1) is None or not bind_plan.native_rebind():
         pytest.skip("no compiled module, or no cuGraphAddNode_v2 / cuGraphExecKernelNodeSetParams_v2 in the driver")
     n = np.int32(N)
     bufs = [gpu.upload(np.full(N, float(i), np.float32)) for i in range(3)]
-    g = cg.Graph(path)
-    x = g.param("x")
-    fill = g.memset(bufs[2], np.float32(0.0), count=N, name="zero")  # a bindings-path node among kernels
-    roots = [g.kernel(kernels.scale_add, 1, N, (x, np.float32(2.0), np.float32(1.0), n), name="root")]
-    roots.append(g.kernel(kernels.scale_add, 1, N, (bufs[1], np.float32(3.0), np.float32(0.0), n), name="triple"))
-    both = g.kernel(kernels.combine, 1, N, (bufs[2], x, bufs[1], n), after=[*roots, fill], name="sum")
-    g.kernel(kernels.scale_add, 1, N, (bufs[2], np.float32(0.5), np.float32(0.0), n), after=both, name="half")
+
+    def build(scale: float) -> cg.Graph:
+        g = cg.Graph(path)
+        x = g.param("x")
+        fill = g.memset(bufs[2], np.float32(0.0), count=N, name="zero")  # a bindings-path node among kernels
+        roots = [g.kernel(kernels.scale_add, 1, N, (x, np.float32(2.0), np.float32(1.0), n), name="root")]
+        roots.append(g.kernel(kernels.scale_add, 1, N, (bufs[1], np.float32(scale), np.float32(0.0), n), name="triple"))
+        both = g.kernel(kernels.combine, 1, N, (bufs[2], x, bufs[1], n), after=[*roots, fill], name="sum")
+        g.kernel(kernels.scale_add, 1, N, (bufs[2], np.float32(0.5), np.float32(0.0), n), after=both, name="half")
+        return g
+
+    g = build(3.0)
     exe = g.instantiate(x=bufs[0])
     assert {(a.name, b.name) for a, b in g.edges} == {
         ("root", "sum"),
@@ -310,4 +317,11 @@ def test_native_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path
     # x = 10*2+1 = 21; bufs[1] = 3*3 = 9; (21-18)/2 = 1.5
     np.testing.assert_array_equal(gpu.read(bufs[2], N), np.full(N, 1.5, np.float32))
     np.testing.assert_array_equal(gpu.read(other, N), np.full(N, 21.0, np.float32))
+    # A rebuilt definition with another scale: the changed node is set in place.
+    result = exe.update(build(4.0))
+    assert result.mode == "per-node" and result.nodes_updated == 1
+    exe.launch(stream)
+    # x = 21*2+1 = 43; bufs[1] = 9*4 = 36; (43-72)/2 = -14.5
+    np.testing.assert_array_equal(gpu.read(bufs[2], N), np.full(N, -14.5, np.float32))
+    np.testing.assert_array_equal(gpu.read(bufs[1], N), np.full(N, 36.0, np.float32))
     exe.close()

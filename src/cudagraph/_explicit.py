@@ -119,8 +119,9 @@ class Lowering:
                 if type(node) is kernel_node and node.kernel is not loop.kernel:
                     info = self._use_kernel(k, node.kernel, info)
                     use_kernel(loop, node.kernel, info)
+                    last_kernel = node.kernel
                     continue  # the loop may take it now
-                last_args = loop.args
+                last_args = loop.args  # what the kernel's buffer holds
             i += 1
             preds = node._preds
             npreds = len(preds)

@@ -20,6 +20,7 @@ from ._driver._compat import BINDINGS_MAJOR, add_node_fn
 from ._driver._host_callbacks import retire, unregister
 from ._driver._kernel_args import PACKING_LOCK, kernel_info
 from ._driver._node_params import node_params
+from ._driver._node_update import set_function
 from ._graph import Graph
 from ._nodes import ChildGraphNode, KernelNode, Node
 from .errors import OperandError
@@ -193,13 +194,7 @@ class Lowering:
         """Point the kernel parameters ``k`` at ``kernel``'s function and argument buffer; return its info."""
         new_info = kernel_info(kernel)
         if new_info is not info:
-            drv = require_driver()
-            if new_info.is_library_kernel:
-                k.func = drv.CUfunction(0)
-                k.kern = new_info.handle
-            else:
-                k.kern = drv.CUkernel(0)
-                k.func = new_info.handle
+            set_function(k, new_info)
             k.kernelParams = new_info.params_address
         return new_info
 

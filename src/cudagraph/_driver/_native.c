@@ -101,6 +101,28 @@ slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out)
     return 0;
 }
 
+/* Where a KernelNode keeps its fields and a Node its predecessors and index (instance offsets). */
+typedef struct {
+    Py_ssize_t kernel, grid, block, smem, args, attrs, preds, index;
+} node_slots;
+
+/* Resolve the slots of `ktype` (KernelNode) and `ntype` (Node, a base of it); -1 with an exception set. */
+static int
+resolve_slots(PyObject *ktype, PyObject *ntype, node_slots *out)
+{
+    if (!PyType_IsSubtype((PyTypeObject *)ktype, (PyTypeObject *)ntype)) {
+        PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
+        return -1;
+    }
+    PyTypeObject *kt = (PyTypeObject *)ktype, *nt = (PyTypeObject *)ntype;
+    if (slot_offset(kt, "kernel", &out->kernel) < 0 || slot_offset(kt, "grid", &out->grid) < 0 ||
+        slot_offset(kt, "block", &out->block) < 0 || slot_offset(kt, "shared_mem", &out->smem) < 0 ||
+        slot_offset(kt, "args", &out->args) < 0 || slot_offset(kt, "attrs", &out->attrs) < 0 ||
+        slot_offset(nt, "_preds", &out->preds) < 0 || slot_offset(nt, "index", &out->index) < 0)
+        return -1;
+    return 0;
+}
+
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
 /* A (x, y, z) tuple of ints as three unsigned ints; 0 on success, -1 (no exception set) otherwise. */
@@ -149,7 +171,7 @@ typedef struct {
     cg_kernel_params_v3 *kp; /* the kernel fields inside `params` */
     PyTypeObject *kernel_type; /* KernelNode (exact type only) */
     PyTypeObject *node_type;   /* Node: every predecessor is one */
-    Py_ssize_t off_kernel, off_grid, off_block, off_smem, off_args, off_attrs, off_preds, off_index;
+    node_slots at;
     PyObject *kernel;  /* the kernel object whose function the params hold */
     PyObject *kinds;   /* dict: tuple of argument types -> bytes of kinds, for `kernel` */
     PyObject *args;    /* the argument tuple packed in the scratch buffer */
@@ -227,16 +249,9 @@ loop_init(KernelLoop *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "fn and params must not be NULL");
         return -1;
     }
-    if (!PyType_IsSubtype((PyTypeObject *)ktype, (PyTypeObject *)ntype)) {
-        PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
+    if (resolve_slots(ktype, ntype, &self->at) < 0)
         return -1;
-    }
     PyTypeObject *kt = (PyTypeObject *)ktype, *nt = (PyTypeObject *)ntype;
-    if (slot_offset(kt, "kernel", &self->off_kernel) < 0 || slot_offset(kt, "grid", &self->off_grid) < 0 ||
-        slot_offset(kt, "block", &self->off_block) < 0 || slot_offset(kt, "shared_mem", &self->off_smem) < 0 ||
-        slot_offset(kt, "args", &self->off_args) < 0 || slot_offset(kt, "attrs", &self->off_attrs) < 0 ||
-        slot_offset(nt, "_preds", &self->off_preds) < 0 || slot_offset(nt, "index", &self->off_index) < 0)
-        return -1;
     if (self->handle_name == NULL && (self->handle_name = PyUnicode_InternFromString("handle")) == NULL)
         return -1;
     loop_clear_refs(self);
@@ -419,8 +434,8 @@ static int
 loop_dims(KernelLoop *self, PyObject *node)
 {
     cg_kernel_params_v3 *k = self->kp;
-    PyObject *grid = SLOT(node, self->off_grid), *block = SLOT(node, self->off_block);
-    PyObject *smem = SLOT(node, self->off_smem);
+    PyObject *grid = SLOT(node, self->at.grid), *block = SLOT(node, self->at.block);
+    PyObject *smem = SLOT(node, self->at.smem);
     if (grid == NULL || block == NULL || smem == NULL)
         return 0;
     if (grid != self->grid) {
@@ -459,7 +474,7 @@ loop_dims(KernelLoop *self, PyObject *node)
 static Py_ssize_t
 loop_index(KernelLoop *self, PyObject *node, PyObject *raw)
 {
-    PyObject *index = SLOT(node, self->off_index);
+    PyObject *index = SLOT(node, self->at.index);
     if (index == NULL || !PyLong_CheckExact(index))
         return -1;
     Py_ssize_t at = PyLong_AsSsize_t(index);
@@ -475,7 +490,7 @@ loop_index(KernelLoop *self, PyObject *node, PyObject *raw)
 static Py_ssize_t
 loop_deps(KernelLoop *self, PyObject *node, PyObject *raw)
 {
-    PyObject *preds = SLOT(node, self->off_preds);
+    PyObject *preds = SLOT(node, self->at.preds);
     if (preds == NULL || !PyList_CheckExact(preds))
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(preds), size = PyList_GET_SIZE(raw);
@@ -492,7 +507,7 @@ loop_deps(KernelLoop *self, PyObject *node, PyObject *raw)
         PyObject *pred = PyList_GET_ITEM(preds, i);
         if (!PyObject_TypeCheck(pred, self->node_type))
             return -1;
-        PyObject *pi = SLOT(pred, self->off_index);
+        PyObject *pi = SLOT(pred, self->at.index);
         if (pi == NULL || !PyLong_CheckExact(pi))
             return -1;
         Py_ssize_t j = PyLong_AsSsize_t(pi);
@@ -596,10 +611,10 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     if (self->kernel != NULL) {
         for (; i < PyList_GET_SIZE(order); i++) {
             PyObject *node = PyList_GET_ITEM(order, i);
-            if (Py_TYPE(node) != self->kernel_type || SLOT(node, self->off_attrs) != Py_None ||
-                SLOT(node, self->off_kernel) != self->kernel)
+            if (Py_TYPE(node) != self->kernel_type || SLOT(node, self->at.attrs) != Py_None ||
+                SLOT(node, self->at.kernel) != self->kernel)
                 break;
-            PyObject *args = SLOT(node, self->off_args);
+            PyObject *args = SLOT(node, self->at.args);
             if (args != self->args && (args == NULL || !loop_pack(self, args)))
                 break;
             if (!loop_put(self, node, raw) || self->rc)
@@ -760,7 +775,7 @@ typedef struct {
     PyObject_HEAD
     PyTypeObject *kernel_type;
     PyTypeObject *node_type;
-    Py_ssize_t off_kernel, off_grid, off_block, off_smem, off_args, off_attrs, off_preds, off_index;
+    node_slots at;
 } Layout;
 
 static void
@@ -778,16 +793,9 @@ layout_init(Layout *self, PyObject *args, PyObject *kwds)
     PyObject *ktype, *ntype;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &PyType_Type, &ktype, &PyType_Type, &ntype))
         return -1;
-    if (!PyType_IsSubtype((PyTypeObject *)ktype, (PyTypeObject *)ntype)) {
-        PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
+    if (resolve_slots(ktype, ntype, &self->at) < 0)
         return -1;
-    }
     PyTypeObject *kt = (PyTypeObject *)ktype, *nt = (PyTypeObject *)ntype;
-    if (slot_offset(kt, "kernel", &self->off_kernel) < 0 || slot_offset(kt, "grid", &self->off_grid) < 0 ||
-        slot_offset(kt, "block", &self->off_block) < 0 || slot_offset(kt, "shared_mem", &self->off_smem) < 0 ||
-        slot_offset(kt, "args", &self->off_args) < 0 || slot_offset(kt, "attrs", &self->off_attrs) < 0 ||
-        slot_offset(nt, "_preds", &self->off_preds) < 0 || slot_offset(nt, "index", &self->off_index) < 0)
-        return -1;
     Py_INCREF(ktype);
     Py_XSETREF(self->kernel_type, kt);
     Py_INCREF(ntype);
@@ -831,14 +839,14 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         }
         if (PyList_Append(out, t) < 0)
             goto fail;
-        PyObject *preds = SLOT(node, self->off_preds);
+        PyObject *preds = SLOT(node, self->at.preds);
         if (preds == NULL || !PyList_CheckExact(preds)) {
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(preds); j++) {
             PyObject *pred = PyList_GET_ITEM(preds, j);
-            PyObject *index = PyObject_TypeCheck(pred, self->node_type) ? SLOT(pred, self->off_index) : NULL;
+            PyObject *index = PyObject_TypeCheck(pred, self->node_type) ? SLOT(pred, self->at.index) : NULL;
             if (index == NULL) {
                 Py_DECREF(out);
                 Py_RETURN_NONE;
@@ -929,12 +937,12 @@ layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         PyObject *node = PyList_GET_ITEM(nodes, i), *s = PyList_GET_ITEM(states, i);
         int verdict = -1; /* 1 same, 0 changed, -1 the caller decides */
         if (Py_TYPE(node) == self->kernel_type && PyTuple_CheckExact(s) && PyTuple_GET_SIZE(s) == 6 &&
-            SLOT(node, self->off_kernel) == PyTuple_GET_ITEM(s, 0) &&
-            SLOT(node, self->off_grid) == PyTuple_GET_ITEM(s, 1) &&
-            SLOT(node, self->off_block) == PyTuple_GET_ITEM(s, 2) &&
-            SLOT(node, self->off_smem) == PyTuple_GET_ITEM(s, 3) &&
-            SLOT(node, self->off_attrs) == PyTuple_GET_ITEM(s, 5)) {
-            PyObject *a = SLOT(node, self->off_args), *sa = PyTuple_GET_ITEM(s, 4);
+            SLOT(node, self->at.kernel) == PyTuple_GET_ITEM(s, 0) &&
+            SLOT(node, self->at.grid) == PyTuple_GET_ITEM(s, 1) &&
+            SLOT(node, self->at.block) == PyTuple_GET_ITEM(s, 2) &&
+            SLOT(node, self->at.smem) == PyTuple_GET_ITEM(s, 3) &&
+            SLOT(node, self->at.attrs) == PyTuple_GET_ITEM(s, 5)) {
+            PyObject *a = SLOT(node, self->at.args), *sa = PyTuple_GET_ITEM(s, 4);
             if (a == sa) {
                 verdict = 1;
             } else if (a != NULL && PyTuple_CheckExact(a) && PyTuple_CheckExact(sa) &&

@@ -561,3 +561,46 @@ def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
 
 
 SAME = (0x9000, np.float32(1.0), np.int32(32))
+
+
+@needs_native
+def test_both_paths_make_the_same_calls_on_random_graphs(monkeypatch):
+    """Random DAGs of two kernels (arguments of several types), fills and empty nodes."""
+    import random
+
+    rng = random.Random(9)
+    for trial in range(40):
+        size = rng.randint(1, 60)
+        plan = []
+        for i in range(size):
+            k = rng.randint(0, min(3, i))
+            after = sorted(rng.sample(range(i), k))
+            kind = rng.choice("kkkkkme")
+            if kind == "k" and rng.random() < 0.5:
+                ptr = rng.choice([0x9000, 0x9010, Buffer(0xA000), Buffer(0xA010)])
+                args = (ptr, np.float32(rng.choice([1.0, 2.0])), np.int32(rng.randint(0, 3)))
+                plan.append(("k1", after, args, rng.choice([1, 2, (2, 2)]), rng.choice([0, 128])))
+            elif kind == "k":
+                plan.append(("k2", after, (np.int32(rng.randint(0, 3)), np.float64(0.5)), 1, 0))
+            else:
+                plan.append((kind, after, None, None, None))
+        seen = []
+        for path in ("native", "bindings"):
+            g = cg.Graph(f"random{trial}")
+            nodes: list[Any] = []
+            for kind, after, args, grid, smem in plan:
+                deps = [nodes[j] for j in after] or None
+                if kind == "k1":
+                    nodes.append(g.kernel(K1, grid, 32, args, shared_mem=smem, after=deps))
+                elif kind == "k2":
+                    nodes.append(g.kernel(K2, grid, 64, args, after=deps))
+                elif kind == "m":
+                    nodes.append(g.memset(0x10000, 0, count=4, after=deps))
+                else:
+                    nodes.append(g.empty(after=deps))
+            with monkeypatch.context() as m:
+                d = install(path, m)
+                dn = lower(g, d)
+                check_calls(g, d, dn)
+            seen.append([(c["deps"], c["kind"], c["launch"]) for c in d.calls])
+        assert seen[0] == seen[1]

@@ -303,6 +303,28 @@ def test_the_compiled_loop_packs_arguments_of_known_types(monkeypatch):
     assert d.adders[0].done == len(g)
 
 
+class DevicePointer:
+    """A handle that is not an int but converts to one (as ``CUdeviceptr`` does)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __int__(self) -> int:
+        return self.value
+
+
+@needs_native
+def test_buffer_handles_that_convert_to_int_are_packed(monkeypatch):
+    d = install("native", monkeypatch)
+    g = cg.Graph("handles")
+    prev = None
+    for i in range(6):
+        prev = g.kernel(K1, 1, 32, (Buffer(DevicePointer(0xB000 + i)), np.float32(i), np.int32(i)), after=prev)  # type: ignore[arg-type]
+    dn = lower(g, d)
+    assert [c["launch"]["data"][:8] for c in d.calls] == [struct.pack("<Q", 0xB000 + i) for i in range(6)]
+    assert d.adders[0].done == len(g) and len(dn) == 6
+
+
 def test_a_refused_node_is_named_and_nothing_after_it_is_added(fake_driver):
     g = mixed_graph()
     fake_driver.refuse_at = 3

@@ -407,7 +407,7 @@ loop_pack(KernelLoop *self, PyObject *args)
                 PyErr_Clear();
                 return 0;
             }
-            PyObject *v = PyNumber_Index(h);
+            PyObject *v = PyLong_CheckExact(h) ? (Py_INCREF(h), h) : PyNumber_Long(h); /* int(handle), as in Python */
             Py_DECREF(h);
             if (v == NULL) {
                 PyErr_Clear();

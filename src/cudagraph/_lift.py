@@ -54,6 +54,9 @@ class _BindingsReader:
         nedges = min(nedges, res[-1])
         return [int(a) for a in res[1][:nedges]], [int(b) for b in res[2][:nedges]]
 
+    def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
+        return [self.read(n) for n in nodes]
+
     def read(self, node: int) -> tuple[int, tuple[int, ...] | None]:
         drv = self.drv
         dn = drv.CUgraphNode(node)
@@ -105,15 +108,26 @@ _FROM_ADDRESS = type(ctypes.c_char * 1).from_address
 _RAW = operator.attrgetter("raw")
 
 
+def _kernel_args_reader() -> Any:
+    from ._driver._c_entry import NATIVE
+
+    return None if NATIVE is None else NATIVE.kernel_args
+
+
+#: The compiled reader of kernel arguments (``None``: ctypes below).
+_KERNEL_ARGS = _kernel_args_reader()
+
+
 class _KernelEntry:
     """What every node of one kernel shares within a lift: the handle, the name, argument readers."""
 
-    __slots__ = ("handle", "name", "nargs", "ptrs", "ptr_array", "arg_types")
+    __slots__ = ("handle", "name", "nargs", "sizes", "ptrs", "ptr_array", "arg_types")
 
     def __init__(self, handle: Any, name: str, sizes: tuple[int, ...]) -> None:
         self.handle = handle
         self.name = name
         self.nargs = len(sizes)
+        self.sizes = tuple(sizes)
         # the kernelParams array (void*[n]) read as ints, and one char[size] type per argument
         self.ptrs = struct.Struct(f"<{len(sizes)}Q")
         self.ptr_array: Any = ctypes.c_void_p * max(len(sizes), 1)
@@ -125,6 +139,11 @@ class _KernelEntry:
             return ()
         if not address:
             raise OperandError(f"kernel {self.name!r}: arguments given with 'extra' cannot be read back")
+        if _KERNEL_ARGS is not None:
+            out = _KERNEL_ARGS(address, self.sizes)
+            if type(out) is tuple:
+                return out  # type: ignore[no-any-return]
+            raise OperandError(f"kernel {self.name!r}: argument {out} has no value (a NULL pointer)")
         ptrs = self.ptrs.unpack_from(self.ptr_array.from_address(address))
         if 0 in ptrs:
             raise OperandError(f"kernel {self.name!r}: argument {ptrs.index(0)} has no value (a NULL pointer)")
@@ -168,7 +187,7 @@ class _Lifter:
         frm, to = reader.edges(graph)
         order, preds = _topo(nodes, frm, to)
         made: list[Any] = [None] * len(nodes)
-        read = reader.read
+        reads = reader.read_all(nodes)
         kernels = self.kernels
         add_kernel = g.kernel
         for i in order:
@@ -179,7 +198,7 @@ class _Lifter:
                 after = made[ps[0]]
             else:
                 after = [made[p] for p in ps]
-            t, kp = read(nodes[i])
+            t, kp = reads[i]
             if kp is None:
                 made[i] = self.other(g, nodes[i], t, after)
                 continue

@@ -31,7 +31,7 @@ import ctypes
 import struct
 from typing import Any, NoReturn
 
-from ._c_entry import c_function
+from ._c_entry import NATIVE, c_function
 from ._calls import raise_error, require_driver
 
 __all__ = [
@@ -181,6 +181,21 @@ class GraphReader:
         if rc:
             _fail(rc, "cuGraphKernelNodeGetParams")
         return t, KERNEL_PARAMS.unpack_from(self._params)
+
+
+    def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
+        """:meth:`read` of every node in ``nodes`` (in one C call with the compiled module)."""
+        if NATIVE is None:
+            return [self.read(n) for n in nodes]
+        out = NATIVE.read_nodes(_address(self._get_type), _address(self._get_kernel), nodes)
+        if type(out) is tuple:
+            _, rc, call = out
+            _fail(rc, call)
+        return out  # type: ignore[no-any-return]
+
+
+def _address(fn: Any) -> int:
+    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
 
 
 def graph_reader() -> GraphReader | None:

@@ -491,12 +491,7 @@ class Executable:
         with self._lock:
             self._bindings[name] = v
             self._raw_bound[name] = value
-            plan = self._plans.get(name)
-            if plan is None:
-                plan = self._plans[name] = self._make_plan(name)
-            count = plan.apply(self, v)
-            self.update_calls += count
-            return count
+            return self._apply_plan(name, v)
 
     def _new_value(self, name: str, value: Any) -> Any:
         """``value`` checked and converted for parameter ``name``; ``_UNSET`` when it equals the bound one.

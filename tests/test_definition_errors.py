@@ -204,6 +204,22 @@ def test_kernel_falsy_non_int_shared_mem(shared_mem):
     )
 
 
+def test_kernel_dimensions_and_shared_mem_are_normalized():
+    g = cg.Graph("g")
+    a = g.kernel(Kernel(), 4, 256)
+    b = g.kernel(Kernel(), (4,), [256, 1], shared_mem=np.int32(64), after=a)
+    c = g.kernel(Kernel(), 3_000_000, (8, 4, 2), shared_mem=65536, after=b)
+    d = g.kernel(Kernel(), 3_000_000, 1024, after=c)
+    assert (a.grid, a.block, a.shared_mem) == ((4, 1, 1), (256, 1, 1), 0)
+    assert (b.grid, b.block, b.shared_mem) == ((4, 1, 1), (256, 1, 1), 64)
+    assert type(b.shared_mem) is int
+    assert (c.grid, c.block, c.shared_mem) == ((3_000_000, 1, 1), (8, 4, 2), 65536)
+    # 1-D sizes are shared tuples: lowering compares dimensions by identity.
+    assert a.block is b.block and c.grid is d.grid
+    assert a.attrs is None and b.attrs is None and c.attrs is not None and d.attrs is None
+    assert [n.predecessors for n in (a, b, c, d)] == [(), (a,), (b,), (c,)]
+
+
 @pytest.mark.parametrize("kernel", [42, "saxpy", None, object(), CUevent()])
 def test_kernel_not_a_kernel(kernel):
     g, _ = base_graph()

@@ -64,14 +64,21 @@ _EVENT_TYPES = ("CUevent",)
 
 
 # One shared (n, 1, 1) tuple per 1-D size: nodes of the same shape hold the
-# same object, so lowering compares dimensions by identity.
-_DIMS: dict[int, tuple[int, int, int]] = {}
+# same object, so lowering compares dimensions by identity. _BLOCKS holds every
+# valid 1-D block; _GRIDS the 1-D grids seen (and the block sizes), all valid.
+_BLOCKS: dict[int, tuple[int, int, int]] = {n: (n, 1, 1) for n in range(1, 1025)}
+_GRIDS: dict[int, tuple[int, int, int]] = dict(_BLOCKS)
+_ZERO = 0
+# Node classes already accepted as after= of Graph.kernel (then one set lookup).
+_NODE_TYPES: set[type] = set()
 
 
 def _dim_tuple(n: int) -> tuple[int, int, int]:
-    t = (n, 1, 1)
-    if len(_DIMS) < 4096:
-        _DIMS[n] = t
+    t = _GRIDS.get(n)
+    if t is None:
+        t = (n, 1, 1)
+        if len(_GRIDS) < 8192:
+            _GRIDS[n] = t
     return t
 
 
@@ -294,48 +301,35 @@ class Graph:
         ForeignNodeError, DuplicateEdgeError
             Bad ``after=``.
         """
-        # Hot path: every check below is a type test; messages are built only
-        # on failure (see _kernel_slow).
+        # Hot path: a type test, a dict lookup or an identity test per argument;
+        # anything unusual (and every error message) goes through _kernel_field.
         if type(kernel) not in _KERNEL_TYPES_SEEN:
             _check_kernel(kernel, self._what("kernel", name))
             if type(kernel).__name__ in _KERNEL_TYPES or type(kernel).__module__.startswith("cuda.core"):
                 _KERNEL_TYPES_SEEN.add(type(kernel))
-        if type(grid) is int and 0 < grid <= 2147483647:
-            g: tuple[int, int, int] = _DIMS.get(grid) or _dim_tuple(grid)
-        else:
-            g = _dim3(grid, f"{self._what('kernel', name)}: grid", _MAX_GRID)
-        if type(block) is int and 0 < block <= 1024:
-            b: tuple[int, int, int] = _DIMS.get(block) or _dim_tuple(block)
-        else:
-            b = _dim3(block, f"{self._what('kernel', name)}: block", _MAX_BLOCK)
-            if b[0] * b[1] * b[2] > 1024:
-                raise DefinitionError(
-                    f"{self._what('kernel', name)}: block {b} has {b[0] * b[1] * b[2]} threads; the CUDA limit is 1024"
-                )
-        plain = cluster is None and priority is None and programmatic is None and not cooperative
-        if shared_mem.__class__ is not int or not 0 <= shared_mem <= 49152:
-            if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
-                raise DefinitionError(
-                    f"{self._what('kernel', name)}: shared_mem must be a non-negative int, got {shared_mem!r}"
-                )
-            shared_mem = int(shared_mem)
-            plain = plain and shared_mem <= 49152
+        # Both tables hold only valid sizes, so a hit needs no range check.
+        g = _GRIDS.get(grid) if type(grid) is int else None
+        if g is None:
+            g = self._kernel_field("grid", grid, name)
+        b = _BLOCKS.get(block) if type(block) is int else None
+        if b is None:
+            b = self._kernel_field("block", block, name)
+        if shared_mem is not _ZERO:  # the default 0 is one cached int object
+            shared_mem = self._kernel_field("shared_mem", shared_mem, name)
         if type(args) is not tuple:
-            if not isinstance(args, (list, tuple)):
-                raise OperandError(
-                    f"{self._what('kernel', name)}: args must be a tuple of kernel arguments, got {type(args).__name__}"
-                )
-            args = tuple(args)
+            args = self._kernel_field("args", args, name)
         nodes = self._nodes
         node = _new(KernelNode)
         if after is None:
             node._preds = []
-        elif type(after) is not list and isinstance(after, Node) and after.graph is self:
+        elif type(after) in _NODE_TYPES and after.graph is self:
             node._preds = [after]
             after._succs.append(node)
             self._nedges += 1
         else:
             deps = self._deps(after, self._what("kernel", name))
+            if isinstance(after, Node):
+                _NODE_TYPES.add(type(after))
             node._preds = deps
             for d in deps:
                 d._succs.append(node)
@@ -349,12 +343,32 @@ class Graph:
         node.block = b
         node.shared_mem = shared_mem
         node.args = args
-        if plain:
+        if cluster is None and priority is None and programmatic is None and not cooperative and shared_mem <= 49152:
             node.attrs = None
         else:
             node.attrs = self._launch_attrs(node, cluster, cooperative, priority, programmatic, name)
         nodes.append(node)
         return node
+
+    def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
+        """The checked value of a :meth:`kernel` argument the hot path did not take (or the error)."""
+        what = self._what("kernel", name)
+        if field == "grid":
+            if type(value) is int and 0 < value <= _MAX_GRID[0]:
+                return _dim_tuple(value)
+            return _dim3(value, f"{what}: grid", _MAX_GRID)
+        if field == "block":
+            b = _dim3(value, f"{what}: block", _MAX_BLOCK)
+            if b[0] * b[1] * b[2] > 1024:
+                raise DefinitionError(f"{what}: block {b} has {b[0] * b[1] * b[2]} threads; the CUDA limit is 1024")
+            return _BLOCKS.get(b[0], b) if b[1] == b[2] == 1 else b
+        if field == "shared_mem":
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise DefinitionError(f"{what}: shared_mem must be a non-negative int, got {value!r}")
+            return int(value)
+        if not isinstance(value, (list, tuple)):
+            raise OperandError(f"{what}: args must be a tuple of kernel arguments, got {type(value).__name__}")
+        return tuple(value)
 
     def _launch_attrs(
         self, node: KernelNode, cluster: Any, cooperative: Any, priority: Any, programmatic: Any, name: str | None

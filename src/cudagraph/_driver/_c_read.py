@@ -182,7 +182,6 @@ class GraphReader:
             _fail(rc, "cuGraphKernelNodeGetParams")
         return t, KERNEL_PARAMS.unpack_from(self._params)
 
-
     def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
         """:meth:`read` of every node in ``nodes`` (in one C call with the compiled module)."""
         if NATIVE is None:

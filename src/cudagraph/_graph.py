@@ -322,9 +322,9 @@ class Graph:
         node = _new(KernelNode)
         if after is None:
             node._preds = []
-        elif type(after) in _NODE_TYPES and after.graph is self:
-            node._preds = [after]
-            after._succs.append(node)
+        elif type(after) in _NODE_TYPES and after.graph is self:  # type: ignore[union-attr]
+            node._preds = [after]  # type: ignore[list-item]
+            after._succs.append(node)  # type: ignore[union-attr]
             self._nedges += 1
         else:
             deps = self._deps(after, self._what("kernel", name))
@@ -342,7 +342,7 @@ class Graph:
         node.grid = g
         node.block = b
         node.shared_mem = shared_mem
-        node.args = args
+        node.args = args  # type: ignore[assignment]
         if cluster is None and priority is None and programmatic is None and not cooperative and shared_mem <= 49152:
             node.attrs = None
         else:

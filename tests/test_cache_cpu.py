@@ -24,6 +24,7 @@ from cudagraph._executable import Executable, UpdateResult, _moved_users, _NodeM
 from cudagraph._explicit import LoweredGraph, node_params_uses
 from cudagraph._nodes import ChildGraphNode, EmptyNode, KernelNode, MemcpyNode, MemsetNode
 from cudagraph.errors import DefinitionError, OperandError
+from random_graphs import random_graph
 
 
 class CUkernel:  # the definition layer recognises kernels by type name
@@ -141,34 +142,12 @@ def test_signature_keeps_edge_order_and_separates_nodes(impl):
     assert impl.topology_signature(g1) != impl.topology_signature(g2)
 
 
-def _random_graph(rng: random.Random, size: int) -> cg.Graph:
-    g = cg.Graph("r")
-    nodes: list[Any] = []
-    for i in range(size):
-        kind = rng.choice("kkkmec")
-        k = rng.randint(0, min(3, i))
-        after = rng.sample(nodes, k) if k else None
-        if kind == "k":
-            nodes.append(g.kernel(K, 1, 32, (0x10000, A), after=after))
-        elif kind == "m":
-            nodes.append(g.memset(0x10000, 0, count=4, after=after))
-        elif kind == "e":
-            nodes.append(g.empty(after=after))
-        else:
-            body = cg.Graph("b")
-            prev = None
-            for _ in range(rng.randint(0, 2)):
-                prev = body.memset(0x10000, 0, count=4, after=prev)
-            nodes.append(g.child(body, after=after))
-    return g
-
-
 def test_signature_agrees_with_the_nested_form_on_random_graphs(impl):
     rng = random.Random(5)
     graphs = []
     for size in range(0, 9):
         for seed in range(12):
-            graphs.append(_random_graph(random.Random(rng.random() + seed), size))
+            graphs.append(random_graph(random.Random(rng.random() + seed), size, K, (0x10000, A)))
     for a in graphs:
         for b in graphs[::3]:
             same = impl.topology_signature(a) == impl.topology_signature(b)

@@ -25,6 +25,7 @@ from cudagraph._driver._c_read import KERNEL_PARAMS
 from cudagraph._driver._kernel_args import KernelInfo
 from cudagraph._nodes import KernelNode, Node
 from cudagraph.errors import DriverError
+from random_graphs import random_graph
 
 drv = pytest.importorskip("cuda.bindings.driver")
 native = _c_entry.NATIVE
@@ -435,27 +436,6 @@ def test_native_calls_reject_bad_arguments():
 # --------------------------------------------------------------------------- signatures and diffs
 
 
-def random_graph(rng: Any, size: int) -> cg.Graph:
-    """Kernels, fills and empty nodes with up to three predecessors each (some with a child graph)."""
-    g = cg.Graph("r")
-    nodes: list[Any] = []
-    for i in range(size):
-        k = rng.randint(0, min(3, i))
-        after = rng.sample(nodes, k) if k else None
-        kind = rng.choice("kkkkmec" if rng.random() < 0.2 else "kkkkme")
-        if kind == "k":
-            nodes.append(g.kernel(K1, 1, 32, (0x9000, np.float32(1.0), np.int32(32)), after=after))
-        elif kind == "m":
-            nodes.append(g.memset(0x10000, 0, count=4, after=after))
-        elif kind == "e":
-            nodes.append(g.empty(after=after))
-        else:
-            body = cg.Graph("b")
-            body.empty()
-            nodes.append(g.child(body, after=after))
-    return g
-
-
 @needs_native
 def test_compiled_signature_equals_the_definition_layers():
     import random
@@ -465,7 +445,7 @@ def test_compiled_signature_equals_the_definition_layers():
     rng = random.Random(3)
     for size in list(range(12)) + [200, 1000]:
         for _ in range(8):
-            g = random_graph(rng, size)
+            g = random_graph(rng, size, K1, (0x9000, np.float32(1.0), np.int32(32)))
             assert _compare.topology_signature(g) == _diff.topology_signature(g)
     assert _compare._LAYOUT.signature([object()], set()) is None  # not a node: signed in Python
 

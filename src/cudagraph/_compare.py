@@ -93,11 +93,11 @@ def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[N
     states = old_states[: len(nodes)]
     found, suspects = layout.diff(nodes, states, _identity_types())
     if not suspects:
-        return [nodes[i] for i in found], states
+        return found, states
     more, states = _diff.diff_states(states, graph, suspects)
     if not found:
         return more, states
-    changed = [nodes[i] for i in found] + more
+    changed = found + more
     changed.sort(key=_index)
     return changed, states
 

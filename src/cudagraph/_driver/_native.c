@@ -174,6 +174,7 @@ typedef struct {
     node_slots at;
     PyObject *kernel;  /* the kernel object whose function the params hold */
     PyObject *kinds;   /* dict: tuple of argument types -> bytes of kinds, for `kernel` */
+    PyObject *last_key, *last_kinds; /* the last entry of `kinds` used (a run of nodes repeats it) */
     PyObject *args;    /* the argument tuple packed in the scratch buffer */
     PyObject *grid, *block, *smem; /* the objects the dimensions in params came from */
     PyObject *handle_name;
@@ -195,6 +196,8 @@ loop_clear_refs(KernelLoop *self)
     Py_CLEAR(self->node_type);
     Py_CLEAR(self->kernel);
     Py_CLEAR(self->kinds);
+    Py_CLEAR(self->last_key);
+    Py_CLEAR(self->last_kinds);
     Py_CLEAR(self->args);
     Py_CLEAR(self->grid);
     Py_CLEAR(self->block);
@@ -218,6 +221,8 @@ loop_traverse(KernelLoop *self, visitproc visit, void *arg)
     Py_VISIT(self->node_type);
     Py_VISIT(self->kernel);
     Py_VISIT(self->kinds);
+    Py_VISIT(self->last_key);
+    Py_VISIT(self->last_kinds);
     Py_VISIT(self->args);
     Py_VISIT(self->grid);
     Py_VISIT(self->block);
@@ -329,6 +334,8 @@ loop_use(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     Py_XSETREF(self->kernel, argv[0]);
     Py_INCREF(argv[1]);
     Py_XSETREF(self->kinds, argv[1]);
+    Py_CLEAR(self->last_key);
+    Py_CLEAR(self->last_kinds);
     Py_CLEAR(self->args);
     Py_RETURN_NONE;
 }
@@ -354,21 +361,31 @@ loop_pack(KernelLoop *self, PyObject *args)
     if (self->kinds == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->nparams)
         return 0;
     Py_ssize_t n = self->nparams;
-    PyObject *key = PyTuple_New(n);
-    if (key == NULL) {
-        PyErr_Clear();
-        return 0;
+    PyObject *kinds = self->last_kinds; /* the entry of the previous node when its types were these */
+    for (Py_ssize_t i = 0; kinds != NULL && i < n; i++) {
+        if ((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i)) != PyTuple_GET_ITEM(self->last_key, i))
+            kinds = NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i));
-        Py_INCREF(t);
-        PyTuple_SET_ITEM(key, i, t);
-    }
-    PyObject *kinds = PyDict_GetItemWithError(self->kinds, key); /* borrowed */
-    Py_DECREF(key);
-    if (kinds == NULL || !PyBytes_CheckExact(kinds) || PyBytes_GET_SIZE(kinds) != n) {
-        PyErr_Clear();
-        return 0;
+    if (kinds == NULL) {
+        PyObject *key = PyTuple_New(n);
+        if (key == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i));
+            Py_INCREF(t);
+            PyTuple_SET_ITEM(key, i, t);
+        }
+        kinds = PyDict_GetItemWithError(self->kinds, key); /* borrowed */
+        if (kinds == NULL || !PyBytes_CheckExact(kinds) || PyBytes_GET_SIZE(kinds) != n) {
+            Py_DECREF(key);
+            PyErr_Clear();
+            return 0;
+        }
+        Py_INCREF(kinds);
+        Py_XSETREF(self->last_kinds, kinds);
+        Py_XSETREF(self->last_key, key); /* n items: nparams is fixed until the next use() */
     }
     const char *k = PyBytes_AS_STRING(kinds);
     /* From here on the buffer is being overwritten: whatever happens, it no longer holds self->args. */
@@ -872,8 +889,8 @@ PyDoc_STRVAR(layout_diff_doc,
              "tuple of the very same objects, and changed when another argument differs in type,\n"
              "is of a type in the set `identity_types` (equal only to itself), or is an int or float\n"
              "of another value; its state then takes the new argument tuple (as\n"
-             "cudagraph._diff.diff_states records it). Returns the positions of the nodes found\n"
-             "changed, and of every other node (to be compared by value by the caller).");
+             "cudagraph._diff.diff_states records it). Returns the nodes found changed (in order),\n"
+             "and the positions of every other node (to be compared by value by the caller).");
 
 /* 1: same; 0: changed; -1: undecided (the caller compares by value); -2: error. */
 static int
@@ -975,7 +992,7 @@ layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
                 }
             }
         }
-        if (verdict == 0 && append_index(changed, i) < 0)
+        if (verdict == 0 && PyList_Append(changed, node) < 0)
             goto fail;
         if (verdict < 0 && append_index(suspects, i) < 0)
             goto fail;

@@ -44,7 +44,7 @@ class ExecutableCache:
     it before the next ``get`` of that shape.
     """
 
-    __slots__ = ("_entries", "_last", "_options", "evictions", "hits", "maxsize", "misses")
+    __slots__ = ("_entries", "_last", "_last_key", "_options", "evictions", "hits", "maxsize", "misses")
 
     def __init__(self, maxsize: int = 16, **instantiate_options: Any) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
@@ -54,6 +54,7 @@ class ExecutableCache:
         # signature -> (that signature object, executable); most recently used last.
         self._entries: OrderedDict[Any, tuple[Any, Executable]] = OrderedDict()
         self._last: Executable | None = None  # the most recently used executable
+        self._last_key: Any = None  # and its signature
         self.hits = 0
         self.misses = 0
         self.evictions = 0
@@ -73,12 +74,14 @@ class ExecutableCache:
         Executable
         """
         key = topology_signature(graph)
-        entry = self._entries.get(key)
+        last = self._last
+        # The shape of the previous call first: an equality test, where a lookup hashes the signature.
+        entry = (self._last_key, last) if last is not None and key == self._last_key else self._entries.get(key)
         if entry is not None and not entry[1].closed:
             stored, exe = entry
-            if exe is not self._last:
+            if exe is not last:
                 self._entries.move_to_end(key)
-                self._last = exe
+                self._last, self._last_key = exe, stored
             # ``stored`` equals ``key``; while it is also the executable's own signature
             # object, update() recognises the topology by identity.
             exe.update(graph, reinstantiate_if_needed=True, _signature=stored, **params)
@@ -89,7 +92,7 @@ class ExecutableCache:
         exe._remember_signature(key)
         self._entries[key] = (key, exe)
         self._entries.move_to_end(key)
-        self._last = exe
+        self._last, self._last_key = exe, key
         while len(self._entries) > self.maxsize:
             _, (_, old) = self._entries.popitem(last=False)
             old.close()
@@ -111,7 +114,7 @@ class ExecutableCache:
         for _, exe in self._entries.values():
             exe.close()
         self._entries.clear()
-        self._last = None
+        self._last = self._last_key = None
 
     def __len__(self) -> int:
         return len(self._entries)

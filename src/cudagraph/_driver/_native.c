@@ -839,45 +839,46 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *nodes = argv[0], *flat = argv[1];
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+    Py_ssize_t count = PyList_GET_SIZE(nodes), total = count;
+    /* First pass: check every node and count its predecessors (the tuple is made at its size). */
+    for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i);
         PyObject *t = (PyObject *)Py_TYPE(node);
         if (t != (PyObject *)self->kernel_type) {
             int known = PySet_Contains(flat, t);
             if (known < 0)
-                goto fail;
-            if (!known || !PyObject_TypeCheck(node, self->node_type)) {
-                Py_DECREF(out);
+                return NULL;
+            if (!known || !PyObject_TypeCheck(node, self->node_type))
                 Py_RETURN_NONE;
-            }
         }
-        if (PyList_Append(out, t) < 0)
-            goto fail;
         PyObject *preds = SLOT(node, self->at.preds);
-        if (preds == NULL || !PyList_CheckExact(preds)) {
-            Py_DECREF(out);
+        if (preds == NULL || !PyList_CheckExact(preds))
             Py_RETURN_NONE;
-        }
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(preds); j++) {
             PyObject *pred = PyList_GET_ITEM(preds, j);
-            PyObject *index = PyObject_TypeCheck(pred, self->node_type) ? SLOT(pred, self->at.index) : NULL;
-            if (index == NULL) {
-                Py_DECREF(out);
+            if (!PyObject_TypeCheck(pred, self->node_type) || SLOT(pred, self->at.index) == NULL)
                 Py_RETURN_NONE;
-            }
-            if (PyList_Append(out, index) < 0)
-                goto fail;
+        }
+        total += PyList_GET_SIZE(preds);
+    }
+    PyObject *out = PyTuple_New(total);
+    if (out == NULL)
+        return NULL;
+    /* Second pass: nothing runs Python code in between, so the nodes are those just checked. */
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        PyObject *t = (PyObject *)Py_TYPE(node);
+        Py_INCREF(t);
+        PyTuple_SET_ITEM(out, at++, t);
+        PyObject *preds = SLOT(node, self->at.preds);
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(preds); j++) {
+            PyObject *index = SLOT(PyList_GET_ITEM(preds, j), self->at.index);
+            Py_INCREF(index);
+            PyTuple_SET_ITEM(out, at++, index);
         }
     }
-    PyObject *tuple = PyList_AsTuple(out);
-    Py_DECREF(out);
-    return tuple;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    return out;
 }
 
 PyDoc_STRVAR(layout_diff_doc,

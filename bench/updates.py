@@ -56,7 +56,9 @@ such kernel nodes, each depending on the previous one):
    on both paths, are shown in the table and in a whole-step ratio printed beside it.
 
 Every measurement is warmed up once and repeated (5 times, 3 with ``--quick``, which
-also halves the steps per repeat); peers are interleaved within each repeat; the tables
+also halves the steps per repeat); peers are interleaved within each repeat, with a 50 ms
+pause before each sample of section 1 (without it, samples of the µs-scale peers taken right
+after a peer that destroys executables measured up to 1.7x slower); the tables
 show the **median** (the JSON output also holds the minimum and every sample). The
 garbage collector is disabled inside timed regions.
 
@@ -113,6 +115,7 @@ UPDATE_LAUNCH_CHUNK = 4  # update+launch steps between synchronizations (section
 CACHE_CHANGED = 10  # nodes whose pointer changes in the "10 pointers" cache variant
 CACHE_SYNC_EVERY = 5  # cache steps between stream synchronizations
 CACHE_MAXSIZE = 4
+SETTLE_S = 0.05  # untimed pause before each sample of section 1 (executables destroyed by the previous peer)
 
 TARGET_VS_CORE = 1.5  # cuda.core per-node / cudagraph bind >= 1.5x
 TARGET_US_PER_NODE = 2.0  # cudagraph bind <= 2 µs per updated node
@@ -646,6 +649,7 @@ def measure_group(
                 if peer is None or r.status != "ok":
                     continue
                 steps, chunk = _steps_for(cls, k, scale)
+                time.sleep(SETTLE_S)  # after the previous peer's teardown
                 try:
                     s = _sample(peer.run, steps, chunk, peer.launches, env.stream)
                 except Exception as exc:  # one peer's failure must not stop the run

@@ -13,7 +13,8 @@ setup(
     ext_modules=[
         Extension(
             "cudagraph._driver._native",
-            sources=["src/cudagraph/_driver/_native.c"],
+            sources=["src/cudagraph/_driver/_native.c", "src/cudagraph/_driver/_native_bind.c"],
+            depends=["src/cudagraph/_driver/_native.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

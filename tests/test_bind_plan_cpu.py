@@ -8,7 +8,9 @@ grouping, the bytes written and the error path are checked without a GPU.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import struct
+import threading
 from typing import Any
 
 import numpy as np
@@ -21,11 +23,12 @@ import cudagraph._executable as _executable
 from cudagraph._driver._kernel_args import KernelInfo
 from cudagraph._executable import Executable
 from cudagraph._explicit import LoweredGraph
-from cudagraph.errors import DriverError
+from cudagraph.errors import DriverError, ExecutableClosedError, OperandError
 
 drv = pytest.importorskip("cuda.bindings.driver")
 
 from test_cache_cpu import StubLowering  # noqa: E402
+from test_native_cpu import Buffer  # noqa: E402
 
 
 class CUkernel:  # the definition layer recognises kernels by type name
@@ -193,3 +196,104 @@ def test_a_multi_parameter_bind_refreshes_shared_structures(calls, monkeypatch):
     calls.clear()
     assert exe.bind(p=0x6000) == 3
     assert [data for _, data, _ in calls] == [args_bytes(0x6000, 4.0, 8)] * 3
+
+
+# The compiled Executable.bind (``_native_bind.c``): one pointer through a prepared plan in C,
+# everything else through the Python method. In "bindings" mode the plan has no compiled
+# groups, so the same assertions check the Python path.
+
+
+def chain(users: int = 3) -> tuple[cg.Graph, list[Any]]:
+    g = cg.Graph("g")
+    p = g.param("p")
+    use = (p, np.float32(2.0), np.int32(8))
+    return g, [g.kernel(K, 1, 32, use) for _ in range(users)]
+
+
+def compiled() -> bool:
+    return _bind_plan._SET_KERNEL_ADDR is not None and _executable.NATIVE is not None
+
+
+def test_bind_is_the_compiled_method_with_the_python_docstring():
+    if _executable.NATIVE is None:
+        pytest.skip("cudagraph._driver._native was not built")
+    method = Executable.__dict__["bind"]
+    assert type(method).__name__ == "BindMethod"
+    assert method.__doc__ == method.func.__doc__ and method.__doc__.startswith("Rebind parameters")
+    assert method.__name__ == "bind" and method.__qualname__ == "Executable.bind"
+    assert str(inspect.signature(Executable.bind)) == "(self, **params: 'Any') -> 'int'"
+
+
+def test_buffers_and_addresses_rebind_after_the_plan_is_made(calls, monkeypatch):
+    g, _ = chain()
+    a, b = Buffer(0xA000), Buffer(0xB000)
+    exe = make_exe(g, p=0x1000)
+    assert exe.bind(p=a) == 3  # the plan is made here, by the Python method
+    if compiled():  # from now on the Python method must not be reached
+
+        def no_python(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the compiled path was not taken")
+
+        monkeypatch.setattr(Executable, "_bind_one", no_python)
+    calls.clear()
+    assert exe.bind(p=b) == 3 and exe.update_calls == 6
+    assert [(d, data) for d, data, _ in calls] == [(0x100 + i, args_bytes(0xB000, 2.0, 8)) for i in range(3)]
+    assert exe.bindings == {"p": 0xB000}
+    calls.clear()
+    assert exe.bind(p=b) == 0 and calls == []  # the same object
+    assert exe.bind(p=0xB000) == 0 and calls == []  # the same address as an int
+    assert exe.bind(p=Buffer(0xB000)) == 0 and calls == []  # ... and under another buffer
+    assert exe.bind(p=0xC000) == 3 and exe.bindings == {"p": 0xC000} and exe.update_calls == 9
+    assert [data for _, data, _ in calls] == [args_bytes(0xC000, 2.0, 8)] * 3
+    bound = exe.bind
+    assert bound.__self__ is exe and bound(p=a) == 3  # the bound method goes the same way
+    calls.clear()
+    assert exe.bind(p=a) == 0 and calls == []
+
+
+def test_a_refusal_on_the_compiled_path_names_the_node_and_keeps_the_new_value(calls):
+    g, _ = chain()
+    exe = make_exe(g, p=0x1000)
+    exe.bind(p=0x2000)
+    calls.refuse.add(0x101)
+    calls.clear()
+    with pytest.raises(DriverError, match=r"cuGraphExecKernelNodeSetParams failed.*kernel#1"):
+        exe.bind(p=0x3000)
+    assert exe.bindings == {"p": 0x3000}
+    assert [d for d, _, _ in calls][-1] == 0x101
+
+
+def test_bad_values_and_closed_executables_get_the_python_errors(calls):
+    g, _ = chain()
+    exe = make_exe(g, p=0x1000)
+    exe.bind(p=0x2000)
+    for bad in (-1, 1 << 64, 2.5, "x"):
+        calls.clear()
+        with pytest.raises(OperandError, match="'p'"):
+            exe.bind(p=bad)
+        assert calls == [] and exe.bindings == {"p": 0x2000}
+    with pytest.raises(OperandError, match="'nope'"):
+        exe.bind(nope=0x2000)
+    assert exe.bind(p=0) == 3 and exe.bindings == {"p": 0}  # NULL is an address (the Python path takes it)
+    assert exe.bind(p=0x2000) == 3
+    exe._exec = None  # what close() leaves
+    with pytest.raises(ExecutableClosedError):
+        exe.bind(p=0x2000)  # the bound value: closed all the same
+    with pytest.raises(ExecutableClosedError):
+        exe.bind(p=0x5000)
+
+
+def test_the_compiled_path_waits_for_a_thread_holding_the_lock(calls):
+    g, _ = chain()
+    exe = make_exe(g, p=0x1000)
+    exe.bind(p=0x2000)
+    calls.clear()
+    got: list[int] = []
+    with exe._lock:  # another thread is changing the executable
+        worker = threading.Thread(target=lambda: got.append(exe.bind(p=0x3000)))
+        worker.start()
+        worker.join(0.2)
+        assert worker.is_alive() and calls == [] and got == []
+    worker.join(5)
+    assert got == [3] and exe.bindings == {"p": 0x3000}
+    assert [data for _, data, _ in calls] == [args_bytes(0x3000, 2.0, 8)] * 3

@@ -52,9 +52,26 @@ class BindPlan:
         ``(node, driver node)`` for the users that are not kernel nodes.
     count : int
         Driver calls one rebind makes.
+    pointer_groups : list of tuple or None
+        :attr:`groups`, set by :meth:`finish` when the plan is a pointer's and
+        only sets kernel nodes through the compiled loop: then the executable
+        calls the loop itself (``Executable._bind_one``), with :attr:`set_address`.
+    set_address : int or None
+        The address of ``cuGraphExecKernelNodeSetParams_v2`` the plan was made for.
     """
 
-    __slots__ = ("code", "native", "groups", "group_nodes", "bindings_groups", "others", "count", "_open")
+    __slots__ = (
+        "code",
+        "native",
+        "groups",
+        "group_nodes",
+        "bindings_groups",
+        "others",
+        "count",
+        "pointer_groups",
+        "set_address",
+        "_open",
+    )
 
     def __init__(self, code: str | None, native: bool) -> None:
         self.code = code
@@ -64,6 +81,8 @@ class BindPlan:
         self.bindings_groups: list[tuple[KernelUpdater, list[Any], list[Node], Any]] = []
         self.others: list[tuple[Node, Any]] = []
         self.count = 0
+        self.pointer_groups: list[tuple[int, int, tuple[int, ...], int, list[int]]] | None = None
+        self.set_address: int | None = None
         self._open: dict[int, int] = {}  # id(updater) -> position of its group, while adding
 
     def add_kernel(self, up: KernelUpdater, name: str, node: Node, dnode: Any) -> None:
@@ -91,6 +110,25 @@ class BindPlan:
         self.others.append((node, dnode))
         self.count += 1
 
+    def finish(self) -> BindPlan:
+        """Mark the plan complete (no more users are added); return it."""
+        self._open.clear()
+        self.set_address = _SET_KERNEL_ADDR
+        if self.native and self.code is None and self.groups and not self.others:
+            self.pointer_groups = self.groups
+        return self
+
+    def raise_failure(self, failed: tuple[int, int, int]) -> None:
+        """Raise the error of the compiled loop's result ``(group, node in it, CUresult)``.
+
+        Raises
+        ------
+        DriverError
+            Always: the driver refused that node's update (the message names it).
+        """
+        g, i, rc = failed
+        raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", self.group_nodes[g][i])
+
     def apply(self, exe: Executable, value: Any) -> int:
         """Give every user the parameter's new ``value`` (an address, or a scalar of the parameter's
         type); return the number of driver calls made.
@@ -105,8 +143,7 @@ class BindPlan:
             data = value if self.code is None else struct.pack(self.code, value)
             failed = _REBIND(_SET_KERNEL_ADDR, exe._exec_addr, self.groups, data)
             if failed is not None:
-                g, i, rc = failed
-                raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", self.group_nodes[g][i])
+                self.raise_failure(failed)
             if not self.others:
                 return self.count
         exec_handle = exe._exec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from ._bind_plan import BindPlan, native_rebind
 from ._bindings import all_params, body_uses_params, resolve_bindings
 from ._compare import diff_states, topology_signature
 from ._diff import describe_topology_diff, has_bodies, node_state, same_value
+from ._driver._c_entry import NATIVE
 from ._driver._calls import check, ensure_context, error_name, raise_error, require_driver
 from ._driver._host_callbacks import unregister
 from ._driver._kernel_args import _STRUCT_CODES, PACKING_LOCK
@@ -373,11 +375,7 @@ class Executable:
         if exec_handle is None:
             self._require_open()
         if params:
-            if len(params) == 1:
-                ((name, value),) = params.items()
-                self._bind_one(name, value)
-            else:
-                self.bind(**params)
+            self.bind(**params)
         if stream is not self._last_stream:
             self._last_handle = stream_handle(stream)
             self._last_stream = stream
@@ -433,6 +431,9 @@ class Executable:
         ``cuGraphExecKernelNodeSetParams`` call; nodes built with the same
         kernel, dimensions and argument objects share one prepared parameter
         structure, so a parameter's bytes are written once for all of them.
+        With the compiled module, rebinding one pointer parameter to a Buffer or
+        an int address (after its first rebind, which prepares the plan) runs in
+        C from the call on: no Python frame between the call and the driver.
 
         Parameters
         ----------
@@ -482,7 +483,7 @@ class Executable:
         return len(dirty)
 
     def _bind_one(self, name: str, value: Any) -> int:
-        """:meth:`bind` of one parameter: the per-step rebinding path, kept short."""
+        """:meth:`bind` of one parameter (the compiled method takes the common case before it)."""
         if self._exec is None:
             self._require_open()
         v = self._new_value(name, value)
@@ -547,7 +548,7 @@ class Executable:
                 plan.add_other(current, dnode)
             else:
                 plan.add_kernel(up, name, current, dnode)
-        return plan
+        return plan.finish()
 
     def _updater(self, node: Node) -> tuple[Node, Any, KernelUpdater | None, bool]:
         """``(node as the executable has it, driver node, kernel updater or None, updater just made)``.
@@ -919,6 +920,22 @@ def _pointer(param: Any, value: Any) -> int:
             return ptr
     return param.coerce(value)  # type: ignore[no-any-return]
 
+
+def _install_compiled_bind() -> None:
+    """Make :meth:`Executable.bind` the compiled method (see ``_native_bind.c``) when it is built.
+
+    It rebinds one pointer parameter through a prepared plan in C and calls the
+    Python method for everything else, so behaviour, errors and the docstring
+    are the Python method's.
+    """
+    if NATIVE is None:
+        return
+    method = NATIVE.BindMethod(Executable.bind, Executable, BindPlan, _BUFFER_TYPES)
+    functools.update_wrapper(method, Executable.bind)
+    setattr(Executable, "bind", method)  # noqa: B010 - replacing a method mypy knows by its Python signature
+
+
+_install_compiled_bind()
 
 try:
     _LAUNCH = require_driver().cuGraphLaunch

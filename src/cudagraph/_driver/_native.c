@@ -13,93 +13,13 @@
  * types, and stops at the first node it cannot handle (another node kind,
  * launch attributes, another kernel, arguments of types not seen yet), handing
  * it back to the Python loop, which names any error. Layout compares rebuilt
- * definitions with recorded ones.
+ * definitions with recorded ones. BindMethod (_native_bind.c) is Executable.bind
+ * with the per-step rebinding of one pointer in C.
  *
  * Nothing here raises for a driver failure: the CUresult is returned (or kept
  * in KernelLoop.rc) and the caller raises the typed error naming the node.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#ifndef Py_T_OBJECT_EX
-#include <structmember.h>
-#define Py_T_OBJECT_EX T_OBJECT_EX
-#endif
-
-/* ------------------------------------------------------------------ driver ABI (cuda.h, CUDA 12.3+) */
-
-typedef struct {
-    void *func; /* CUfunction */
-    unsigned int gridDimX, gridDimY, gridDimZ;
-    unsigned int blockDimX, blockDimY, blockDimZ;
-    unsigned int sharedMemBytes;
-    void **kernelParams;
-    void **extra;
-    void *kern; /* CUkernel */
-    void *ctx;  /* CUcontext */
-} cg_kernel_params_v3;
-
-typedef struct {
-    int type; /* CUgraphNodeType */
-    int reserved0[3];
-    union {
-        long long reserved1[29];
-        cg_kernel_params_v3 kernel;
-    } u;
-    long long reserved2;
-} cg_graph_node_params;
-
-/* CUresult cuGraphAddNode_v2(CUgraphNode*, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
- *                            CUgraphNodeParams*) */
-typedef int (*cg_add_node_fn)(void **, void *, void *const *, const void *, size_t, cg_graph_node_params *);
-/* CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*) */
-typedef int (*cg_set_kernel_fn)(void *, void *, const void *);
-
-_Static_assert(offsetof(cg_graph_node_params, u) == 16, "CUgraphNodeParams layout");
-_Static_assert(sizeof(cg_graph_node_params) == 256, "CUgraphNodeParams size");
-_Static_assert(offsetof(cg_kernel_params_v3, kernelParams) == 40, "CUDA_KERNEL_NODE_PARAMS layout");
-
-/* ------------------------------------------------------------------ helpers */
-
-static int
-address_of(PyObject *obj, const char *what, void **out)
-{
-    void *p = PyLong_AsVoidPtr(obj);
-    if (p == NULL && PyErr_Occurred()) {
-        PyErr_Format(PyExc_TypeError, "%s must be an address (int)", what);
-        return -1;
-    }
-    *out = p;
-    return 0;
-}
-
-/* The instance offset of a __slots__ attribute of `tp` (a member descriptor holding an object). */
-static int
-slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out)
-{
-    PyObject *d = PyObject_GetAttrString((PyObject *)tp, name);
-    if (d == NULL)
-        return -1;
-    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ attribute", tp->tp_name, name);
-        Py_DECREF(d);
-        return -1;
-    }
-    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-    int ok = m->type == Py_T_OBJECT_EX && m->offset > 0 &&
-             m->offset + (Py_ssize_t)sizeof(PyObject *) <= tp->tp_basicsize;
-    Py_ssize_t off = m->offset;
-    Py_DECREF(d);
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", tp->tp_name, name);
-        return -1;
-    }
-    *out = off;
-    return 0;
-}
+#include "_native.h"
 
 /* Where a KernelNode keeps its fields and a Node its predecessors and index (instance offsets). */
 typedef struct {
@@ -123,7 +43,6 @@ resolve_slots(PyObject *ktype, PyObject *ntype, node_slots *out)
     return 0;
 }
 
-#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
 /* A (x, y, z) tuple of ints as three unsigned ints; 0 on success, -1 (no exception set) otherwise. */
 static int
@@ -1054,6 +973,55 @@ set_kernel_node(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     return PyLong_FromLong(((cg_set_kernel_fn)fn)(exec, node, params));
 }
 
+int
+cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ssize_t len, Py_ssize_t *g_out,
+                 Py_ssize_t *i_out)
+{
+    for (Py_ssize_t g = 0; g < PyList_GET_SIZE(groups); g++) {
+        PyObject *t = PyList_GET_ITEM(groups, g);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5 || !PyTuple_CheckExact(PyTuple_GET_ITEM(t, 2)) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(t, 4))) {
+            PyErr_SetString(PyExc_TypeError, "rebind: a group is (buffer, size, offsets: tuple, params, nodes: list)");
+            return -1;
+        }
+        void *buf, *params;
+        if (address_of(PyTuple_GET_ITEM(t, 0), "buffer", &buf) < 0 ||
+            address_of(PyTuple_GET_ITEM(t, 3), "params", &params) < 0)
+            return -1;
+        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 1));
+        if (size < 0 && PyErr_Occurred())
+            return -1;
+        PyObject *offsets = PyTuple_GET_ITEM(t, 2), *nodes = PyTuple_GET_ITEM(t, 4);
+        if ((buf == NULL && PyTuple_GET_SIZE(offsets)) || params == NULL) {
+            PyErr_SetString(PyExc_ValueError, "rebind: buffer and params must not be NULL");
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(offsets); i++) {
+            Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
+            if (off < 0 && PyErr_Occurred())
+                return -1;
+            if (off < 0 || off > size - len) {
+                PyErr_Format(PyExc_ValueError, "rebind: %zd bytes at offset %zd do not fit a buffer of %zd bytes",
+                             len, off, size);
+                return -1;
+            }
+            memcpy((char *)buf + off, data, (size_t)len);
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+            void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i));
+            if (h == NULL && PyErr_Occurred())
+                return -1;
+            int rc = ((cg_set_kernel_fn)fn)(exec, h, params);
+            if (rc) {
+                *g_out = g;
+                *i_out = i;
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(rebind_doc,
              "rebind(set_params, exec, groups, value) -> None or (group, index, CUresult)\n\n"
              "Rebind one parameter in kernel nodes of executable `exec`. Each group is a tuple\n"
@@ -1095,46 +1063,12 @@ rebind(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_TypeError, "rebind: value must be an int or bytes");
         return NULL;
     }
-    PyObject *groups = argv[2];
-    for (Py_ssize_t g = 0; g < PyList_GET_SIZE(groups); g++) {
-        PyObject *t = PyList_GET_ITEM(groups, g);
-        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5 || !PyTuple_CheckExact(PyTuple_GET_ITEM(t, 2)) ||
-            !PyList_CheckExact(PyTuple_GET_ITEM(t, 4))) {
-            PyErr_SetString(PyExc_TypeError, "rebind: a group is (buffer, size, offsets: tuple, params, nodes: list)");
-            return NULL;
-        }
-        void *buf, *params;
-        if (address_of(PyTuple_GET_ITEM(t, 0), "buffer", &buf) < 0 ||
-            address_of(PyTuple_GET_ITEM(t, 3), "params", &params) < 0)
-            return NULL;
-        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 1));
-        if (size < 0 && PyErr_Occurred())
-            return NULL;
-        PyObject *offsets = PyTuple_GET_ITEM(t, 2), *nodes = PyTuple_GET_ITEM(t, 4);
-        if ((buf == NULL && PyTuple_GET_SIZE(offsets)) || params == NULL) {
-            PyErr_SetString(PyExc_ValueError, "rebind: buffer and params must not be NULL");
-            return NULL;
-        }
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(offsets); i++) {
-            Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
-            if (off < 0 && PyErr_Occurred())
-                return NULL;
-            if (off < 0 || off > size - len) {
-                PyErr_Format(PyExc_ValueError, "rebind: %zd bytes at offset %zd do not fit a buffer of %zd bytes",
-                             len, off, size);
-                return NULL;
-            }
-            memcpy((char *)buf + off, data, (size_t)len);
-        }
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
-            void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i));
-            if (h == NULL && PyErr_Occurred())
-                return NULL;
-            int rc = ((cg_set_kernel_fn)fn)(exec, h, params);
-            if (rc)
-                return Py_BuildValue("(nni)", g, i, rc);
-        }
-    }
+    Py_ssize_t g, i;
+    int rc = cg_rebind_groups(fn, exec, argv[2], data, len, &g, &i);
+    if (rc < 0)
+        return NULL;
+    if (rc > 0)
+        return Py_BuildValue("(nni)", g, i, rc);
     Py_RETURN_NONE;
 }
 
@@ -1276,7 +1210,7 @@ static struct PyModuleDef native_module = {
 PyMODINIT_FUNC
 PyInit__native(void)
 {
-    if (PyType_Ready(&KernelLoopType) < 0 || PyType_Ready(&LayoutType) < 0)
+    if (PyType_Ready(&KernelLoopType) < 0 || PyType_Ready(&LayoutType) < 0 || cg_bind_method_ready() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (m == NULL)
@@ -1290,6 +1224,12 @@ PyInit__native(void)
     Py_INCREF(&LayoutType);
     if (PyModule_AddObject(m, "Layout", (PyObject *)&LayoutType) < 0) {
         Py_DECREF(&LayoutType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&cg_BindMethodType);
+    if (PyModule_AddObject(m, "BindMethod", (PyObject *)&cg_BindMethodType) < 0) {
+        Py_DECREF(&cg_BindMethodType);
         Py_DECREF(m);
         return NULL;
     }

@@ -54,8 +54,8 @@ class BindPlan:
         Driver calls one rebind makes.
     pointer_groups : list of tuple or None
         :attr:`groups`, set by :meth:`finish` when the plan is a pointer's and
-        only sets kernel nodes through the compiled loop: then the executable
-        calls the loop itself (``Executable._bind_one``), with :attr:`set_address`.
+        only sets kernel nodes through the compiled loop: then the compiled
+        ``Executable.bind`` (``_native_bind.c``) runs it itself, with :attr:`set_address`.
     set_address : int or None
         The address of ``cuGraphExecKernelNodeSetParams_v2`` the plan was made for.
     """
@@ -118,17 +118,6 @@ class BindPlan:
             self.pointer_groups = self.groups
         return self
 
-    def raise_failure(self, failed: tuple[int, int, int]) -> None:
-        """Raise the error of the compiled loop's result ``(group, node in it, CUresult)``.
-
-        Raises
-        ------
-        DriverError
-            Always: the driver refused that node's update (the message names it).
-        """
-        g, i, rc = failed
-        raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", self.group_nodes[g][i])
-
     def apply(self, exe: Executable, value: Any) -> int:
         """Give every user the parameter's new ``value`` (an address, or a scalar of the parameter's
         type); return the number of driver calls made.
@@ -143,7 +132,8 @@ class BindPlan:
             data = value if self.code is None else struct.pack(self.code, value)
             failed = _REBIND(_SET_KERNEL_ADDR, exe._exec_addr, self.groups, data)
             if failed is not None:
-                self.raise_failure(failed)
+                g, i, rc = failed
+                raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", self.group_nodes[g][i])
             if not self.others:
                 return self.count
         exec_handle = exe._exec

@@ -248,7 +248,7 @@ bind_get_func(BindMethod *m, void *closure)
 }
 
 static PyGetSetDef bind_getset[] = {
-    {"func", (getter)bind_get_func, NULL, "The Python function the calls the compiled path does not take go to.",
+    {"func", (getter)bind_get_func, NULL, "The Python method: every call the compiled path does not take goes to it.",
      NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -1,4 +1,4 @@
-"""Build script for the optional compiled hot loops (``cudagraph._driver._native``).
+"""Build script for the optional compiled hot loops (``cudagraph.driver._native``).
 
 Everything else is declared in ``pyproject.toml``. The extension links against
 nothing but the Python runtime (the CUDA driver's entry points are handed to it
@@ -12,9 +12,9 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "cudagraph._driver._native",
-            sources=["src/cudagraph/_driver/_native.c", "src/cudagraph/_driver/_native_bind.c"],
-            depends=["src/cudagraph/_driver/_native.h"],
+            "cudagraph.driver._native",
+            sources=["src/cudagraph/driver/_native.c", "src/cudagraph/driver/_native_bind.c"],
+            depends=["src/cudagraph/driver/_native.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

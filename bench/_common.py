@@ -40,7 +40,7 @@ def versions(env: Any) -> dict[str, str]:
         "cuda.bindings": str(getattr(cuda.bindings, "__version__", "?")),
         "cudagraph": str(getattr(cudagraph, "__version__", "?")),
     }
-    from cudagraph._driver._c_entry import NATIVE
+    from cudagraph.driver.c_entry import NATIVE
 
     out["cudagraph compiled loops"] = "no (cuda.bindings calls)" if NATIVE is None else "yes (_native)"
     try:

@@ -12,7 +12,7 @@ Construction, for two shapes and N = 1000 and 10000 kernel nodes:
 Peers:
 
 - ``cudagraph``: *define* is ``g = cg.Graph(); g.kernel(...)`` (pure Python),
-  *lower* is ``cudagraph._explicit.lower(g, {}, [])`` (``cuGraphCreate`` +
+  *lower* is ``cudagraph.materialize.explicit.lower(g, {}, [])`` (``cuGraphCreate`` +
   ``cuGraphAddNode``), *instantiate* is ``cuGraphInstantiateWithParams`` on the
   lowered ``CUgraph``. The end-to-end column is define + ``g.instantiate()``
   (the public call: validate + lower + instantiate), timed separately.
@@ -216,7 +216,7 @@ class CudaGraphPeer(Peer):
     def __init__(self, env: Env) -> None:
         super().__init__(env)
         import cudagraph
-        from cudagraph._explicit import lower
+        from cudagraph.materialize.explicit import lower
 
         self._cg = cudagraph
         self._lower = lower

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
 
     import cudagraph as cg
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     dev = Device()
     dev.set_current()

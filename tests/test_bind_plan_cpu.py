@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-import cudagraph._bind_plan as _bind_plan
-import cudagraph._driver._node_update as _node_update
-import cudagraph._executable as _executable
-from cudagraph._driver._kernel_args import KernelInfo
-from cudagraph._executable import Executable
-from cudagraph._explicit import LoweredGraph
+import cudagraph.executable.bind_plan as _bind_plan
+import cudagraph.executable.executable as _executable
+import cudagraph.ops.node_update as _node_update
+from cudagraph.driver.kernel_args import KernelInfo
 from cudagraph.errors import DriverError, ExecutableClosedError, OperandError
+from cudagraph.executable.executable import Executable
+from cudagraph.materialize.explicit import LoweredGraph
 
 drv = pytest.importorskip("cuda.bindings.driver")
 
@@ -99,7 +99,7 @@ def calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ca
     monkeypatch.setattr(_bind_plan, "_SET_KERNEL", set_kernel)
     if request.param == "native":
         if _bind_plan._REBIND is None:
-            pytest.skip("cudagraph._driver._native was not built")
+            pytest.skip("cudagraph.driver._native was not built")
         out.callback = SET_PROTO(set_kernel_c)  # kept alive with the recorder
         monkeypatch.setattr(_bind_plan, "_SET_KERNEL_ADDR", ctypes.cast(out.callback, ctypes.c_void_p).value)
     else:
@@ -216,7 +216,7 @@ def compiled() -> bool:
 
 def test_bind_is_the_compiled_method_with_the_python_docstring():
     if _executable.NATIVE is None:
-        pytest.skip("cudagraph._driver._native was not built")
+        pytest.skip("cudagraph.driver._native was not built")
     method = Executable.__dict__["bind"]
     assert type(method).__name__ == "BindMethod"
     assert method.__doc__ == method.func.__doc__ and method.__doc__.startswith("Rebind parameters")

@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-import cudagraph._executable as _executable
-from cudagraph import _compare, _diff
-from cudagraph._diff import has_bodies, node_state, same_value
-from cudagraph._executable import Executable, UpdateResult, _moved_users, _NodeMap
-from cudagraph._explicit import LoweredGraph, node_params_uses
-from cudagraph._nodes import ChildGraphNode, EmptyNode, KernelNode, MemcpyNode, MemsetNode
+import cudagraph.executable.executable as _executable
+from cudagraph.definition import diff as _diff
+from cudagraph.definition.diff import has_bodies, node_state, same_value
+from cudagraph.definition.nodes import ChildGraphNode, EmptyNode, KernelNode, MemcpyNode, MemsetNode
 from cudagraph.errors import DefinitionError, OperandError
+from cudagraph.executable import compare as _compare
+from cudagraph.executable.executable import Executable, UpdateResult, _moved_users, _NodeMap
+from cudagraph.materialize.explicit import LoweredGraph, node_params_uses
 from random_graphs import random_graph
 
 
@@ -51,7 +52,7 @@ def impl(request: pytest.FixtureRequest) -> Any:
     if request.param == "python":
         return _diff
     if _compare._layout() is None:
-        pytest.skip("cudagraph._driver._native was not built")
+        pytest.skip("cudagraph.driver._native was not built")
     return _compare
 
 
@@ -73,7 +74,7 @@ def _ref_same_value(a: Any, b: Any) -> bool:
 
 
 def _ref_signature(graph: cg.Graph) -> tuple[Any, ...]:
-    from cudagraph._diff import bodies_of
+    from cudagraph.definition.diff import bodies_of
 
     out: list[Any] = []
     for n in graph._nodes:
@@ -445,7 +446,7 @@ def _refuse_node(stub: dict[str, Any], monkeypatch: pytest.MonkeyPatch, at: int)
     """Make the recorded set_node_params refuse the update of the nodes whose index is in the set returned."""
     from cuda.bindings import driver as drv
 
-    from cudagraph._driver._calls import raise_error
+    from cudagraph.driver.calls import raise_error
 
     refused = {at}
 
@@ -714,7 +715,7 @@ def test_whole_graph_update_forgets_the_nested_nodes_of_the_graph_replaced(stub,
 def test_same_value_compares_arrays_by_identity_and_scalars_by_value() -> None:
     import numpy as np
 
-    from cudagraph._diff import same_value
+    from cudagraph.definition.diff import same_value
 
     a, b = np.zeros(1, np.float32), np.zeros(1, np.float32)
     assert same_value(a, a)

@@ -201,7 +201,7 @@ def test_while_driven_by_builtin_predicate_on_device_scalar(gpu, k, stream):
             launch(exe, stream)
             assert gpu.read(iters, 1, np.int32)[0] == 10  # 0.5**10 < 1e-3 < 0.5**9
             assert gpu.read(residual, 1, np.float32)[0] == np.float32(0.5**10)
-    from cudagraph._driver._builtin_kernels import loaded_from
+    from cudagraph.driver.builtin_kernels import loaded_from
 
     assert set(loaded_from().values()) <= {"nvrtc", "ptx"}
 
@@ -253,7 +253,7 @@ _PTX_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     import cudagraph as cg
-    from cudagraph._driver._builtin_kernels import loaded_from
+    from cudagraph.driver.builtin_kernels import loaded_from
     from cuda.core import Device
 
     dev = Device(0)
@@ -404,7 +404,7 @@ def test_params_inside_bodies(gpu, k, stream):
 def test_driver_graph_has_conditional_nodes_and_bodies(gpu, k):
     from cuda.bindings import driver
 
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     x = ints(gpu, np.zeros(N))
     g = cg.Graph("structure")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph._operands import Deferred, normalize_kernel_args
+from cudagraph.definition.operands import Deferred, normalize_kernel_args
 
 # --------------------------------------------------------------------------- fake operands
 

@@ -833,8 +833,8 @@ def test_launch_rejects_non_stream(gpu, kernels):
 def test_lower_builds_exact_nodes_edges_and_types(device, gpu, kernels):
     from cuda.bindings import driver
 
-    from cudagraph._driver import _host_callbacks
-    from cudagraph._explicit import lower
+    from cudagraph.driver import host_callbacks as _host_callbacks
+    from cudagraph.materialize.explicit import lower
 
     dx = gpu.alloc(N * F4)
     host = np.zeros(N, np.float32)
@@ -976,7 +976,7 @@ def test_eager_run_with_params_and_child(gpu, kernels, stream):
 
 
 def test_driver_error_is_typed_and_leaves_nothing_behind(gpu, kernels, stream):
-    from cudagraph._driver import _host_callbacks
+    from cudagraph.driver import host_callbacks as _host_callbacks
 
     # More blocks than can be co-resident: the driver refuses the cooperative attribute.
     blocks = gpu.device.properties.multiprocessor_count * 64

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph._driver import _host_callbacks
-from cudagraph._executable import Executable
-from cudagraph._explicit import LoweredGraph
+from cudagraph.driver import host_callbacks as _host_callbacks
+from cudagraph.executable.executable import Executable
+from cudagraph.materialize.explicit import LoweredGraph
 
 pytestmark = pytest.mark.gpu
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph._diff import node_state
+from cudagraph.definition.diff import node_state
 
 pytestmark = pytest.mark.gpu
 

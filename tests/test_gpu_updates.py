@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-import cudagraph._executable as _executable
+import cudagraph.executable.executable as _executable
 from cudagraph.errors import DefinitionError, OperandError, UnsupportedError
 
 pytestmark = pytest.mark.gpu
@@ -277,9 +277,9 @@ def test_executable_cache_hits_misses_evictions(gpu, kernels, stream):
 @pytest.mark.parametrize("path", ["native", "bindings"])
 def test_native_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path):
     """Kernel nodes are added and rebound through the compiled module or cuda.bindings, alike."""
-    import cudagraph._bind_plan as bind_plan
-    import cudagraph._driver._node_update as node_update
-    import cudagraph._explicit as explicit
+    import cudagraph.executable.bind_plan as bind_plan
+    import cudagraph.materialize.explicit as explicit
+    import cudagraph.ops.node_update as node_update
 
     if path == "bindings":
         monkeypatch.setattr(explicit, "kernel_loop", lambda graph, params: None)

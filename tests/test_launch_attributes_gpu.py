@@ -128,7 +128,7 @@ def node_attribute(lowered, node, attr):
 def test_clustered_kernel_reads_its_cluster_shape(gpu, k, stream, sm90):
     from cuda.bindings import driver
 
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     grid = (4, 2, 1)
     nblocks = 8
@@ -168,7 +168,7 @@ def test_clustered_kernel_reads_its_cluster_shape(gpu, k, stream, sm90):
 def test_cooperative_kernel_uses_a_grid_wide_barrier(device, gpu, k, stream):
     from cuda.bindings import driver
 
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     n = device.properties.multiprocessor_count
     rounds = 5
@@ -220,7 +220,7 @@ def test_cooperative_grid_too_large_is_a_typed_driver_error(device, gpu, k, stre
 def test_node_priority_is_set_and_the_graph_runs(gpu, k, stream):
     from cuda.bindings import driver
 
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     err, least, greatest = driver.cuCtxGetStreamPriorityRange()
     assert not err
@@ -249,7 +249,7 @@ def test_node_priority_is_set_and_the_graph_runs(gpu, k, stream):
 def test_programmatic_dependent_launch(gpu, k, stream, sm90, how):
     from cuda.bindings import driver
 
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     x = gpu.upload(np.zeros(N, np.int32))
     y = gpu.upload(np.zeros(N, np.int32))

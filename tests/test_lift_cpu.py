@@ -14,10 +14,10 @@ import pytest
 drv = pytest.importorskip("cuda.bindings.driver")
 
 import cudagraph as cg  # noqa: E402
-from cudagraph import _lift  # noqa: E402
-from cudagraph._driver import _c_read  # noqa: E402
-from cudagraph._driver._c_read import KERNEL_NODE_TYPE, KERNEL_PARAMS, KERNEL_PARAMS_SIZE, GraphReader  # noqa: E402
+from cudagraph.driver import graph_reader as _c_read  # noqa: E402
+from cudagraph.driver.graph_reader import KERNEL_NODE_TYPE, KERNEL_PARAMS, KERNEL_PARAMS_SIZE, GraphReader  # noqa: E402
 from cudagraph.errors import DriverError, OperandError  # noqa: E402
+from cudagraph.materialize import lift as _lift  # noqa: E402
 
 INT = ctypes.c_int
 VP = ctypes.c_void_p

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import cudagraph as cg
-from cudagraph._capture_region import CaptureRegion
 from cudagraph.errors import ForeignNodeError, OperandError
+from cudagraph.materialize.capture_region import CaptureRegion
 
 
 def test_backend_name_is_checked_before_the_driver():
@@ -43,7 +43,7 @@ def test_capture_region_again_needs_a_recording():
 
 def test_lift_rejects_objects_without_a_graph():
     pytest.importorskip("cuda.bindings")
-    from cudagraph._lift import cuda_graph_handle
+    from cudagraph.materialize.lift import cuda_graph_handle
 
     with pytest.raises(OperandError, match="cannot find a CUgraph in object"):
         cuda_graph_handle(object())

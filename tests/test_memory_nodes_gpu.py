@@ -134,7 +134,7 @@ def test_eager_run_with_alloc_and_free(gpu, kernels, stream):
 def test_alloc_and_free_driver_node_types(gpu, kernels):
     from cuda.bindings import driver
 
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     out = gpu.upload(np.zeros(N, np.float32))
     g, a, f = _alloc_graph(kernels, np.zeros(N, np.float32), out)
@@ -264,7 +264,7 @@ def test_write_value_then_wait_value_then_kernel(gpu, kernels, stream, word, bit
 def test_wait_value_geq_and_batch_memop_node_type(gpu, kernels, stream, word):
     from cuda.bindings import driver
 
-    from cudagraph._explicit import lower
+    from cudagraph.materialize.explicit import lower
 
     gpu.write(word, np.array([5], np.uint32))
     x = gpu.upload(np.zeros(N, np.float32))

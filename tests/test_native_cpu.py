@@ -1,4 +1,4 @@
-"""The compiled hot loops (``cudagraph._driver._native``) on the CPU, against recording fake drivers.
+"""The compiled hot loops (``cudagraph.driver._native``) on the CPU, against recording fake drivers.
 
 The driver's ``cuGraphAddNode_v2`` and ``cuGraphExecKernelNodeSetParams_v2``
 are replaced by ctypes callbacks with the same C signatures, which read the
@@ -19,17 +19,17 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-import cudagraph._explicit as _explicit
-from cudagraph._driver import _c_entry
-from cudagraph._driver._c_read import KERNEL_PARAMS
-from cudagraph._driver._kernel_args import KernelInfo
-from cudagraph._nodes import KernelNode, Node
+import cudagraph.materialize.explicit as _explicit
+from cudagraph.definition.nodes import KernelNode, Node
+from cudagraph.driver import c_entry as _c_entry
+from cudagraph.driver.graph_reader import KERNEL_PARAMS
+from cudagraph.driver.kernel_args import KernelInfo
 from cudagraph.errors import DriverError
 from random_graphs import random_graph
 
 drv = pytest.importorskip("cuda.bindings.driver")
 native = _c_entry.NATIVE
-needs_native = pytest.mark.skipif(native is None, reason="cudagraph._driver._native was not built")
+needs_native = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
 
 ADD_PROTO = ctypes.CFUNCTYPE(
     ctypes.c_int,
@@ -180,7 +180,7 @@ def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
 @pytest.fixture(params=["native", "bindings"])
 def fake_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Driver:
     if request.param == "native" and native is None:
-        pytest.skip("cudagraph._driver._native was not built")
+        pytest.skip("cudagraph.driver._native was not built")
     return install(request.param, monkeypatch)
 
 
@@ -256,7 +256,7 @@ def test_lowering_adds_each_node_once_with_its_launch_and_dependencies(fake_driv
 
 def test_both_paths_make_the_same_calls(monkeypatch):
     if native is None:
-        pytest.skip("cudagraph._driver._native was not built")
+        pytest.skip("cudagraph.driver._native was not built")
     seen = []
     for path in ("native", "bindings"):
         with monkeypatch.context() as m:
@@ -440,7 +440,8 @@ def test_native_calls_reject_bad_arguments():
 def test_compiled_signature_equals_the_definition_layers():
     import random
 
-    from cudagraph import _compare, _diff
+    from cudagraph.definition import diff as _diff
+    from cudagraph.executable import compare as _compare
 
     rng = random.Random(3)
     for size in list(range(12)) + [200, 1000]:
@@ -454,8 +455,9 @@ def test_compiled_signature_equals_the_definition_layers():
 def test_compiled_diff_equals_the_definition_layers():
     import random
 
-    from cudagraph import _compare, _diff
-    from cudagraph._diff import node_state
+    from cudagraph.definition import diff as _diff
+    from cudagraph.definition.diff import node_state
+    from cudagraph.executable import compare as _compare
 
     rng = random.Random(4)
     buffers = [Buffer(0x1000), Buffer(0x1000), Buffer(0x2000)]  # equal only to themselves
@@ -495,8 +497,8 @@ def test_compiled_diff_equals_the_definition_layers():
 @pytest.mark.parametrize("path", ["native", "bindings"])
 def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
     """Executable.update of a rebuilt definition: the changed kernel nodes get their new launch."""
-    import cudagraph._driver._node_update as _node_update
-    import cudagraph._executable as _executable
+    import cudagraph.executable.executable as _executable
+    import cudagraph.ops.node_update as _node_update
     from test_bind_plan_cpu import make_exe
 
     seen: list[tuple[int, dict[str, Any]]] = []
@@ -521,7 +523,7 @@ def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
     monkeypatch.setattr(_executable, "set_node_params", lambda e, n, d, *a: others.append(n))
     if path == "native":
         if native is None:
-            pytest.skip("cudagraph._driver._native was not built")
+            pytest.skip("cudagraph.driver._native was not built")
         monkeypatch.setattr(
             _node_update,
             "kernel_loop",

@@ -101,8 +101,8 @@ def test_definition_layer_imports_no_cuda_module():
     assert out["nodes"] == 11
     assert out["order_first"] == 10  # the node added last, then made a predecessor of the first
     assert out["text_len"] > 0
-    assert "cudagraph._graph" in out["cudagraph_loaded"]
-    assert not any(m.startswith("cudagraph._driver") for m in out["cudagraph_loaded"])
+    assert "cudagraph.definition.graph" in out["cudagraph_loaded"]
+    assert not any(m.startswith("cudagraph.driver") for m in out["cudagraph_loaded"])
 
 
 def test_watch_detects_a_cuda_import():

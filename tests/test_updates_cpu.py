@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph._bindings import all_params, resolve_bindings
-from cudagraph._diff import changed_nodes, describe_topology_diff, node_state, topology_signature
+from cudagraph.definition.bindings import all_params, resolve_bindings
+from cudagraph.definition.diff import changed_nodes, describe_topology_diff, node_state, topology_signature
 from cudagraph.errors import DefinitionError, OperandError
 
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._cache import ExecutableCache
-from ._condition import CONDITIONAL_SNIPPET, Condition
-from ._graph import Graph
-from ._graph_memory import graph_memory_usage, trim_graph_memory
-from ._nodes import (
+from .definition.condition import CONDITIONAL_SNIPPET, Condition
+from .definition.graph import Graph
+from .definition.nodes import (
     AllocNode,
     AllocOffset,
     BatchMemOpNode,
@@ -39,16 +37,18 @@ from ._nodes import (
     WhileNode,
     WriteValueNode,
 )
-from ._param import Param
-from ._path import Path
+from .definition.param import Param
+from .definition.path import Path
 from .errors import CudaGraphError
+from .executable.cache import ExecutableCache
 
 if TYPE_CHECKING:
-    from ._capture_region import CaptureRegion, CaptureStream
-    from ._exec_node import ExecutableNode
-    from ._executable import Executable, UpdateResult
-    from ._lift import lift
-    from ._opaque import OpaqueNode
+    from .definition.opaque import OpaqueNode
+    from .driver.graph_memory import graph_memory_usage, trim_graph_memory
+    from .executable.executable import Executable, UpdateResult
+    from .executable.node_view import ExecutableNode
+    from .materialize.capture_region import CaptureRegion, CaptureStream
+    from .materialize.lift import lift
 
 __version__ = "0.1.0"
 
@@ -100,23 +100,27 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The executable layer imports cuda.bindings; load it only when asked.
     if name in ("Executable", "UpdateResult"):
-        from . import _executable
+        from .executable import executable as _executable
 
         return getattr(_executable, name)
     if name == "ExecutableNode":
-        from ._exec_node import ExecutableNode
+        from .executable.node_view import ExecutableNode
 
         return ExecutableNode
     if name == "lift":
-        from ._lift import lift
+        from .materialize.lift import lift
 
         return lift
+    if name in ("graph_memory_usage", "trim_graph_memory"):
+        from .driver import graph_memory
+
+        return getattr(graph_memory, name)
     if name == "OpaqueNode":
-        from ._opaque import OpaqueNode
+        from .definition.opaque import OpaqueNode
 
         return OpaqueNode
     if name in ("CaptureRegion", "CaptureStream"):
-        from . import _capture_region
+        from .materialize import capture_region as _capture_region
 
         return getattr(_capture_region, name)
     raise AttributeError(f"module 'cudagraph' has no attribute {name!r}")

@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m cudagraph demo [-n N] [--iterations K] [--dot PATH]")
         return 0 if argv else 2
     if argv[0] == "demo":
-        from ._demo import main as demo
+        from .frontends.demo import main as demo
 
         return demo(argv[1:])
     print(f"unknown command {argv[0]!r}; try: python -m cudagraph demo", file=sys.stderr)

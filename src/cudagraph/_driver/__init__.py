@@ -1,1 +1,0 @@
-"""The driver layer: the only code that imports ``cuda.bindings``."""

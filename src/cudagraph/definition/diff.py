@@ -1,0 +1,310 @@
+"""Comparing definitions: topology signatures, node states and differences (GPU-free).
+
+:meth:`Executable.update <cudagraph.Executable.update>` and
+:class:`~cudagraph.ExecutableCache` run these on every rebuilt definition, so
+the functions that visit every node (:func:`topology_signature`,
+:func:`diff_states`) are written as single flat loops; in :func:`diff_states`
+a kernel node that did not change costs a handful of identity tests and
+allocates nothing.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .nodes import KernelNode, Node, parameter_slots
+from .param import Param
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = [
+    "bodies_of",
+    "changed_nodes",
+    "describe_topology_diff",
+    "diff_states",
+    "has_bodies",
+    "has_nested_bodies",
+    "node_state",
+    "same_value",
+    "topology_signature",
+]
+
+_SLOTS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    """A node class's parameter slots, without the kept operand objects."""
+    slots = _SLOTS_CACHE.get(cls)
+    if slots is None:
+        slots = _SLOTS_CACHE[cls] = tuple(s for s in parameter_slots(cls) if s != "_keep")
+    return slots
+
+
+#: Slots that hold nested graphs: a child graph's ``body``, a conditional's ``bodies``.
+_BODY_SLOT_NAMES = ("body", "bodies")
+_BODY_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _body_slots(cls: type) -> tuple[str, ...]:
+    slots = _BODY_SLOTS.get(cls)
+    if slots is None:
+        slots = _BODY_SLOTS[cls] = tuple(s for s in _slots(cls) if s in _BODY_SLOT_NAMES)
+    return slots
+
+
+def bodies_of(node: Node) -> list[Graph]:
+    """The graphs nested in a node (a child graph's body, a conditional's branches)."""
+    slots = _BODY_SLOTS.get(type(node))
+    if slots is None:
+        slots = _body_slots(type(node))
+    if not slots:
+        return []
+    out: list[Graph] = []
+    for s in slots:
+        v = getattr(node, s, None)
+        if isinstance(v, (list, tuple)):
+            out.extend(v)
+        elif v is not None:
+            out.append(v)
+    return out
+
+
+def topology_signature(graph: Graph) -> tuple[Any, ...]:
+    """A hashable value equal for two definitions with the same nodes kinds, order and edges.
+
+    Nested bodies (child graphs, conditional branches) are included.
+
+    The value is one flat tuple: for each node in creation order, its class,
+    then (for a node with nested bodies) a tuple of the bodies' signatures,
+    then the indices of its predecessors in edge order. Classes, tuples and
+    ints never compare equal to one another, so two definitions share a
+    signature only when they agree node by node.
+    """
+    out: list[Any] = []
+    append = out.append
+    kernel = KernelNode
+    body_slots = _BODY_SLOTS
+    for n in graph._nodes:
+        t = type(n)
+        append(t)
+        if t is not kernel:
+            slots = body_slots.get(t)
+            if slots is None:
+                slots = _body_slots(t)
+            if slots:
+                append(tuple([topology_signature(b) for b in bodies_of(n)]))
+        preds = n._preds
+        if preds:
+            if len(preds) == 1:
+                append(preds[0].index)
+            else:
+                out.extend([p.index for p in preds])
+    return tuple(out)
+
+
+def has_nested_bodies(cls: type) -> bool:
+    """Whether nodes of class ``cls`` hold nested graphs (child graph, conditional branches)."""
+    slots = _BODY_SLOTS.get(cls)
+    if slots is None:
+        slots = _body_slots(cls)
+    return bool(slots)
+
+
+def has_bodies(signature: tuple[Any, ...]) -> bool:
+    """Whether a :func:`topology_signature` has a node with nested bodies (child graph, conditional)."""
+    return tuple in set(map(type, signature))
+
+
+#: type -> whether its values are equal only when they are the same object (kept for
+#: types that have an interface on the class, or whose instances hold no attributes).
+_BY_IDENTITY: dict[type, bool] = {}
+
+
+def _compared_by_identity(a: Any) -> bool:
+    """Arrays and buffers (memory interfaces, DLPack): equal contents do not make the same operand."""
+    return not isinstance(a, np.generic) and (
+        hasattr(a, "__cuda_array_interface__") or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__")
+    )
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as node parameters: same object, or same type and equal value (tuples elementwise)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if x is not y and not same_value(x, y):
+                return False
+        return True
+    if type(a) is Param:
+        # The same slot in a rebuilt definition: its value is compared through the bindings.
+        return bool(a.name == b.name and a.dtype == b.dtype)
+    by_identity = _BY_IDENTITY.get(type(a))
+    if by_identity is None:
+        by_identity = _compared_by_identity(a)
+        if by_identity or not hasattr(a, "__dict__"):
+            _BY_IDENTITY[type(a)] = by_identity  # instances cannot add the interfaces: one answer per type
+    if by_identity:
+        return False  # arrays and buffers: only the same object (their == compares elements)
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+_GETTERS: dict[type, tuple[Any, bool]] = {}
+
+
+def _getter(cls: type, node: Node) -> tuple[Any, bool]:
+    slots = _slots(cls)
+    nested = bool(_body_slots(cls))
+    get = operator.attrgetter(*slots) if len(slots) > 1 else (lambda n: (getattr(n, slots[0]),)) if slots else None
+    entry = _GETTERS[cls] = (get, nested)
+    return entry
+
+
+def node_state(node: Node) -> tuple[Any, ...]:
+    """The node's parameters as a tuple (nested bodies are compared by their own states)."""
+    entry = _GETTERS.get(type(node))
+    if entry is None:
+        entry = _getter(type(node), node)
+    get, nested = entry
+    if get is None:
+        return ()
+    vals = get(node)
+    if not nested:
+        return vals  # type: ignore[no-any-return]
+    from .graph import Graph
+
+    out: list[Any] = []
+    for v in vals:
+        if isinstance(v, Graph):
+            out.append(tuple(node_state(n) for n in v._nodes))
+        elif isinstance(v, (list, tuple)) and v and isinstance(v[0], Graph):
+            out.append(tuple(tuple(node_state(n) for n in b._nodes) for b in v))
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+#: The layout of a kernel node's state that :func:`diff_states` tests field by field.
+_KERNEL_LAYOUT = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
+#: KernelNode when its state has that layout (else the fast test is never taken).
+_FAST_KERNEL: type | None = KernelNode if _slots(KernelNode) == _KERNEL_LAYOUT else None
+
+
+def diff_states(
+    old_states: list[tuple[Any, ...]], graph: Graph, positions: Sequence[int] | None = None
+) -> tuple[list[Node], list[tuple[Any, ...]]]:
+    """Compare ``graph``'s top-level nodes with the states they had: ``(changed nodes, new states)``.
+
+    ``old_states[i]`` is the :func:`node_state` of node ``i`` of a definition
+    of the same topology. A node is changed when its state differs under
+    :func:`same_value`. The new states are :func:`node_state` of each node of
+    ``graph`` (for as many nodes as ``old_states`` has; a node's position is
+    its ``index``).
+
+    A kernel node whose fields are the very objects recorded (its ``args``
+    may be a new tuple of the same objects) is recognised without building its
+    state, and keeps its old state tuple; every other node is compared
+    through :func:`node_state`.
+
+    Parameters
+    ----------
+    old_states : list of tuple
+        The recorded states (not modified).
+    graph : Graph
+        The definition to compare.
+    positions : sequence of int, optional
+        Compare only the nodes at these positions (in increasing order); the
+        others are known to be unchanged and keep their recorded states.
+
+    Returns
+    -------
+    changed : list of Node
+        The nodes whose parameters differ, in order.
+    states : list of tuple
+        The states of ``graph``'s nodes.
+    """
+    nodes: list[Any] = graph._nodes  # Any: the kernel test below reads KernelNode fields
+    states = old_states[: len(nodes)]
+    changed: list[Node] = []
+    kernel: Any = _FAST_KERNEL
+    is_ = operator.is_
+    pairs = zip(nodes, old_states) if positions is None else ((nodes[i], old_states[i]) for i in positions)
+    try:
+        for n, s in pairs:
+            if type(n) is kernel:
+                a = n.args
+                sa = s[4]
+                if n.kernel is s[0] and n.grid is s[1] and n.block is s[2] and n.shared_mem is s[3] and n.attrs is s[5]:
+                    if a is not sa:
+                        # Only the arguments may differ: compare them alone.
+                        if len(a) != len(sa):
+                            states[n.index] = (s[0], s[1], s[2], s[3], a, s[5])
+                            changed.append(n)
+                        elif not all(map(is_, a, sa)):
+                            states[n.index] = (s[0], s[1], s[2], s[3], a, s[5])
+                            for x, y in zip(a, sa):
+                                if x is not y and (type(x) is not type(y) or not same_value(x, y)):
+                                    changed.append(n)
+                                    break
+                    continue
+            new = states[n.index] = node_state(n)
+            if new is not s and not same_value(new, s):
+                changed.append(n)
+    except (IndexError, TypeError):
+        # A recorded state that is not a kernel's (the topologies differ): compare plainly.
+        states = old_states[: len(nodes)]
+        changed = []
+        for i, (n, s) in enumerate(zip(nodes, old_states)):
+            new = states[i] = node_state(n)
+            if not same_value(new, s):
+                changed.append(n)
+    return changed, states
+
+
+def changed_nodes(
+    old_states: list[tuple[Any, ...]], graph: Graph, new_states: list[tuple[Any, ...]] | None = None
+) -> list[Node]:
+    """Top-level nodes of ``graph`` whose state differs from ``old_states`` (same topology assumed).
+
+    When ``new_states`` is a list, the states of ``graph``'s nodes are appended
+    to it (see :func:`diff_states`).
+    """
+    changed, states = diff_states(old_states, graph)
+    if new_states is not None:
+        new_states.extend(states)
+    return changed
+
+
+def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]:
+    """Human-readable differences in nodes, kinds and edges between two definitions."""
+    where = f" in {_path}" if _path else ""
+    diffs: list[str] = []
+    for a, b in zip(old._nodes, new._nodes):
+        if type(a) is not type(b):
+            diffs.append(f"node #{a.index}{where}: kind changed from {a.kind} ({a.name!r}) to {b.kind} ({b.name!r})")
+            continue
+        pa = {p.index for p in a._preds}
+        pb = {p.index for p in b._preds}
+        for i in sorted(pb - pa):
+            diffs.append(f"edge added{where}: #{i} -> {b.label}")
+        for i in sorted(pa - pb):
+            diffs.append(f"edge removed{where}: #{i} -> {a.label}")
+        for ba, bb in zip(bodies_of(a), bodies_of(b)):
+            diffs.extend(describe_topology_diff(ba, bb, f"{_path}/{a.label}"))
+    for extra in new._nodes[len(old._nodes) :]:
+        diffs.append(f"node added{where}: {extra.label}")
+    for gone in old._nodes[len(new._nodes) :]:
+        diffs.append(f"node removed{where}: {gone.label}")
+    return diffs

@@ -1,0 +1,290 @@
+/*
+ * BindMethod: Executable.bind with a compiled path for the per-step case.
+ *
+ * A Python method taking **params costs a dict per call, and the checks and
+ * the lock around one rebind add several Python frames: together about as much
+ * as the driver call itself. BindMethod is a method descriptor (its type has
+ * Py_TPFLAGS_METHOD_DESCRIPTOR, so `exe.bind(p=buf)` calls it with `exe` first
+ * and the keyword names as a tuple, no bound method, no dict). When the call is
+ * one keyword, its value an int address or an object of a type listed in
+ * `buffer_types` (whose `handle` is the address), and the executable already
+ * holds a prepared plan for that parameter (a BindPlan whose `pointer_groups`
+ * is set), it makes the rebind itself: identity test against the value bound
+ * before, comparison of the addresses, one cg_rebind_groups call, the
+ * executable's bindings and update count written back. Everything else (other
+ * values, several keywords, no plan yet, the executable's lock held, a driver
+ * refusal) goes to the Python function, which checks, plans and names errors.
+ *
+ * The executable's state is read through its __slots__ descriptors, resolved
+ * once by name. Between the lock test and the write-back no Python code runs,
+ * so under the GIL the fast path is atomic with respect to the Python paths
+ * that hold the lock.
+ */
+#include "_native.h"
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *func;         /* the Python bind(self, **params): everything the fast path does not take */
+    PyTypeObject *cls;      /* Executable */
+    PyTypeObject *plan_type; /* BindPlan (exact type) */
+    PyObject *buffer_types; /* set of types whose `handle` is the address */
+    PyObject *dict;         /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
+    Py_ssize_t exec, exec_addr, raw, bindings, plans, lock, calls; /* Executable slots */
+    Py_ssize_t groups, address, count;                            /* BindPlan slots */
+} BindMethod;
+
+static PyObject *str_handle, *str_locked;
+
+/* The address `value` stands for (an exact int, or an object of a listed type through its `handle`);
+ * 0 when it is neither or is not a non-zero 64-bit address (the Python path decides). May run Python code. */
+static unsigned long long
+address_value(BindMethod *m, PyObject *value)
+{
+    unsigned long long v;
+    if (PyLong_CheckExact(value)) {
+        v = PyLong_AsUnsignedLongLong(value);
+    } else {
+        int listed = PySet_Contains(m->buffer_types, (PyObject *)Py_TYPE(value));
+        if (listed <= 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        PyObject *h = PyObject_GetAttr(value, str_handle);
+        PyObject *n = h == NULL ? NULL : PyNumber_Long(h);
+        Py_XDECREF(h);
+        if (n == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        v = PyLong_AsUnsignedLongLong(n);
+        Py_DECREF(n);
+    }
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return v;
+}
+
+/* Rebind parameter `name` of `exe` to `value` if the fast path applies: 1 with the number of node
+ * updates in *count, 0 for the Python path, -1 with an exception set. */
+static int
+bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count)
+{
+    PyObject *raw = SLOT(exe, m->raw), *exec = SLOT(exe, m->exec);
+    if (raw == NULL || !PyDict_CheckExact(raw) || exec == NULL || exec == Py_None || !PyUnicode_CheckExact(name))
+        return 0;
+    PyObject *prev = PyDict_GetItemWithError(raw, name);
+    if (prev == value) { /* the object bound last: nothing to do */
+        *count = 0;
+        return 1;
+    }
+    if (prev == NULL && PyErr_Occurred())
+        return -1;
+    unsigned long long v = address_value(m, value);
+    if (v == 0)
+        return 0;
+    /* Read the state after the `handle` attribute (Python code) was taken. */
+    exec = SLOT(exe, m->exec);
+    PyObject *plans = SLOT(exe, m->plans), *bindings = SLOT(exe, m->bindings), *lock = SLOT(exe, m->lock);
+    PyObject *exec_addr = SLOT(exe, m->exec_addr), *calls = SLOT(exe, m->calls);
+    raw = SLOT(exe, m->raw);
+    if (exec == NULL || exec == Py_None || plans == NULL || !PyDict_CheckExact(plans) || bindings == NULL ||
+        !PyDict_CheckExact(bindings) || raw == NULL || !PyDict_CheckExact(raw) || lock == NULL ||
+        exec_addr == NULL || !PyLong_CheckExact(exec_addr) || calls == NULL || !PyLong_CheckExact(calls))
+        return 0;
+    PyObject *plan = PyDict_GetItemWithError(plans, name);
+    if (plan == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (Py_TYPE(plan) != m->plan_type)
+        return 0;
+    PyObject *groups = SLOT(plan, m->groups), *address = SLOT(plan, m->address), *pcount = SLOT(plan, m->count);
+    if (groups == NULL || !PyList_CheckExact(groups) || address == NULL || !PyLong_CheckExact(address) ||
+        pcount == NULL || !PyLong_CheckExact(pcount))
+        return 0;
+    void *fn = PyLong_AsVoidPtr(address), *ex = PyLong_AsVoidPtr(exec_addr);
+    Py_ssize_t n = PyLong_AsSsize_t(pcount), done = PyLong_AsSsize_t(calls);
+    if (fn == NULL || ex == NULL || n < 0 || done < 0 || PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *held = PyObject_CallMethodNoArgs(lock, str_locked);
+    if (held == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int busy = held != Py_False;
+    Py_DECREF(held);
+    if (busy) /* another thread is changing the executable: the Python path waits for it */
+        return 0;
+    /* From here to the end no Python code runs. */
+    PyObject *bound = PyDict_GetItemWithError(bindings, name);
+    if (bound == NULL && PyErr_Occurred())
+        return -1;
+    if (bound != NULL && PyLong_CheckExact(bound)) {
+        unsigned long long b = PyLong_AsUnsignedLongLong(bound);
+        if (b == (unsigned long long)-1 && PyErr_Occurred())
+            PyErr_Clear();
+        else if (b == v) { /* the same address under another object: remembered, no driver call */
+            if (PyDict_SetItem(raw, name, value) < 0)
+                return -1;
+            *count = 0;
+            return 1;
+        }
+    }
+    PyObject *address_obj = PyLong_FromUnsignedLongLong(v), *new_calls = PyLong_FromSsize_t(done + n);
+    if (address_obj == NULL || new_calls == NULL) {
+        Py_XDECREF(address_obj);
+        Py_XDECREF(new_calls);
+        return -1;
+    }
+    Py_ssize_t g, i;
+    int rc = cg_rebind_groups(fn, ex, groups, (const char *)&v, (Py_ssize_t)sizeof v, &g, &i);
+    if (rc != 0 || PyDict_SetItem(bindings, name, address_obj) < 0) {
+        Py_DECREF(address_obj);
+        Py_DECREF(new_calls);
+        /* A refusal: the Python path makes the same calls again and names the node. */
+        return rc > 0 ? 0 : -1;
+    }
+    Py_DECREF(address_obj);
+    SLOT(exe, m->calls) = new_calls;
+    Py_DECREF(calls);
+    if (PyDict_SetItem(raw, name, value) < 0) /* last: the object replaced may run code as it goes */
+        return -1;
+    *count = n;
+    return 1;
+}
+
+static PyObject *
+bind_vectorcall(BindMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs == 1 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 && PyObject_TypeCheck(args[0], m->cls)) {
+        Py_ssize_t count;
+        int r = bind_fast(m, args[0], PyTuple_GET_ITEM(kwnames, 0), args[1], &count);
+        if (r < 0)
+            return NULL;
+        if (r > 0)
+            return PyLong_FromSsize_t(count);
+    }
+    return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+}
+
+static PyObject *
+bind_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *func, *cls, *plan_type, *buffer_types;
+    static char *names[] = {"func", "cls", "plan_type", "buffer_types", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!:BindMethod", names, &func, &PyType_Type, &cls,
+                                     &PyType_Type, &plan_type, &PySet_Type, &buffer_types))
+        return NULL;
+    if (!PyCallable_Check(func)) {
+        PyErr_SetString(PyExc_TypeError, "BindMethod: func must be callable");
+        return NULL;
+    }
+    BindMethod *m = (BindMethod *)type->tp_alloc(type, 0);
+    if (m == NULL)
+        return NULL;
+    PyTypeObject *ct = (PyTypeObject *)cls, *pt = (PyTypeObject *)plan_type;
+    if (slot_offset(ct, "_exec", &m->exec) < 0 || slot_offset(ct, "_exec_addr", &m->exec_addr) < 0 ||
+        slot_offset(ct, "_raw_bound", &m->raw) < 0 || slot_offset(ct, "_bindings", &m->bindings) < 0 ||
+        slot_offset(ct, "_plans", &m->plans) < 0 || slot_offset(ct, "_lock", &m->lock) < 0 ||
+        slot_offset(ct, "update_calls", &m->calls) < 0 || slot_offset(pt, "pointer_groups", &m->groups) < 0 ||
+        slot_offset(pt, "set_address", &m->address) < 0 || slot_offset(pt, "count", &m->count) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    m->func = Py_NewRef(func);
+    m->cls = (PyTypeObject *)Py_NewRef(cls);
+    m->plan_type = (PyTypeObject *)Py_NewRef(plan_type);
+    m->buffer_types = Py_NewRef(buffer_types);
+    m->vectorcall = (vectorcallfunc)bind_vectorcall;
+    return (PyObject *)m;
+}
+
+static int
+bind_traverse(BindMethod *m, visitproc visit, void *arg)
+{
+    Py_VISIT(m->func);
+    Py_VISIT(m->cls);
+    Py_VISIT(m->plan_type);
+    Py_VISIT(m->buffer_types);
+    Py_VISIT(m->dict);
+    return 0;
+}
+
+static int
+bind_clear(BindMethod *m)
+{
+    Py_CLEAR(m->func);
+    Py_CLEAR(m->cls);
+    Py_CLEAR(m->plan_type);
+    Py_CLEAR(m->buffer_types);
+    Py_CLEAR(m->dict);
+    return 0;
+}
+
+static void
+bind_dealloc(BindMethod *m)
+{
+    PyObject_GC_UnTrack(m);
+    bind_clear(m);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyObject *
+bind_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *
+bind_get_func(BindMethod *m, void *closure)
+{
+    return Py_NewRef(m->func);
+}
+
+static PyGetSetDef bind_getset[] = {
+    {"func", (getter)bind_get_func, NULL, "The Python method: every call the compiled path does not take goes to it.",
+     NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(bind_doc,
+             "BindMethod(func, cls, plan_type, buffer_types)\n\n"
+             "A method of `cls` (Executable) that rebinds one pointer parameter through a prepared plan in C\n"
+             "and hands every other call to `func` (the Python method). `plan_type` is BindPlan; `buffer_types`\n"
+             "the set of types whose `handle` attribute is the address (shared with the Python side, which adds\n"
+             "to it). Copy the Python method's name and docstring onto it with functools.update_wrapper.");
+
+PyTypeObject cg_BindMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.driver._native.BindMethod",
+    .tp_basicsize = sizeof(BindMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = bind_doc,
+    .tp_new = bind_new,
+    .tp_dealloc = (destructor)bind_dealloc,
+    .tp_traverse = (traverseproc)bind_traverse,
+    .tp_clear = (inquiry)bind_clear,
+    .tp_vectorcall_offset = offsetof(BindMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = bind_get,
+    .tp_getset = bind_getset,
+    .tp_dictoffset = offsetof(BindMethod, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
+int
+cg_bind_method_ready(void)
+{
+    str_handle = PyUnicode_InternFromString("handle");
+    str_locked = PyUnicode_InternFromString("locked");
+    if (str_handle == NULL || str_locked == NULL)
+        return -1;
+    return PyType_Ready(&cg_BindMethodType);
+}

@@ -1,0 +1,205 @@
+"""Reading driver graphs through the C entry points (ctypes), for lifting many nodes.
+
+Reading a node through ``cuda.bindings`` builds a wrapper object for the
+node, one for its parameter structure and one for each field read from it.
+Lifting a captured graph of thousands of kernels spends most of its time
+there. :class:`GraphReader` calls the exported functions with reused ctypes
+arguments instead: the node list and the edge lists come back as plain ints
+(one ``struct`` unpack per list), and a kernel node's parameters are read
+into one reused buffer and unpacked with one precompiled :class:`struct.Struct`.
+
+Layout of ``CUDA_KERNEL_NODE_PARAMS_v2`` (x86-64 and aarch64, 72 bytes), as
+``cuda.bindings`` lays it out (see ``tests/test_lift_cpu.py``)::
+
+    func            CUfunction      @0
+    gridDimX/Y/Z    unsigned int    @8, @12, @16
+    blockDimX/Y/Z   unsigned int    @20, @24, @28
+    sharedMemBytes  unsigned int    @32  (4 bytes of padding follow)
+    kernelParams    void**          @40
+    extra           void**          @48
+    kern            CUkernel        @56
+    ctx             CUcontext       @64
+
+:func:`graph_reader` returns ``None`` where the entry points cannot be found
+(no ``libcuda.so.1``, an older driver, ``CUDAGRAPH_NO_C_ENTRY=1``); the caller
+then reads through ``cuda.bindings``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any, NoReturn
+
+from .c_entry import NATIVE, c_function
+from .calls import raise_error, require_driver
+
+__all__ = [
+    "EDGE_DATA_SIZE",
+    "KERNEL_NODE_TYPE",
+    "KERNEL_PARAMS",
+    "KERNEL_PARAMS_SIZE",
+    "SYMBOLS",
+    "GraphReader",
+    "graph_reader",
+]
+
+#: ``CU_GRAPH_NODE_TYPE_KERNEL``.
+KERNEL_NODE_TYPE = 0
+
+#: ``CUDA_KERNEL_NODE_PARAMS_v2`` up to ``kern``: ``(func, gridDimX, gridDimY, gridDimZ,
+#: blockDimX, blockDimY, blockDimZ, sharedMemBytes, kernelParams, extra, kern)``.
+KERNEL_PARAMS = struct.Struct("<Q7I4xQQQ")
+
+#: ``sizeof(CUDA_KERNEL_NODE_PARAMS_v2)`` (``ctx`` at offset 64 is not read).
+KERNEL_PARAMS_SIZE = 72
+
+#: ``sizeof(CUgraphEdgeData)``.
+EDGE_DATA_SIZE = 8
+
+#: The entry points a :class:`GraphReader` calls, in the order its constructor takes them.
+SYMBOLS = ("cuGraphGetNodes", "cuGraphGetEdges_v2", "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2")
+
+
+def _fail(rc: int, call: str) -> NoReturn:
+    """Raise the typed error of a failed C call (``rc`` is the ``CUresult`` as an int)."""
+    code: Any = rc
+    try:
+        code = require_driver().CUresult(rc)
+    except Exception:  # a code this cuda-bindings does not name
+        pass
+    raise_error(code, call)
+
+
+class GraphReader:
+    """Reads nodes, edges, node types and kernel parameters of driver graphs as ints.
+
+    One reader serves one lift (its buffers are reused from call to call and
+    are not shared between threads).
+
+    Parameters
+    ----------
+    get_nodes, get_edges, get_type, get_kernel : ctypes function
+        ``cuGraphGetNodes``, ``cuGraphGetEdges_v2``, ``cuGraphNodeGetType`` and
+        ``cuGraphKernelNodeGetParams_v2`` (returning the ``CUresult`` as an int,
+        no ``argtypes``: every argument is passed as a ctypes object).
+    """
+
+    __slots__ = (
+        "_get_nodes",
+        "_get_edges",
+        "_get_type",
+        "_get_kernel",
+        "_node",
+        "_type",
+        "_type_ref",
+        "_params",
+        "_params_ref",
+        "_count",
+        "_count_ref",
+    )
+
+    def __init__(self, get_nodes: Any, get_edges: Any, get_type: Any, get_kernel: Any) -> None:
+        self._get_nodes = get_nodes
+        self._get_edges = get_edges
+        self._get_type = get_type
+        self._get_kernel = get_kernel
+        self._node = ctypes.c_void_p()
+        self._type = ctypes.c_int()
+        self._type_ref = ctypes.byref(self._type)
+        self._params = (ctypes.c_char * KERNEL_PARAMS_SIZE)()
+        self._params_ref = ctypes.byref(self._params)
+        self._count = ctypes.c_size_t()
+        self._count_ref = ctypes.byref(self._count)
+
+    def nodes(self, graph: int) -> list[int]:
+        """The handles of ``graph``'s nodes (``cuGraphGetNodes`` order)."""
+        g = ctypes.c_void_p(graph)
+        self._count.value = 0
+        rc = self._get_nodes(g, None, self._count_ref)
+        if rc:
+            _fail(rc, "cuGraphGetNodes")
+        n = self._count.value
+        if not n:
+            return []
+        out = (ctypes.c_void_p * n)()
+        rc = self._get_nodes(g, out, self._count_ref)
+        if rc:
+            _fail(rc, "cuGraphGetNodes")
+        n = min(n, self._count.value)
+        return list(struct.unpack_from(f"<{n}Q", out))
+
+    def edges(self, graph: int) -> tuple[list[int], list[int]]:
+        """``(from, to)``: the edges of ``graph`` as two lists of node handles.
+
+        The edge data (programmatic ports) is read too, as the driver refuses
+        a query that would drop it, and is ignored.
+        """
+        g = ctypes.c_void_p(graph)
+        self._count.value = 0
+        rc = self._get_edges(g, None, None, None, self._count_ref)
+        if rc:
+            _fail(rc, "cuGraphGetEdges")
+        n = self._count.value
+        if not n:
+            return [], []
+        frm = (ctypes.c_void_p * n)()
+        to = (ctypes.c_void_p * n)()
+        data = (ctypes.c_char * (EDGE_DATA_SIZE * n))()
+        rc = self._get_edges(g, frm, to, data, self._count_ref)
+        if rc:
+            _fail(rc, "cuGraphGetEdges")
+        n = min(n, self._count.value)
+        fmt = f"<{n}Q"
+        return list(struct.unpack_from(fmt, frm)), list(struct.unpack_from(fmt, to))
+
+    def read(self, node: int) -> tuple[int, tuple[int, ...] | None]:
+        """The node's type and, for a kernel node, its parameters.
+
+        Parameters
+        ----------
+        node : int
+            The ``CUgraphNode`` handle.
+
+        Returns
+        -------
+        tuple
+            ``(type, kernel)``: the ``CUgraphNodeType`` as an int, and for a
+            kernel node the tuple :data:`KERNEL_PARAMS` unpacks (else
+            ``None``). Its ``kernelParams`` address points into memory owned
+            by the node: read the argument values before the graph changes.
+        """
+        h = self._node
+        h.value = node
+        rc = self._get_type(h, self._type_ref)
+        if rc:
+            _fail(rc, "cuGraphNodeGetType")
+        t = self._type.value
+        if t != KERNEL_NODE_TYPE:
+            return t, None
+        rc = self._get_kernel(h, self._params_ref)
+        if rc:
+            _fail(rc, "cuGraphKernelNodeGetParams")
+        return t, KERNEL_PARAMS.unpack_from(self._params)
+
+    def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
+        """:meth:`read` of every node in ``nodes`` (in one C call with the compiled module)."""
+        if NATIVE is None:
+            return [self.read(n) for n in nodes]
+        out = NATIVE.read_nodes(_address(self._get_type), _address(self._get_kernel), nodes)
+        if type(out) is tuple:
+            _, rc, call = out
+            _fail(rc, call)
+        return out  # type: ignore[no-any-return]
+
+
+def _address(fn: Any) -> int:
+    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+
+
+def graph_reader() -> GraphReader | None:
+    """A new :class:`GraphReader`, or ``None`` when an entry point is unavailable."""
+    fns = [c_function(s) for s in SYMBOLS]
+    if any(f is None for f in fns):
+        return None
+    return GraphReader(*fns)

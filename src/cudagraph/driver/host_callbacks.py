@@ -1,0 +1,112 @@
+"""Python callables as graph host nodes, with exceptions kept for the user."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["HOST_FN_ADDRESS", "register", "retire", "unregister"]
+
+# key -> (callable, args, sink, weak reference to the node); the driver passes
+# the key as userData. The node is held weakly so that a callback still
+# registered while its last launch drains does not keep the definition alive.
+_REGISTRY: dict[int, tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any]] = {}
+_KEYS = itertools.count(1)
+_LOCK = threading.Lock()
+
+
+def _trampoline(user_data: int | None) -> None:
+    entry = _REGISTRY.get(user_data or 0)
+    if entry is None:
+        return
+    fn, args, sink, node_ref = entry
+    try:
+        fn(*args)
+    except BaseException as exc:
+        sink.append((node_ref(), exc))
+
+
+_HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_HOST_FN = _HOST_FN_TYPE(_trampoline)
+#: Address of the C entry point that every host node calls.
+HOST_FN_ADDRESS: int = ctypes.cast(_HOST_FN, ctypes.c_void_p).value or 0
+
+
+# (event, keys): callables of destroyed executables whose last launches may
+# still be running; forgotten once the event has completed.
+_RETIRED: list[tuple[Any, list[int]]] = []
+
+
+def _prune() -> None:
+    """Forget the callables of retired executables whose work has finished."""
+    if not _RETIRED:
+        return
+    from .calls import driver
+
+    keep = []
+    done = []
+    for event, keys in _RETIRED:
+        (err,) = driver.cuEventQuery(event)
+        if err and driver.CUresult(int(err)).name == "CUDA_ERROR_NOT_READY":
+            keep.append((event, keys))
+            continue
+        driver.cuEventDestroy(event)
+        done.append(keys)
+    _RETIRED[:] = keep
+    pending = {k for _, keys in keep for k in keys}
+    for keys in done:
+        for k in keys:
+            if k not in pending:
+                _REGISTRY.pop(k, None)
+
+
+def retire(keys: list[int], streams: Any) -> None:
+    """Forget ``keys`` once the work already queued on ``streams`` has finished."""
+    streams = list(streams)
+    if not keys:
+        return
+    if not streams:
+        unregister(keys)
+        return
+    from .calls import driver
+
+    if all(driver.cuStreamQuery(h)[0] == 0 for h in streams):
+        unregister(keys)  # nothing in flight: forget them now
+        return
+    with _LOCK:
+        _prune()
+        for h in streams:
+            err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            if err or driver.cuEventRecord(event, h)[0]:
+                continue
+            _RETIRED.append((event, list(keys)))
+        # Keys stay registered while any retired event that names them is pending.
+        if not any(keys[0] in ks for _, ks in _RETIRED):
+            for k in keys:
+                _REGISTRY.pop(k, None)
+
+
+def _weak(node: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(node)
+    except TypeError:
+        return lambda: node
+
+
+def register(fn: Callable[..., Any], args: tuple[Any, ...], sink: list[Any], node: Any) -> int:
+    """Register a callable; return the key to pass as the host node's ``userData``."""
+    with _LOCK:
+        key = next(_KEYS)
+        _REGISTRY[key] = (fn, args, sink, _weak(node))
+    return key
+
+
+def unregister(keys: list[int]) -> None:
+    """Forget callables (after the executable that used them is destroyed)."""
+    with _LOCK:
+        for k in keys:
+            _REGISTRY.pop(k, None)

@@ -1,0 +1,306 @@
+"""Kernel parameter layout (``cuKernelGetParamInfo``) and argument packing."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..definition.operands import Deferred, buffer_like, normalize_kernel_args
+from ..definition.param import Param
+from ..errors import KernelArgumentError, OperandError
+from .calls import check, error_name, require_driver
+
+__all__ = ["PACKING_LOCK", "KernelInfo", "kernel_info", "resolve_deferred"]
+
+#: Held while kernel arguments are packed into a shared buffer and handed to the driver.
+PACKING_LOCK = threading.RLock()
+
+
+_STRUCT_CODES = {
+    ("b", 1): "?",
+    ("i", 1): "b",
+    ("i", 2): "h",
+    ("i", 4): "i",
+    ("i", 8): "q",
+    ("u", 1): "B",
+    ("u", 2): "H",
+    ("u", 4): "I",
+    ("u", 8): "Q",
+    ("f", 2): "e",
+    ("f", 4): "f",
+    ("f", 8): "d",
+}
+
+
+def _buffer_address(buf: Any) -> int:
+    return int(buf.handle)
+
+
+def _exact_bytes(size: int) -> Callable[[bytes], bytes]:
+    def conv(b: bytes) -> bytes:
+        if len(b) != size:
+            raise ValueError("size mismatch")
+        return b
+
+    return conv
+
+
+def resolve_deferred(obj: Any, what: str) -> int:
+    """Read the device address of a DLPack-only object through ``cuda.core``."""
+    try:
+        from cuda.core.utils import StridedMemoryView
+
+        return int(StridedMemoryView(obj, stream_ptr=-1).ptr)
+    except Exception as exc:
+        raise OperandError(f"{what}: cannot read a device address from {type(obj).__name__} ({exc})") from exc
+
+
+class KernelInfo:
+    """A kernel's handle, name and parameter layout, plus a reusable packing buffer.
+
+    Attributes
+    ----------
+    handle : CUkernel or CUfunction
+        The handle used in node parameters.
+    is_library_kernel : bool
+        ``True`` for a ``CUkernel`` (context-independent), ``False`` for a ``CUfunction``.
+    name : str
+        The kernel's (mangled) name.
+    offsets, sizes : tuple of int
+        The device-side parameter layout.
+    """
+
+    __slots__ = (
+        "kernel",
+        "handle",
+        "is_library_kernel",
+        "name",
+        "offsets",
+        "sizes",
+        "total",
+        "_scratch",
+        "_scratch_addr",
+        "_ptrs",
+        "params_address",
+        "_packers",
+        "_kinds",
+    )
+
+    def __init__(self, kernel: Any) -> None:
+        drv = require_driver()
+        handle = kernel
+        if not isinstance(kernel, (drv.CUkernel, drv.CUfunction)):
+            handle = kernel.handle
+        # A cuda.core Kernel is watched: once freed, its handle may name another
+        # kernel. Raw handles are transient wrappers and are not watched.
+        self.kernel: Any = None
+        if handle is not kernel:
+            try:
+                self.kernel = weakref.ref(kernel)
+            except TypeError:
+                pass
+        self.handle = handle
+        self.is_library_kernel = isinstance(handle, drv.CUkernel)
+        get_info = drv.cuKernelGetParamInfo if self.is_library_kernel else drv.cuFuncGetParamInfo
+        get_name = drv.cuKernelGetName if self.is_library_kernel else drv.cuFuncGetName
+        try:
+            raw = check(get_name(handle), get_name.__name__)
+            self.name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        except Exception:
+            self.name = f"<kernel {int(handle):#x}>"
+        count = _param_count(drv, handle, self.is_library_kernel)
+        offsets: list[int] = []
+        sizes: list[int] = []
+        while count is None or len(offsets) < count:
+            err, off, size = get_info(handle, len(offsets))
+            if err:
+                if count is None and error_name(err) == "CUDA_ERROR_INVALID_VALUE":
+                    break  # probed one past the last parameter
+                check((err,), get_info.__name__)
+            offsets.append(int(off))
+            sizes.append(int(size))
+        self.offsets = tuple(offsets)
+        self.sizes = tuple(sizes)
+        self.total = max((o + s for o, s in zip(offsets, sizes)), default=0)
+        self._scratch = (ctypes.c_char * max(self.total, 1))()
+        self._scratch_addr = ctypes.addressof(self._scratch)
+        self._ptrs = (ctypes.c_void_p * max(len(offsets), 1))(*[self._scratch_addr + o for o in offsets])
+        self.params_address = ctypes.addressof(self._ptrs) if offsets else 0
+        # argument types -> (struct.Struct, ((position, converter), ...) or None)
+        self._packers: dict[tuple[type, ...], tuple[struct.Struct, tuple[tuple[int, Any], ...] | None]] = {}
+        # argument types -> one kind letter per argument, for the compiled loop (see _native.c)
+        self._kinds: dict[tuple[type, ...], bytes] = {}
+
+    def pack(self, args: tuple[Any, ...], node: Any, bindings: dict[str, Any]) -> int:
+        """Write ``args`` into the packing buffer; return the ``void**`` address for ``kernelParams``.
+
+        The driver copies the values when a node is added or a launch is
+        made, so one buffer per kernel is reused and the returned address is
+        always :attr:`params_address`. Arguments whose types were seen before
+        in the same order are packed by one ``struct.pack_into`` call.
+
+        Parameters
+        ----------
+        args : tuple
+            The node's arguments.
+        node : Node or str
+            The node (or a label) named in error messages.
+        bindings : dict
+            Parameter values.
+
+        Raises
+        ------
+        KernelArgumentError
+            Wrong argument count, or an argument whose size differs from the
+            parameter's.
+        OperandError
+            An argument of a kind that cannot be passed.
+        """
+        fast = self._packers.get(tuple(map(type, args)))
+        if fast is not None:
+            st, convs = fast
+            try:
+                if convs is None:
+                    st.pack_into(self._scratch, 0, *args)
+                else:
+                    vals = list(args)
+                    for i, c in convs:
+                        vals[i] = c(vals[i])
+                    st.pack_into(self._scratch, 0, *vals)
+                return self.params_address
+            except (struct.error, OverflowError, TypeError, ValueError):
+                pass  # the slow path below names the argument at fault
+        data = self._pack_slow(args, str(getattr(node, "label", node)), bindings)
+        if data:
+            ctypes.memmove(self._scratch_addr, data, len(data))
+        self._learn(args)
+        return self.params_address
+
+    def _learn(self, args: tuple[Any, ...]) -> None:
+        """Remember a struct format for this sequence of argument types, if it has one."""
+        fmt = ["<"]
+        convs: list[Any] = []
+        kinds = bytearray()
+        pos = 0
+        for a, off, size in zip(args, self.offsets, self.sizes):
+            t = type(a)
+            conv: Callable[[Any], Any] | None = None
+            if t is int:
+                code, kind = "Q", b"P"
+            elif t is bytes:
+                code, kind = f"{size}s", b"B"
+                conv = _exact_bytes(size)
+            elif isinstance(a, np.generic):
+                code, kind = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), ""), b"S"
+            elif buffer_like(a):
+                code, kind, conv = "Q", b"H", _buffer_address
+            else:
+                return  # params, ctypes values, DLPack...: always the slow path
+            if not code or struct.calcsize("<" + code) != size:
+                return
+            if off < pos:
+                return
+            fmt.append("x" * (off - pos) + code)
+            convs.append(conv)
+            kinds += kind
+            pos = off + size
+        st = struct.Struct("".join(fmt))
+        at = tuple((i, c) for i, c in enumerate(convs) if c is not None)
+        types = tuple(map(type, args))
+        self._packers[types] = (st, at or None)
+        self._kinds[types] = bytes(kinds)
+
+    def _pack_slow(self, args: tuple[Any, ...], label: str, bindings: dict[str, Any]) -> bytes:
+        sizes = self.sizes
+        if len(args) != len(sizes):
+            raise KernelArgumentError(
+                f"{label}: kernel {self.name!r} takes {len(sizes)} parameters "
+                f"(sizes {list(sizes)} bytes), got {len(args)} arguments",
+                kernel=self.name,
+                expected=len(sizes),
+                given=len(args),
+            )
+        nargs = normalize_kernel_args(args, label)
+        data = bytearray(self.total)
+        for i, a in enumerate(nargs):
+            t = type(a)
+            if t is int:
+                if a < 0 or a >= 1 << 64:
+                    raise OperandError(f"{label}: argument {i}: {a} is not a 64-bit pointer value")
+                b = a.to_bytes(8, "little")
+                kind = "Python int (a 64-bit pointer)"
+            elif t is bytes:
+                b = a
+                kind = "bytes"
+            elif t is Param:
+                value = bindings[a.name]
+                b = value.to_bytes(8, "little") if a.dtype is None else value.tobytes()
+                kind = f"param {a.name!r} ({'pointer' if a.dtype is None else a.dtype})"
+            elif t is Deferred:
+                b = resolve_deferred(a.obj, f"{label}: argument {i}").to_bytes(8, "little")
+                kind = "DLPack pointer"
+            else:
+                assert isinstance(a, np.generic)
+                b = a.tobytes()
+                kind = f"numpy {a.dtype}"
+            size = sizes[i]
+            if len(b) != size:
+                raise KernelArgumentError(
+                    f"{label}: kernel {self.name!r} parameter {i}: expected {size} bytes, got {len(b)} bytes ({kind})",
+                    kernel=self.name,
+                    index=i,
+                    expected=size,
+                    given=len(b),
+                )
+            off = self.offsets[i]
+            data[off : off + size] = b
+        return bytes(data)
+
+    def __repr__(self) -> str:
+        return f"<KernelInfo {self.name!r} params={list(zip(self.offsets, self.sizes))}>"
+
+
+_INFO: dict[tuple[bool, int], KernelInfo] = {}
+
+
+def _param_count(drv: Any, handle: Any, is_library_kernel: bool) -> int | None:
+    """The kernel's parameter count from ``cu{Kernel,Func}GetParamCount`` (CUDA 13), else ``None``.
+
+    Without it the count is found by probing ``cu*GetParamInfo`` one index past
+    the end, which the driver answers with an error (seen by the sanitizer).
+    """
+    name = "cuKernelGetParamCount" if is_library_kernel else "cuFuncGetParamCount"
+    get_count = None if name in _NO_PARAM_COUNT else getattr(drv, name, None)
+    if get_count is None:
+        return None
+    try:
+        err, count = get_count(handle)
+    except Exception as exc:  # the running driver lacks it
+        _NO_PARAM_COUNT.add(name)
+        # The exception may be a shared instance: drop the frames it would keep alive.
+        exc.__traceback__ = None
+        return None
+    return None if err else int(count)
+
+
+_NO_PARAM_COUNT: set[str] = set()
+
+
+def kernel_info(kernel: Any) -> KernelInfo:
+    """Return the (cached) :class:`KernelInfo` of a ``cuda.core`` Kernel or raw handle."""
+    drv = require_driver()
+    handle = kernel if isinstance(kernel, (drv.CUkernel, drv.CUfunction)) else kernel.handle
+    key = (isinstance(handle, drv.CUkernel), int(handle))
+    info = _INFO.get(key)
+    if info is not None and info.kernel is not None and info.kernel() is None:
+        info = None  # the kernel was freed; its handle may now name another kernel
+    if info is None:
+        info = KernelInfo(kernel)
+        _INFO[key] = info
+    return info

@@ -1,0 +1,1 @@
+"""Layer 4: executables: launch, bind, per-node and whole-graph update, cache."""

@@ -1,0 +1,106 @@
+"""Comparing a rebuilt definition with the one an executable runs, through the compiled module.
+
+:class:`~cudagraph.ExecutableCache` and :meth:`Executable.update
+<cudagraph.Executable.update>` compute a topology signature and the changed
+nodes of every definition they are given, a loop over every node.
+:func:`topology_signature` and :func:`diff_states` here give the results of
+their namesakes in :mod:`cudagraph.definition.diff` (the definition layer, pure Python,
+which stays the reference) and run the loop in C where the compiled module is
+available: a node costs a few pointer comparisons instead of a few Python
+attribute reads. Graphs with nested bodies (child graphs, conditionals) and
+nodes that may have changed are handed to the Python functions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..definition import diff as _diff
+from ..definition.nodes import KernelNode, Node
+
+if TYPE_CHECKING:
+    from ..definition.graph import Graph
+
+__all__ = ["diff_states", "topology_signature"]
+
+
+def _layout() -> Any:
+    """The compiled ``Layout`` (made on first use: ``import cudagraph`` loads no driver module), or ``None``."""
+    global _LAYOUT, _layout_ready
+    if not _layout_ready:
+        from ..driver.c_entry import NATIVE
+
+        _LAYOUT = None if NATIVE is None else NATIVE.Layout(KernelNode, Node)
+        _layout_ready = True
+    return _LAYOUT
+
+
+_LAYOUT: Any = None
+_layout_ready = False
+#: Node classes without nested bodies, and those with (a graph holding one is signed in Python).
+_FLAT: set[type] = set()
+_NESTED: set[type] = set()
+
+
+def _learn(graph: Graph) -> bool:
+    """Classify the node classes of ``graph``; ``True`` when none has nested bodies."""
+    flat = True
+    for cls in {type(n) for n in graph._nodes}:
+        if cls in _FLAT:
+            continue
+        if cls in _NESTED or _diff.has_nested_bodies(cls):
+            _NESTED.add(cls)
+            flat = False
+        else:
+            _FLAT.add(cls)
+    return flat
+
+
+def topology_signature(graph: Graph) -> tuple[Any, ...]:
+    """:func:`cudagraph.definition.diff.topology_signature`, computed in C where possible."""
+    layout = _LAYOUT if _layout_ready else _layout()
+    if layout is not None:
+        sig = layout.signature(graph._nodes, _FLAT)
+        if sig is None and _learn(graph):
+            sig = layout.signature(graph._nodes, _FLAT)
+        if sig is not None:
+            return sig  # type: ignore[no-any-return]
+    return _diff.topology_signature(graph)
+
+
+def _identity_types() -> set[type]:
+    """The types :func:`cudagraph.definition.diff.same_value` has found to be equal only to themselves."""
+    global _IDENTITY_SEEN
+    known = _diff._BY_IDENTITY
+    if len(known) != _IDENTITY_SEEN:
+        _IDENTITY.update(t for t, by_identity in known.items() if by_identity)
+        _IDENTITY_SEEN = len(known)
+    return _IDENTITY
+
+
+_IDENTITY: set[type] = set()
+_IDENTITY_SEEN = 0
+
+
+def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[Node], list[tuple[Any, ...]]]:
+    """:func:`cudagraph.definition.diff.diff_states`, with the kernel nodes decided in C where their fields
+    are the very objects recorded and their arguments are the same objects, or differ plainly
+    (another type, a buffer, another int or float); the other nodes are compared in Python."""
+    layout = _LAYOUT if _layout_ready else _layout()
+    if layout is None:
+        return _diff.diff_states(old_states, graph)
+    nodes = graph._nodes
+    states = old_states[: len(nodes)]
+    found, suspects = layout.diff(nodes, states, _identity_types())
+    if not suspects:
+        return found, states
+    more, states = _diff.diff_states(states, graph, suspects)
+    if not found:
+        return more, states
+    changed = found + more
+    changed.sort(key=_index)
+    return changed, states
+
+
+def _index(node: Node) -> int:
+    return node.index

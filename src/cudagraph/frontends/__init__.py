@@ -1,0 +1,1 @@
+"""Layer 5: interop adapters, the demo and the command line."""

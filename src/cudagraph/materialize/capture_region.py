@@ -1,0 +1,209 @@
+"""Capture regions: library calls recorded by stream capture become one node of a definition."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..definition.nodes import ChildGraphNode, Node
+from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..errors import OperandError
+
+if TYPE_CHECKING:
+    from ..definition.graph import Graph
+
+__all__ = ["CaptureRegion", "CaptureStream", "capture_function"]
+
+
+class CaptureStream:
+    """The stream a capture region records on.
+
+    It has ``__cuda_stream__`` (so cuda.core accepts it) and ``handle``;
+    :meth:`cupy` and :meth:`torch` return the same stream wrapped for those
+    libraries, to use as ``with region.cupy(): ...``.
+
+    Attributes
+    ----------
+    handle : CUstream
+        The driver stream under capture.
+    """
+
+    __slots__ = ("_owner", "handle")
+
+    def __init__(self, handle: Any, owner: Any) -> None:
+        self.handle = handle
+        self._owner = owner
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The stream protocol: ``(0, address)``."""
+        return (0, int(self.handle))
+
+    def __int__(self) -> int:
+        return int(self.handle)
+
+    def cupy(self) -> Any:
+        """The stream as a ``cupy.cuda.ExternalStream`` (use it as a context manager)."""
+        import cupy
+
+        return cupy.cuda.ExternalStream(int(self.handle))
+
+    def torch(self) -> Any:
+        """The stream as a ``torch.cuda.ExternalStream`` (use with ``torch.cuda.stream(...)``)."""
+        import torch
+
+        return torch.cuda.ExternalStream(int(self.handle))
+
+    def __repr__(self) -> str:
+        return f"<CaptureStream {int(self.handle):#x}>"
+
+
+def _begin(stream_handle: Any) -> None:
+    drv = require_driver()
+    mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    check(drv.cuStreamBeginCapture(stream_handle, mode), "cuStreamBeginCapture")
+
+
+_INVALIDATED_HINT = (
+    "{what}: a call recorded in it is not capturable (it allocated memory, synchronized, "
+    "or created a library handle such as cuBLAS's); run that call once before capturing "
+    "so its set-up happens outside capture"
+)
+
+
+def _end(stream_handle: Any, what: str) -> Any:
+    drv = require_driver()
+    err, graph = drv.cuStreamEndCapture(stream_handle)
+    if err == drv.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+        raise_error(err, "cuStreamEndCapture", detail=_INVALIDATED_HINT.format(what=what))
+    return check((err, graph), "cuStreamEndCapture")
+
+
+def _abandon(stream_handle: Any) -> None:
+    """End a capture that is being left by an exception, dropping what it recorded."""
+    drv = require_driver()
+    err, graph = drv.cuStreamEndCapture(stream_handle)
+    if not err and graph is not None and int(graph):
+        drv.cuGraphDestroy(graph)
+
+
+def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "captured") -> Graph:
+    """Run ``fn(stream)`` under stream capture and lift what it recorded into a definition.
+
+    Parameters
+    ----------
+    fn : callable
+        Called with a :class:`CaptureStream`; everything it enqueues on that
+        stream (kernels, copies, library calls) is recorded, not run.
+    stream : cuda.core Stream or object with ``__cuda_stream__``, optional
+        The stream to capture on (default: a new one).
+    name : str
+        The definition's name.
+
+    Returns
+    -------
+    Graph
+    """
+    from ..driver.streams import stream_handle
+    from .lift import lift
+
+    drv = require_driver()
+    ensure_context()
+    owner = None
+    if stream is None:
+        from cuda.core import Device
+
+        owner = Device().create_stream()
+        h = owner.handle
+    else:
+        h = stream_handle(stream)
+    _begin(h)
+    try:
+        fn(CaptureStream(h, owner))
+    except BaseException:
+        _abandon(h)
+        raise
+    graph = _end(h, f"capture of {name!r}")
+    try:
+        return lift(graph, name=name)
+    finally:
+        drv.cuGraphDestroy(graph)
+
+
+class CaptureRegion:
+    """``with g.capture(after=...) as s:`` — calls on ``s`` become one node of ``g``.
+
+    On exit the recorded graph is lifted into a :class:`Graph` (its nodes are
+    typed, see :func:`cudagraph.lift`) and added to ``g`` as a child node,
+    available as :attr:`node`; other nodes can depend on it. :meth:`again`
+    records the region anew into the same node.
+
+    Attributes
+    ----------
+    node : ChildGraphNode or None
+        The node, once the region has been recorded.
+    """
+
+    __slots__ = ("_after", "_graph", "_name", "_owner", "_stream", "node")
+
+    def __init__(self, graph: Graph, after: Any, name: str | None, stream: Any = None) -> None:
+        self._graph = graph
+        self._after = graph._deps(after, f"capture region {name or 'capture'!r}")
+        self._name = name or "capture"
+        self.node: ChildGraphNode | None = None
+        self._owner: Any = stream
+        self._stream: CaptureStream | None = None
+
+    @property
+    def body(self) -> Graph | None:
+        """The lifted contents of the region (``None`` before it is recorded)."""
+        return self.node.body if self.node is not None else None
+
+    def __enter__(self) -> CaptureStream:
+        ensure_context()
+        from cuda.core import Device
+
+        from ..driver.streams import stream_handle
+
+        if self._owner is None:
+            self._owner = Device().create_stream()
+        h = stream_handle(self._owner)
+        if not int(h):
+            raise OperandError(
+                f"capture region {self._name!r}: stream: the legacy default stream cannot be captured; "
+                "pass a stream you created"
+            )
+        check(require_driver().cuStreamSynchronize(h), "cuStreamSynchronize")
+        _begin(h)
+        self._stream = CaptureStream(h, self._owner)
+        return self._stream
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        from .lift import lift
+
+        drv = require_driver()
+        assert self._stream is not None
+        if exc_type is not None:
+            _abandon(self._stream.handle)
+            return
+        graph = _end(self._stream.handle, f"capture region {self._name!r}")
+        try:
+            body = lift(graph, name=self._name)
+        finally:
+            drv.cuGraphDestroy(graph)
+        if self.node is None:
+            self.node = self._graph.child(body, after=self._after or None, name=self._name)
+        else:
+            self.node.update(body=body)
+
+    def again(self) -> CaptureRegion:
+        """Record the region anew (``with region.again() as s: ...``); the node keeps its edges."""
+        if self.node is None:
+            raise OperandError(f"capture region {self._name!r} has not been recorded yet")
+        return self
+
+    def depends(self) -> list[Node]:
+        """The nodes the region depends on."""
+        return list(self._after)
+
+    def __repr__(self) -> str:
+        return f"<CaptureRegion {self._name!r} of Graph {self._graph.name!r}, node={self.node!r}>"

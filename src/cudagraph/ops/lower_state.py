@@ -1,0 +1,198 @@
+"""Values that exist only while a definition is being built: condition handles and allocation addresses.
+
+A :class:`LowerState` belongs to one construction (one ``Lowering``, or one
+eager run). Lowering is serialized by ``PACKING_LOCK``, so the state of the
+construction in progress is also kept as the *current* one, where the node
+parameter builders of :mod:`cudagraph.ops.node_params` read allocation
+addresses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..definition.condition import Condition
+from ..definition.nodes import AllocNode, AllocOffset, Node
+from ..errors import DefinitionError, ForeignNodeError
+
+__all__ = [
+    "LowerState",
+    "current",
+    "begin",
+    "state_for",
+    "state_of",
+    "late_value",
+    "late_kernel_args",
+    "is_late",
+]
+
+
+class LowerState:
+    """Condition handles, allocation addresses and the driver graph of each definition graph.
+
+    Attributes
+    ----------
+    token : object
+        Identifies the construction (kept alive, so it cannot be reused).
+    ctx : CUcontext
+        The context of the construction.
+    graphs : dict
+        ``id(Graph) -> CUgraph``: the driver graph each definition graph is
+        being built into (the latest one, when a graph is built twice).
+    conds : dict
+        ``(id(Condition), CUgraph address) -> handle value``.
+    allocs : dict
+        ``id(AllocNode) -> (AllocNode, address)``.
+    freed : set
+        ``id(AllocNode)`` of the allocations an eager run has freed.
+    eager : bool
+        ``True`` for an eager run (no graph: conditions have no handle).
+    functions : dict
+        ``id(KernelInfo) -> CUfunction``: library kernels resolved for ``ctx``
+        once per run, for stream launches.
+    """
+
+    __slots__ = ("token", "ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "_keep", "_device")
+
+    def __init__(self, token: Any, ctx: Any, eager: bool = False) -> None:
+        self.token = token
+        self.ctx = ctx
+        self.graphs: dict[int, Any] = {}
+        self.conds: dict[tuple[int, int], int] = {}
+        self.allocs: dict[int, tuple[AllocNode, int]] = {}
+        self.freed: set[int] = set()  # id(AllocNode) freed by an eager run
+        self.eager = eager
+        self.functions: dict[int, Any] = {}  # id(KernelInfo) -> CUfunction in ctx (stream launches)
+        self._keep: list[Any] = []  # graphs and conditions named by id above
+        self._device: Any = None
+
+    def register_graph(self, graph: Any, handle: Any) -> None:
+        """Record that ``graph`` is being built into the driver graph ``handle``."""
+        if self.graphs.get(id(graph)) is not handle:
+            self.graphs[id(graph)] = handle
+            self._keep.append(graph)
+
+    def device(self) -> Any:
+        """The ``CUdevice`` of the current context (cached)."""
+        if self._device is None:
+            from ..driver.calls import check, require_driver
+
+            self._device = check(require_driver().cuCtxGetDevice(), "cuCtxGetDevice")
+        return self._device
+
+    def condition_handle(self, cond: Condition, node: Node) -> int:
+        """The ``CUgraphConditionalHandle`` of ``cond`` in this construction (created on first use)."""
+        from ..driver.calls import check, require_driver
+        from ..errors import UnsupportedError
+
+        if self.eager:
+            raise UnsupportedError(
+                f"{node.label} of Graph {node.graph.name!r} uses {cond.label}: conditions exist only in "
+                "graphs, so Graph.run() cannot run it; instantiate the graph instead",
+                node=node,
+            )
+        gh = self.graphs.get(id(cond.graph))
+        if gh is None:
+            raise ForeignNodeError(
+                f"{node.label} of Graph {node.graph.name!r} uses {cond.label} of Graph {cond.graph.name!r}, "
+                "which is not part of the graph being built around it"
+            )
+        key = (id(cond), int(gh))
+        h = self.conds.get(key)
+        if h is None:
+            if not cond._nodes:
+                raise DefinitionError(
+                    f"{node.label} of Graph {node.graph.name!r} uses {cond.label} of Graph "
+                    f"{cond.graph.name!r}, but no conditional node uses that condition"
+                )
+            drv = require_driver()
+            flags = 0
+            default = 0
+            if cond.default is not None:
+                flags = int(drv.CU_GRAPH_COND_ASSIGN_DEFAULT)
+                default = cond.default
+            handle = check(
+                drv.cuGraphConditionalHandleCreate(gh, self.ctx, default, flags),
+                "cuGraphConditionalHandleCreate",
+                node,
+            )
+            h = int(handle)
+            self.conds[key] = h
+            self._keep.append(cond)
+        return h
+
+    def alloc_address(self, operand: Any, what: str) -> int:
+        """The address of an ``AllocNode`` (or ``AllocOffset``) built earlier in this construction."""
+        if type(operand) is AllocOffset:
+            alloc, offset = operand.alloc, operand.offset
+        else:
+            alloc, offset = operand, 0
+        entry = self.allocs.get(id(alloc))
+        if entry is None or entry[0] is not alloc:
+            raise DefinitionError(
+                f"{what}: {alloc.label} of Graph {alloc.graph.name!r} has no address here: it is not built "
+                "before this node (is the alloc node part of this graph and ordered before its users?)"
+            )
+        return entry[1] + offset
+
+
+_CURRENT: list[LowerState] = []
+
+
+def current() -> LowerState | None:
+    """The state of the construction in progress, if any."""
+    return _CURRENT[0] if _CURRENT else None
+
+
+def begin(token: Any, ctx: Any, eager: bool = False) -> LowerState:
+    """Start a new construction's state and make it current."""
+    state = LowerState(token, ctx, eager)
+    _CURRENT[:] = [state]
+    return state
+
+
+def state_for(lowering: Any) -> LowerState:
+    """The state of ``lowering`` (a :class:`~cudagraph.materialize.explicit.Lowering`), made current."""
+    s = _CURRENT[0] if _CURRENT else None
+    token = lowering.host_keys  # a list made for each Lowering: a unique, cheap identity
+    if s is None or s.token is not token:
+        s = begin(token, lowering.ctx)
+    return s
+
+
+def state_of(host_keys: Any) -> LowerState | None:
+    """The state of the construction whose ``Lowering.host_keys`` list is ``host_keys``, if it is current.
+
+    Call it right after ``lower()`` returns (``state_of(lowered.host_keys)``) to keep the condition
+    handles and allocation addresses of that construction, e.g. to re-pack kernel arguments later
+    with :func:`late_kernel_args`. ``None`` when the construction needed none.
+    """
+    s = _CURRENT[0] if _CURRENT else None
+    return s if s is not None and s.token is host_keys else None
+
+
+def is_late(value: Any) -> bool:
+    """``True`` for an operand whose value exists only once built (allocation or condition)."""
+    t = type(value)
+    return t is AllocNode or t is AllocOffset or t is Condition
+
+
+def late_value(state: LowerState, value: Any, node: Node, what: str) -> Any:
+    """The value of a late operand: an address (``int``) or a condition handle (``numpy.uint64``)."""
+    import numpy as np
+
+    if type(value) is Condition:
+        return np.uint64(state.condition_handle(value, node))
+    return state.alloc_address(value, what)
+
+
+def late_kernel_args(state: LowerState, node: Any) -> tuple[Any, ...] | None:
+    """The node's arguments with allocations and conditions replaced by their values, or ``None`` if none."""
+    args = node.args
+    out = None
+    for i, a in enumerate(args):
+        if is_late(a):
+            if out is None:
+                out = list(args)
+            out[i] = late_value(state, a, node, f"{node.label}: argument {i}")
+    return None if out is None else tuple(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from .definition import seams as _seams
 from .definition.condition import CONDITIONAL_SNIPPET, Condition
 from .definition.graph import Graph
 from .definition.nodes import (
@@ -49,6 +50,14 @@ if TYPE_CHECKING:
     from .executable.node_view import ExecutableNode
     from .materialize.capture_region import CaptureRegion, CaptureStream
     from .materialize.lift import lift
+
+# The definition layer reaches the layers above it only through its seams, wired here by module
+# name: each module is imported on the first call, so importing cudagraph stays GPU-free.
+_seams.instantiate.wire("cudagraph.executable.executable", "instantiate")
+_seams.run.wire("cudagraph.materialize.eager", "run")
+_seams.lift.wire("cudagraph.materialize.lift", "lift")
+_seams.capture_region.wire("cudagraph.materialize.capture_region", "CaptureRegion")
+_seams.capture_function.wire("cudagraph.materialize.capture_region", "capture_function")
 
 __version__ = "0.1.0"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError, OperandError
-from .diff import bodies_of
-from .nodes import ChildGraphNode, KernelNode, Node
+from .node import Node, bodies_of, child_graphs
 from .param import Param
 
 if TYPE_CHECKING:
@@ -18,14 +17,12 @@ __all__ = ["all_params", "body_uses_params", "node_params_uses", "resolve_bindin
 def node_params_uses(node: Node) -> list[str]:
     """Names of the parameters a node uses directly (not inside bodies)."""
     names: list[str] = []
-    t = type(node)
-    if t is KernelNode:
-        names = [a.name for a in node.args if type(a) is Param]  # type: ignore[attr-defined]
-    else:
-        for field in ("dst", "src", "ptr"):
-            v = getattr(node, field, None)
-            if type(v) is Param:
-                names.append(v.name)
+    for field in node.arg_fields:
+        names += [a.name for a in getattr(node, field) if type(a) is Param]
+    for field in node.pointer_fields:
+        v = getattr(node, field)
+        if type(v) is Param:
+            names.append(v.name)
     return names
 
 
@@ -62,7 +59,9 @@ def all_params(graph: Graph) -> dict[str, Param]:
                     f"but a {p.dtype or 'pointer'} in Graph {p.graph.name!r}"
                 )
             out.setdefault(name, p)
-        stack.extend(n.body for n in g._nodes if type(n) is ChildGraphNode)  # type: ignore[attr-defined]
+        for n in g._nodes:
+            if n.body_fields:
+                stack.extend(child_graphs(n))
     return out
 
 

@@ -1,12 +1,15 @@
 """``Graph.capture``: a capture region on a graph, or a whole function captured into a new graph.
 
-GPU-free until called: the CUDA side lives in ``_capture_region``.
+GPU-free until called: the CUDA side lives in :mod:`cudagraph.materialize.capture_region`, reached
+through :mod:`cudagraph.definition.seams`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
+
+from . import seams
 
 if TYPE_CHECKING:
     from ..materialize.capture_region import CaptureRegion
@@ -40,9 +43,8 @@ class _BoundCapture:
         -------
         CaptureRegion
         """
-        from ..materialize.capture_region import CaptureRegion
-
-        return CaptureRegion(self.graph, after, name, stream)
+        region: CaptureRegion = seams.capture_region(self.graph, after, name, stream)
+        return region
 
 
 def _capture_function(fn: Callable[[Any], Any], stream: Any = None, *, name: str = "captured") -> Graph:
@@ -61,9 +63,8 @@ def _capture_function(fn: Callable[[Any], Any], stream: Any = None, *, name: str
     -------
     Graph
     """
-    from ..materialize.capture_region import capture_function
-
-    return capture_function(fn, stream, name)
+    graph: Graph = seams.capture_function(fn, stream, name)
+    return graph
 
 
 class CaptureAccessor:

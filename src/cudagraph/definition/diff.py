@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .nodes import KernelNode, Node, parameter_slots
+from .node import Node, parameter_slots
+from .node import bodies_of as bodies_of
+from .nodes import NODE_CLASSES
 from .param import Param
 
 if TYPE_CHECKING:
@@ -45,33 +47,15 @@ def _slots(cls: type) -> tuple[str, ...]:
     return slots
 
 
-#: Slots that hold nested graphs: a child graph's ``body``, a conditional's ``bodies``.
-_BODY_SLOT_NAMES = ("body", "bodies")
 _BODY_SLOTS: dict[type, tuple[str, ...]] = {}
 
 
-def _body_slots(cls: type) -> tuple[str, ...]:
+def _body_slots(cls: type[Node]) -> tuple[str, ...]:
+    """The slots that hold nested graphs (the kind's ``body_fields``), cached."""
     slots = _BODY_SLOTS.get(cls)
     if slots is None:
-        slots = _BODY_SLOTS[cls] = tuple(s for s in _slots(cls) if s in _BODY_SLOT_NAMES)
+        slots = _BODY_SLOTS[cls] = tuple(s for s in _slots(cls) if s in cls.body_fields)
     return slots
-
-
-def bodies_of(node: Node) -> list[Graph]:
-    """The graphs nested in a node (a child graph's body, a conditional's branches)."""
-    slots = _BODY_SLOTS.get(type(node))
-    if slots is None:
-        slots = _body_slots(type(node))
-    if not slots:
-        return []
-    out: list[Graph] = []
-    for s in slots:
-        v = getattr(node, s, None)
-        if isinstance(v, (list, tuple)):
-            out.extend(v)
-        elif v is not None:
-            out.append(v)
-    return out
 
 
 def topology_signature(graph: Graph) -> tuple[Any, ...]:
@@ -87,7 +71,7 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
     """
     out: list[Any] = []
     append = out.append
-    kernel = KernelNode
+    kernel = _FAST_KERNEL  # the most common kind, which holds no body: no lookup
     body_slots = _BODY_SLOTS
     for n in graph._nodes:
         t = type(n)
@@ -161,12 +145,13 @@ def same_value(a: Any, b: Any) -> bool:
         return False
 
 
-_GETTERS: dict[type, tuple[Any, bool]] = {}
+_GETTERS: dict[type, tuple[Any, tuple[int, ...]]] = {}
 
 
-def _getter(cls: type, node: Node) -> tuple[Any, bool]:
+def _getter(cls: type[Node], node: Node) -> tuple[Any, tuple[int, ...]]:
     slots = _slots(cls)
-    nested = bool(_body_slots(cls))
+    body = _body_slots(cls)
+    nested = tuple(i for i, s in enumerate(slots) if s in body)
     get = operator.attrgetter(*slots) if len(slots) > 1 else (lambda n: (getattr(n, slots[0]),)) if slots else None
     entry = _GETTERS[cls] = (get, nested)
     return entry
@@ -183,23 +168,20 @@ def node_state(node: Node) -> tuple[Any, ...]:
     vals = get(node)
     if not nested:
         return vals  # type: ignore[no-any-return]
-    from .graph import Graph
-
-    out: list[Any] = []
-    for v in vals:
-        if isinstance(v, Graph):
-            out.append(tuple(node_state(n) for n in v._nodes))
-        elif isinstance(v, (list, tuple)) and v and isinstance(v[0], Graph):
-            out.append(tuple(tuple(node_state(n) for n in b._nodes) for b in v))
-        else:
-            out.append(v)
+    out: list[Any] = list(vals)
+    for i in nested:
+        v = out[i]
+        if isinstance(v, (list, tuple)):
+            out[i] = tuple(tuple(node_state(n) for n in b._nodes) for b in v)
+        elif v is not None:
+            out[i] = tuple(node_state(n) for n in v._nodes)
     return tuple(out)
 
 
 #: The layout of a kernel node's state that :func:`diff_states` tests field by field.
 _KERNEL_LAYOUT = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
-#: KernelNode when its state has that layout (else the fast test is never taken).
-_FAST_KERNEL: type | None = KernelNode if _slots(KernelNode) == _KERNEL_LAYOUT else None
+#: The kind whose state has that layout (KernelNode), found by its slots; else the fast test is never taken.
+_FAST_KERNEL: type | None = next((c for c in NODE_CLASSES if _slots(c) == _KERNEL_LAYOUT), None)
 
 
 def diff_states(

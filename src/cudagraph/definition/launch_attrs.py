@@ -10,10 +10,11 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DefinitionError, OperandError
+from ..errors import DefinitionError, ForeignNodeError, OperandError
+from .node import Node, parameter_slots, update_definition_node
 
 if TYPE_CHECKING:
-    from .nodes import KernelNode, Node
+    from .kinds.kernel import KernelNode
 
 __all__ = [
     "SMEM_DEFAULT_LIMIT",
@@ -21,6 +22,7 @@ __all__ = [
     "PORTABLE_CLUSTER_SIZE",
     "PROGRAMMATIC_PORTS",
     "LaunchAttrs",
+    "check_launch_attrs",
     "make_launch_attrs",
     "update_kernel_node",
 ]
@@ -156,8 +158,6 @@ def _priority(value: Any, what: str) -> int:
 
 def _programmatic_nodes(graph: Any, node: KernelNode, value: Any, what: str) -> list[tuple[Node, str]]:
     """Resolve ``programmatic=``: True (every predecessor) or a node / nodes; adds missing edges."""
-    from .nodes import KernelNode, Node
-
     if value is True:
         chosen = list(node._preds)
         if not chosen:
@@ -176,10 +176,8 @@ def _programmatic_nodes(graph: Any, node: KernelNode, value: Any, what: str) -> 
     out: list[tuple[Node, str]] = []
     for p in chosen:
         if p.graph is not graph:
-            from ..errors import ForeignNodeError
-
             raise ForeignNodeError(f"{what}: programmatic= names {p.label} of Graph {p.graph.name!r}")
-        if type(p) is not KernelNode:
+        if not p.programmatic_edges:
             raise DefinitionError(
                 f"{what}: a programmatic edge must come from a kernel node; {p.label} is a {p.kind} node"
             )
@@ -224,14 +222,25 @@ def make_launch_attrs(
     return None if a.empty else a
 
 
+def check_launch_attrs(node: KernelNode) -> None:
+    """Launch attributes still agree with the node (programmatic edges, cluster shape)."""
+    attrs = node.attrs
+    for p, _port in attrs.programmatic:
+        if not any(q is p for q in node._preds):
+            raise DefinitionError(f"{node.label}: its programmatic edge from {p.label} is not an edge of the graph")
+        if not p.programmatic_edges:
+            raise DefinitionError(f"{node.label}: a programmatic edge must come from a kernel; {p.label} is not one")
+    if attrs.cluster is not None:
+        for axis, (g, c) in enumerate(zip(node.grid, attrs.cluster)):
+            if g % c:
+                raise DefinitionError(f"{node.label}: grid[{axis}] = {g} is not a multiple of cluster[{axis}] = {c}")
+
+
 _LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority")
 
 
 def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
     """``KernelNode.update``: the builder's keywords plus launch attributes, all or nothing."""
-    from .node_update import update_definition_node
-    from .nodes import parameter_slots
-
     launch = {k: changes.pop(k) for k in _LAUNCH_KEYWORDS if k in changes}
     old = node.attrs
     saved = {slot: getattr(node, slot) for slot in parameter_slots(type(node))}

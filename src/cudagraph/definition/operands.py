@@ -2,8 +2,8 @@
 
 GPU-free: this module reads ``__cuda_array_interface__``, ``__array_interface__``
 and the ``handle`` of a ``cuda.core`` ``Buffer`` without importing any CUDA
-module. DLPack-only objects are kept as :class:`Deferred` and resolved by the
-driver layer.
+module (through :mod:`~cudagraph.definition.addresses`). DLPack-only objects
+are kept as :class:`Deferred` and resolved by the driver layer.
 """
 
 from __future__ import annotations
@@ -14,26 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import OperandError
+from .addresses import Deferred, buffer_like, resolve_address
 from .param import Param
 
 __all__ = ["Deferred", "buffer_like", "normalize_kernel_args", "resolve_pointer"]
-
-
-class Deferred:
-    """An operand whose address can only be read with CUDA (DLPack)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __repr__(self) -> str:
-        return f"<Deferred {type(self.obj).__name__}>"
-
-
-def buffer_like(obj: Any) -> bool:
-    """Whether ``obj`` looks like a ``cuda.core`` ``Buffer`` (``handle``, ``size``, ``memory_resource``)."""
-    return hasattr(obj, "handle") and hasattr(obj, "size") and hasattr(obj, "memory_resource")
 
 
 def resolve_pointer(obj: Any, what: str, allow_null: bool = False) -> tuple[Any, Any, int | None]:
@@ -62,56 +46,11 @@ def resolve_pointer(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
     OperandError
         If the operand is not memory, or is a null pointer.
     """
-    t = type(obj)
-    if t is int:
-        if obj < 0 or obj >= 1 << 64:
-            raise OperandError(f"{what}: address {obj} is outside 0..2**64-1")
-        if obj == 0 and not allow_null:
-            raise OperandError(f"{what}: null pointer (address 0)")
-        return obj, None, None
-    if t is Deferred:
-        return obj, obj.obj, None
-    if t is Param:
+    if type(obj) is Param:
         if obj.dtype is not None:
             raise OperandError(f"{what}: param {obj.name!r} is a {obj.dtype} scalar, expected a pointer param")
         return obj, None, None
-    if isinstance(obj, (bool, np.bool_, float, np.floating, complex, str)):
-        raise OperandError(f"{what}: expected device memory or an address, got {t.__name__} {obj!r}")
-    if isinstance(obj, np.integer):
-        return resolve_pointer(int(obj), what, allow_null)
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:
-        ptr = int(cai["data"][0])
-        if ptr == 0 and not allow_null:
-            raise OperandError(f"{what}: null pointer in __cuda_array_interface__")
-        return ptr, obj, _interface_nbytes(cai)
-    if buffer_like(obj):
-        ptr = int(obj.handle)
-        if ptr == 0 and not allow_null:
-            raise OperandError(f"{what}: the Buffer is closed or empty (address 0)")
-        return ptr, obj, int(obj.size)
-    ai = getattr(obj, "__array_interface__", None)
-    if ai is not None:
-        return int(ai["data"][0]), obj, _interface_nbytes(ai)
-    if hasattr(obj, "__dlpack__"):
-        return Deferred(obj), obj, None
-    raise OperandError(
-        f"{what}: expected an int address, a cuda.core Buffer, an object with "
-        f"__cuda_array_interface__ or __dlpack__, or a pointer Param; got {t.__name__}"
-    )
-
-
-def _interface_nbytes(iface: dict[str, Any]) -> int | None:
-    shape = iface.get("shape", ())
-    strides = iface.get("strides")
-    itemsize = int(np.dtype(iface.get("typestr", "|u1")).itemsize)
-    n = 1
-    for s in shape:
-        n *= int(s)
-    if strides is None or n == 0:
-        return n * itemsize
-    extent = 1 + sum((int(d) - 1) * abs(int(st)) for d, st in zip(shape, strides))
-    return max(extent - 1 + itemsize, 0)
+    return resolve_address(obj, what, allow_null)
 
 
 _SCALAR, _INT, _BYTES, _CTYPES, _OBJ = 0, 1, 2, 3, 4

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DefinitionError, OperandError
+from .addresses import resolve_address
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -80,7 +81,13 @@ class Param:
             If the value has the wrong kind.
         """
         if self.dtype is None:
-            ptr, _owner, _size = _operands.resolve_pointer(value, f"param {self.name!r}", allow_null=True)
+            if type(value) is Param:
+                if value.dtype is not None:
+                    raise OperandError(
+                        f"param {self.name!r}: param {value.name!r} is a {value.dtype} scalar, expected a pointer param"
+                    )
+                raise OperandError(f"param {self.name!r}: a pointer value cannot be another param")
+            ptr, _owner, _size = resolve_address(value, f"param {self.name!r}", allow_null=True)
             if not isinstance(ptr, int):
                 raise OperandError(f"param {self.name!r}: a pointer value cannot be another param")
             return ptr
@@ -102,7 +109,3 @@ class Param:
     def __repr__(self) -> str:
         kind = "pointer" if self.dtype is None else str(self.dtype)
         return f"<Param {self.name!r} {kind} of Graph {self.graph.name!r}>"
-
-
-# _operands imports Param; bound here (after Param exists) instead of importing at every call.
-from . import operands as _operands  # noqa: E402

@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import inspect
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .nodes import (
-    ChildGraphNode,
-    EmptyNode,
-    EventRecordNode,
-    EventWaitNode,
-    HostNode,
-    KernelNode,
-    MemcpyNode,
-    MemsetNode,
-    Node,
-)
+from .builders import Builders, builder_names
+from .core import After
+from .node import Node
 
 if TYPE_CHECKING:
-    from .graph import After, Graph
+    from .graph import Graph
+
+    # Type checkers see every builder of Graph on Path, with its signature.
+    _PathBuilders = Builders
+else:
+    _PathBuilders = object
 
 __all__ = ["Path"]
 
 _N = TypeVar("_N", bound=Node)
 
 
-class Path:
+class Path(_PathBuilders):
     """A builder that chains every op it adds after the previous one.
 
-    Obtained from :meth:`Graph.path`; usable as a context manager. The builder
-    methods take the same arguments as the graph's; an ``after=`` given to one
-    of them adds dependencies on top of the previous op.
+    Obtained from :meth:`Graph.path`; usable as a context manager. It offers
+    every builder of :class:`~cudagraph.Graph` (``p.kernel(...)``,
+    ``p.memcpy(...)``, ``p.alloc(...)``, ``p.while_(...)``, ...), with the same
+    arguments; an ``after=`` given to one of them adds dependencies on top of
+    the previous op.
 
     Attributes
     ----------
@@ -67,40 +67,31 @@ class Path:
         self._last = node
         return node
 
-    def kernel(
-        self, kernel: Any, grid: Any, block: Any, args: Any = (), *, after: After = None, **kw: Any
-    ) -> KernelNode:
-        """Add a kernel after the previous op; see :meth:`Graph.kernel`."""
-        return self._push(self.graph.kernel(kernel, grid, block, args, after=self._after(after), **kw))
-
-    def memcpy(self, dst: Any, src: Any, nbytes: int | None = None, *, after: After = None, **kw: Any) -> MemcpyNode:
-        """Add a copy after the previous op; see :meth:`Graph.memcpy`."""
-        return self._push(self.graph.memcpy(dst, src, nbytes, after=self._after(after), **kw))
-
-    def memset(self, dst: Any, value: Any, count: int | None = None, *, after: After = None, **kw: Any) -> MemsetNode:
-        """Add a fill after the previous op; see :meth:`Graph.memset`."""
-        return self._push(self.graph.memset(dst, value, count, after=self._after(after), **kw))
-
-    def host(self, fn: Callable[..., Any], *args: Any, after: After = None, name: str | None = None) -> HostNode:
-        """Add a host callback after the previous op; see :meth:`Graph.host`."""
-        return self._push(self.graph.host(fn, *args, after=self._after(after), name=name))
-
-    def record(self, event: Any, *, after: After = None, name: str | None = None) -> EventRecordNode:
-        """Record an event after the previous op; see :meth:`Graph.record`."""
-        return self._push(self.graph.record(event, after=self._after(after), name=name))
-
-    def wait(self, event: Any, *, after: After = None, name: str | None = None) -> EventWaitNode:
-        """Wait for an event after the previous op; see :meth:`Graph.wait`."""
-        return self._push(self.graph.wait(event, after=self._after(after), name=name))
-
-    def child(self, graph: Graph, *, after: After = None, name: str | None = None) -> ChildGraphNode:
-        """Add a child graph after the previous op; see :meth:`Graph.child`."""
-        return self._push(self.graph.child(graph, after=self._after(after), name=name))
-
-    def empty(self, *, after: After = None, name: str | None = None) -> EmptyNode:
-        """Add an empty node after the previous op."""
-        return self._push(self.graph.empty(after=self._after(after), name=name))
-
     def __repr__(self) -> str:
         last = self.last
         return f"<Path in Graph {self.graph.name!r}, last={last.label if last else None}>"
+
+
+def _path_op(name: str) -> Any:
+    """The :class:`Path` method for the builder ``name``: the graph's builder, after the previous op."""
+    graph_builder = getattr(Builders, name)
+
+    @functools.wraps(graph_builder)
+    def op(self: Path, *args: Any, after: After = None, **kwargs: Any) -> Any:
+        return self._push(getattr(self.graph, name)(*args, after=self._after(after), **kwargs))
+
+    summary = (graph_builder.__doc__ or "").strip().splitlines()[0] if graph_builder.__doc__ else f"``{name}``"
+    op.__doc__ = (
+        f"{summary.rstrip('.')}, after the previous op of the path.\n\n"
+        f"Takes the arguments of :meth:`Graph.{name} <cudagraph.Graph.{name}>`; ``after=`` adds dependencies."
+    )
+    op.__qualname__ = f"Path.{name}"
+    op.__signature__ = inspect.signature(graph_builder)  # type: ignore[attr-defined]
+    del op.__wrapped__  # type: ignore[attr-defined]  # help() shows the docstring above, not the graph's
+    return op
+
+
+# Every builder of Graph, from the one source (builders.Builders), explicitly at class creation.
+for _name in builder_names():
+    setattr(Path, _name, _path_op(_name))
+del _name

@@ -5,33 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from .node import Node, bodies_of
+
 if TYPE_CHECKING:
     from .graph import Graph
-    from .nodes import Node
 
 __all__ = ["summary", "to_dot", "to_mermaid"]
-
-_DOT_STYLE = {
-    "kernel": 'shape=box style="rounded,filled" fillcolor="#cfe2ff"',
-    "memcpy": 'shape=box style=filled fillcolor="#d1e7dd"',
-    "memset": 'shape=box style=filled fillcolor="#fff3cd"',
-    "host": 'shape=hexagon style=filled fillcolor="#f8d7da"',
-    "record": 'shape=invtriangle style=filled fillcolor="#e2e3e5"',
-    "wait": 'shape=triangle style=filled fillcolor="#e2e3e5"',
-    "child": 'shape=box3d style=filled fillcolor="#ffffff"',
-    "empty": 'shape=circle label="" width=0.2 style=filled fillcolor="#adb5bd"',
-    "if": 'shape=diamond style=filled fillcolor="#e0cffc"',
-    "if_else": 'shape=diamond style=filled fillcolor="#e0cffc"',
-    "while": 'shape=diamond style="filled,bold" fillcolor="#e0cffc"',
-    "switch": 'shape=diamond style=filled fillcolor="#e0cffc"',
-    "set_condition": 'shape=box style="rounded,filled,dashed" fillcolor="#e0cffc"',
-    "alloc": 'shape=cylinder style=filled fillcolor="#c3fae8"',
-    "free": 'shape=cylinder style="filled,dashed" fillcolor="#c3fae8"',
-    "memcpy2d": 'shape=box style=filled fillcolor="#d1e7dd"',
-    "memcpy3d": 'shape=box style=filled fillcolor="#d1e7dd"',
-    "write_value": 'shape=note style=filled fillcolor="#ffe8cc"',
-    "wait_value": 'shape=note style="filled,dashed" fillcolor="#ffe8cc"',
-}
 
 #: Edge style of a programmatic (programmatic dependent launch) edge.
 _DOT_PROGRAMMATIC = ' [style=dashed color="#6f42c1" label="pdl"]'
@@ -66,22 +45,22 @@ def _esc(text: str) -> str:
 
 
 def _dot_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
-    from .nodes import ChildGraphNode, ConditionalNode
-
     for n in graph._nodes:
         nid = f"{prefix}n{n.index}"
-        if isinstance(n, ChildGraphNode):
+        if n.body_fields and not n.conditional_bodies:
+            # A child graph: the node inside a cluster holding its body.
             out.append(f"{indent}subgraph cluster_{nid} {{")
             out.append(f'{indent}  label="{_esc(n.label)}"; style=dashed;')
-            out.append(f'{indent}  {nid} [label="{_esc(n.name)}" {_DOT_STYLE["child"]}];')
-            _dot_body(n.body, nid + "_", out, indent + "  ")
+            out.append(f'{indent}  {nid} [label="{_esc(n.name)}" {n.dot_style}];')
+            for body in bodies_of(n):
+                _dot_body(body, nid + "_", out, indent + "  ")
             out.append(f"{indent}}}")
             continue
-        if isinstance(n, ConditionalNode):
+        if n.conditional_bodies:
             # The node, then one cluster per body, labelled with the value that selects it.
-            label = f"{_esc(n.name)}\\n{n.kind}#{n.index} ({_esc(n.cond.name)})"
-            out.append(f'{indent}{nid} [label="{label}" {_DOT_STYLE.get(n.kind, "shape=diamond")}];')
-            for i, body in enumerate(n.bodies):
+            label = f"{_esc(n.name)}\\n{n.kind}#{n.index} ({_esc(n.cond.name)})"  # type: ignore[attr-defined]
+            out.append(f'{indent}{nid} [label="{label}" {n.dot_style}];')
+            for i, body in enumerate(bodies_of(n)):
                 bid = f"{nid}_b{i}"
                 out.append(f"{indent}subgraph cluster_{bid} {{")
                 out.append(f'{indent}  label="{_esc(_body_title(n, i))}"; style=dotted;')
@@ -89,8 +68,8 @@ def _dot_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
                 out.append(f"{indent}}}")
             continue
         label = f"{_esc(n.name)}\\n{n.kind}#{n.index}"
-        style = _DOT_STYLE.get(n.kind, "shape=box")
-        if n.kind == "empty":
+        style = n.dot_style
+        if n.kind == "empty":  # drawn as a dot, its label in the tooltip
             out.append(f'{indent}{nid} [{style} tooltip="{_esc(n.label)}"];')
         else:
             out.append(f'{indent}{nid} [label="{label}" {style}];')
@@ -101,14 +80,7 @@ def _dot_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
 
 
 def _body_title(n: Node, i: int) -> str:
-    kind = n.kind
-    if kind == "if":
-        return f"{n.name}: if {n.cond.name} != 0"  # type: ignore[attr-defined]
-    if kind == "if_else":
-        return f"{n.name}: {'if' if i == 0 else 'else'} ({n.cond.name} {'!=' if i == 0 else '=='} 0)"  # type: ignore[attr-defined]
-    if kind == "while":
-        return f"{n.name}: while {n.cond.name} != 0"  # type: ignore[attr-defined]
-    return f"{n.name}: case {n.cond.name} == {i}"  # type: ignore[attr-defined]
+    return n.body_title(i)  # type: ignore[attr-defined,no-any-return]
 
 
 def to_dot(graph: Graph) -> str:
@@ -119,45 +91,24 @@ def to_dot(graph: Graph) -> str:
     return "\n".join(out) + "\n"
 
 
-_MERMAID_SHAPE = {
-    "kernel": ('["', '"]'),
-    "memcpy": ('[/"', '"/]'),
-    "memset": ('[\\"', '"\\]'),
-    "host": ('{{"', '"}}'),
-    "record": ('>"', '"]'),
-    "wait": ('>"', '"]'),
-    "child": ('[["', '"]]'),
-    "empty": ('(("', '"))'),
-    "if": ('{"', '"}'),
-    "if_else": ('{"', '"}'),
-    "while": ('{"', '"}'),
-    "switch": ('{"', '"}'),
-    "alloc": ('[("', '")]'),
-    "free": ('[("', '")]'),
-    "memcpy2d": ('[/"', '"/]'),
-    "memcpy3d": ('[/"', '"/]'),
-}
-
-
 def _mermaid_label(n: Node) -> str:
     return f"{n.name} ({n.kind}#{n.index})".replace('"', "'")
 
 
 def _mermaid_body(graph: Graph, prefix: str, out: list[str], indent: str) -> None:
-    from .nodes import ChildGraphNode, ConditionalNode
-
     for n in graph._nodes:
         nid = f"{prefix}n{n.index}"
-        opening, closing = _MERMAID_SHAPE.get(n.kind, ('["', '"]'))
+        opening, closing = n.mermaid_shape
         out.append(f"{indent}{nid}{opening}{_mermaid_label(n)}{closing}")
-        if isinstance(n, ChildGraphNode):
-            title = n.body.name.replace('"', "'")
-            out.append(f'{indent}subgraph {nid}_body["{title}"]')
-            _mermaid_body(n.body, nid + "_", out, indent + "  ")
-            out.append(f"{indent}end")
-            out.append(f"{indent}{nid} -.- {nid}_body")
-        elif isinstance(n, ConditionalNode):
-            for i, body in enumerate(n.bodies):
+        if n.body_fields and not n.conditional_bodies:
+            for body in bodies_of(n):
+                title = body.name.replace('"', "'")
+                out.append(f'{indent}subgraph {nid}_body["{title}"]')
+                _mermaid_body(body, nid + "_", out, indent + "  ")
+                out.append(f"{indent}end")
+                out.append(f"{indent}{nid} -.- {nid}_body")
+        elif n.conditional_bodies:
+            for i, body in enumerate(bodies_of(n)):
                 bid = f"{nid}_b{i}"
                 title = _body_title(n, i).replace('"', "'")
                 out.append(f'{indent}subgraph {bid}["{title}"]')

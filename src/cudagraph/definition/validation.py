@@ -13,25 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError, ForeignNodeError
 from .condition import Condition
-from .nodes import (
-    AllocNode,
-    AllocOffset,
-    BatchMemOpNode,
-    ChildGraphNode,
-    ConditionalNode,
-    EmptyNode,
-    FreeNode,
-    KernelNode,
-    Memcpy3DNode,
-    MemcpyNode,
-    MemsetNode,
-    Node,
-    SetConditionNode,
-    WhileNode,
-)
+from .kinds.kernel import placeholder_args as placeholder_args
+from .launch_attrs import check_launch_attrs as check_launch_attrs
+from .node import Node, bodies_of, graph_address
+from .nodes import NODE_CLASSES, AllocNode
 
 if TYPE_CHECKING:
     from .graph import Graph
+    from .kinds.conditionals import ConditionalNode
 
 __all__ = [
     "BODY_KINDS",
@@ -44,37 +33,15 @@ __all__ = [
 
 #: Node classes a conditional body (and every graph inside one) may hold, as the driver documents
 #: for ``CUDA_CONDITIONAL_NODE_PARAMS``: kernels (set_condition is one), empty nodes, copies, fills,
-#: child graphs and conditionals.
-BODY_KINDS: tuple[type, ...] = (
-    KernelNode,
-    SetConditionNode,
-    EmptyNode,
-    MemcpyNode,
-    Memcpy3DNode,
-    MemsetNode,
-    ChildGraphNode,
-    ConditionalNode,
-)
+#: child graphs and conditionals. Read from each kind's ``in_conditional_body``.
+BODY_KINDS: tuple[type, ...] = tuple(cls for cls in NODE_CLASSES if cls.in_conditional_body)
 BODY_KIND_NAMES = "kernel, set_condition, empty, memcpy, memcpy2d/3d, memset, child graph and conditional"
-
-#: A stand-in address for an operand that has none yet (checks only need its kind and size).
-_PLACEHOLDER = 1 << 16
-
-
-def placeholder_args(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """``args`` with conditions and allocations replaced by placeholder ints, or ``None`` if it has none."""
-    out = None
-    for i, a in enumerate(args):
-        t = type(a)
-        if t is Condition or t is AllocNode or t is AllocOffset:
-            if out is None:
-                out = list(args)
-            out[i] = _PLACEHOLDER
-    return None if out is None else tuple(out)
 
 
 def late_operands(node: Node) -> list[tuple[Any, str]]:
     """The operands of ``node`` that exist only once the graph is built, with where they are used.
+
+    Read from the kind's spec: the elements of its ``arg_fields`` and its ``pointer_fields``.
 
     Returns
     -------
@@ -82,40 +49,15 @@ def late_operands(node: Node) -> list[tuple[Any, str]]:
         Conditions and allocations (``AllocNode`` / ``AllocOffset``).
     """
     out: list[tuple[Any, str]] = []
-    t = type(node)
-    if t is KernelNode:
-        for i, a in enumerate(node.args):  # type: ignore[attr-defined]
-            ta = type(a)
-            if ta is Condition or ta is AllocNode or ta is AllocOffset:
+    for f in node.arg_fields:
+        for i, a in enumerate(getattr(node, f)):
+            if type(a) is Condition or graph_address(a):
                 out.append((a, f"argument {i}"))
-        return out
-    if t is MemcpyNode or isinstance(node, Memcpy3DNode):
-        fields: tuple[str, ...] = ("dst", "src")
-    elif t is MemsetNode:
-        fields = ("dst",)
-    elif t is SetConditionNode or isinstance(node, BatchMemOpNode):
-        fields = ("ptr",)
-    else:
-        return out
-    for f in fields:
+    for f in node.pointer_fields:
         v = getattr(node, f)
-        if type(v) is AllocNode or type(v) is AllocOffset:
+        if graph_address(v):
             out.append((v, f))
     return out
-
-
-def check_launch_attrs(node: KernelNode) -> None:
-    """Launch attributes still agree with the node (programmatic edges, cluster shape)."""
-    attrs = node.attrs
-    for p, _port in attrs.programmatic:
-        if not any(q is p for q in node._preds):
-            raise DefinitionError(f"{node.label}: its programmatic edge from {p.label} is not an edge of the graph")
-        if type(p) is not KernelNode:
-            raise DefinitionError(f"{node.label}: a programmatic edge must come from a kernel; {p.label} is not one")
-    if attrs.cluster is not None:
-        for axis, (g, c) in enumerate(zip(node.grid, attrs.cluster)):
-            if g % c:
-                raise DefinitionError(f"{node.label}: grid[{axis}] = {g} is not a multiple of cluster[{axis}] = {c}")
 
 
 class _Walk:
@@ -141,7 +83,7 @@ def _check_cond_scope(cond: Condition, node: Node, chain: list[tuple[Graph, Node
     for graph, via in reversed(chain):
         if graph is cond.graph:
             return
-        if bodies_only and not isinstance(via, ConditionalNode):
+        if bodies_only and (via is None or not via.conditional_bodies):
             break
     if bodies_only:
         raise ForeignNodeError(
@@ -160,34 +102,29 @@ def _walk(w: _Walk, chain: list[tuple[Graph, Node | None]], in_body: Conditional
         raise DefinitionError(f"Graph {graph.name!r} contains itself")
     w.active.add(id(graph))
     for n in graph._nodes:
-        if in_body is not None and not isinstance(n, BODY_KINDS):
+        if in_body is not None and not n.in_conditional_body:
             raise DefinitionError(
                 f"{n.label} of {_where(chain)} is inside the body of {in_body.label} of Graph "
                 f"{in_body.graph.name!r}: a conditional body may hold only {BODY_KIND_NAMES} nodes, "
                 f"not {n.kind} nodes"
             )
-        t = type(n)
-        if isinstance(n, ConditionalNode):
-            _check_cond_scope(n.cond, n, chain, bodies_only=True)
-            w.cond_nodes.add(id(n.cond))
-            if t is WhileNode and not n.bodies[0]._nodes:
-                raise DefinitionError(
-                    f"{n.label} of {_where(chain)} has an empty body: the loop could never end; add the "
-                    "work and a node that sets the condition to 0"
-                )
-            for b in n.bodies:
-                _walk(w, [*chain, (b, n)], n)
+        if n.conditional_bodies:
+            cn: ConditionalNode = n  # type: ignore[assignment]
+            _check_cond_scope(cn.cond, cn, chain, bodies_only=True)
+            w.cond_nodes.add(id(cn.cond))
+            cn._check_bodies(_where(chain))
+            for b in cn.bodies:
+                _walk(w, [*chain, (b, cn)], cn)
             continue
-        if t is ChildGraphNode:
-            _walk(w, [*chain, (n.body, n)], in_body)  # type: ignore[attr-defined]
+        if n.body_fields:
+            for b in bodies_of(n):
+                _walk(w, [*chain, (b, n)], in_body)
             continue
-        if t is AllocNode:
+        if graph_address(n):  # an alloc node
             w.allocs[id(n)] = n  # type: ignore[assignment]
             continue
-        if t is FreeNode:
-            continue
-        if t is SetConditionNode:
-            cond = n.cond  # type: ignore[attr-defined]
+        for field in n.condition_fields:
+            cond = getattr(n, field)
             _check_cond_scope(cond, n, chain, bodies_only=False)
             w.cond_users.setdefault(id(cond), (cond, []))[1].append(n)
         for operand, field in late_operands(n):
@@ -195,7 +132,7 @@ def _walk(w: _Walk, chain: list[tuple[Graph, Node | None]], in_body: Conditional
                 _check_cond_scope(operand, n, chain, bodies_only=False)
                 w.cond_users.setdefault(id(operand), (operand, []))[1].append(n)
                 continue
-            alloc = operand if type(operand) is AllocNode else operand.alloc
+            alloc = getattr(operand, "alloc", operand)  # an AllocNode, or the AllocNode of an AllocOffset
             for j, (g, _via) in enumerate(chain):
                 if g is alloc.graph:
                     anchor = chain[j + 1][1] if j + 1 < len(chain) else n

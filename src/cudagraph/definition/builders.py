@@ -1,0 +1,45 @@
+"""Every builder of a definition, composed from the kinds' mixins (GPU-free).
+
+:class:`Builders` is the one source of the node builders: :class:`~cudagraph.Graph`
+derives from it, and :class:`~cudagraph.Path` offers each of its builders
+(the methods marked with :func:`~cudagraph.definition.core.builder`) chained
+after the path's previous op.
+"""
+
+from __future__ import annotations
+
+from .kinds.conditionals import ConditionalBuilders
+from .kinds.copy import CopyBuilders
+from .kinds.events import EventBuilders
+from .kinds.graph_memory import GraphMemoryBuilders
+from .kinds.host import HostBuilders
+from .kinds.kernel import KernelBuilders
+from .kinds.memory_ops import MemoryOpBuilders
+from .kinds.structure import StructureBuilders
+
+__all__ = ["Builders", "builder_names"]
+
+
+class Builders(
+    KernelBuilders,
+    CopyBuilders,
+    MemoryOpBuilders,
+    HostBuilders,
+    EventBuilders,
+    StructureBuilders,
+    ConditionalBuilders,
+    GraphMemoryBuilders,
+):
+    """The builders of every node kind, on the storage of :class:`~cudagraph.definition.core.GraphCore`."""
+
+    __slots__ = ()
+
+
+def builder_names() -> tuple[str, ...]:
+    """The names of the builders of :class:`Builders`, in definition order of the mixins."""
+    names: list[str] = []
+    for cls in Builders.__mro__:
+        for name, value in vars(cls).items():
+            if getattr(value, "__cudagraph_builder__", False) and name not in names:
+                names.append(name)
+    return tuple(names)

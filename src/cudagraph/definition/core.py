@@ -1,0 +1,161 @@
+"""The storage every builder works on: :class:`GraphCore`, the base of :class:`~cudagraph.Graph` (GPU-free).
+
+The builder mixins of :mod:`cudagraph.definition.kinds` derive from
+:class:`GraphCore` and use only what it holds: the node list, the edge count,
+the parameters and conditions, and the helpers that record a node's
+dependencies and resolve its pointer operands. :class:`~cudagraph.Graph`
+composes the mixins and adds edges, inspection, validation, rendering and the
+materializer entry points.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Union
+
+from ..errors import DefinitionError, DuplicateEdgeError, ForeignNodeError, OperandError
+from .node import Node, bodies_of, graph_address
+from .operands import resolve_pointer
+
+if TYPE_CHECKING:
+    from .condition import Condition
+    from .graph import Graph
+    from .kinds.conditionals import ConditionalNode
+    from .param import Param
+
+__all__ = ["After", "DimLike", "GraphCore", "builder", "check_size"]
+
+After = Union[Node, Sequence[Node], None]
+DimLike = Union[int, Sequence[int]]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def builder(fn: _F) -> _F:
+    """Mark a method of a builder mixin as a builder: it adds one node and takes ``after=``.
+
+    :class:`~cudagraph.Path` offers every marked method, chained after the
+    path's previous op. Returns ``fn`` itself.
+    """
+    fn.__cudagraph_builder__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+def check_size(value: Any, what: str) -> int:
+    """A positive integer below 2**63, or the error naming ``what``."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise OperandError(f"{what} must be an integer, got {type(value).__name__}") from None
+    if v <= 0:
+        raise DefinitionError(f"{what} must be positive, got {v}")
+    if v >= 1 << 63:
+        raise DefinitionError(f"{what} = {v} overflows 64 bits")
+    return v
+
+
+class GraphCore:
+    """Nodes, edge count, parameters and conditions of a definition, and the helpers builders share.
+
+    Not used on its own: :class:`~cudagraph.Graph` is the class to build with.
+    """
+
+    __slots__ = (
+        "name",
+        "_nodes",
+        "_ordered",
+        "_nedges",
+        "_params",
+        "_special",
+        "_owner",
+        "_conditions",
+        "__weakref__",
+    )
+
+    def __init__(self, name: str = "graph") -> None:
+        if not isinstance(name, str):
+            raise OperandError(f"Graph name must be a str, got {type(name).__name__}")
+        self.name = name
+        self._nodes: list[Node] = []
+        # True while every edge goes from a lower to a higher index, which
+        # makes creation order a topological order and the graph acyclic.
+        self._ordered = True
+        self._nedges = 0
+        self._params: dict[str, Param] = {}
+        # Nodes that need the checks of _checks.check_tree (conditionals, graph memory, late operands).
+        self._special = 0
+        # The conditional node whose body this graph is (None for a graph of its own).
+        self._owner: ConditionalNode | None = None
+        self._conditions: list[Condition] = []
+
+    def _blank(self, name: str) -> Graph:
+        """A new empty :class:`~cudagraph.Graph` (a conditional body, or the scratch graph of an update)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ deps
+    def _deps(self, after: Any, what: str) -> list[Node]:
+        if after is None:
+            return []
+        if isinstance(after, Node):
+            if after.graph is not self:
+                raise ForeignNodeError(
+                    f"{what}: after= names {after.label} of Graph {after.graph.name!r}, not of {self.name!r}"
+                )
+            return [after]
+        if isinstance(after, (list, tuple)):
+            deps = list(after)
+            for d in deps:
+                if not isinstance(d, Node):
+                    raise OperandError(f"{what}: after= must hold nodes, got {type(d).__name__}")
+                if d.graph is not self:
+                    raise ForeignNodeError(
+                        f"{what}: after= names {d.label} of Graph {d.graph.name!r}, not of {self.name!r}"
+                    )
+            if len(deps) > 1 and len({id(d) for d in deps}) != len(deps):
+                seen: set[int] = set()
+                for d in deps:
+                    if id(d) in seen:
+                        raise DuplicateEdgeError(f"{what}: after= names {d.label} twice")
+                    seen.add(id(d))
+            return deps
+        raise OperandError(f"{what}: after= must be a node or a sequence of nodes, got {type(after).__name__}")
+
+    def _add(self, node: Node, deps: list[Node]) -> Node:
+        node._preds = deps
+        for d in deps:
+            d._succs.append(node)
+        self._nedges += len(deps)
+        self._nodes.append(node)
+        return node
+
+    def _what(self, kind: str, name: str | None) -> str:
+        return f"{kind}#{len(self._nodes)} {name or kind!r}"
+
+    # ------------------------------------------------------ late operands
+    def _pointer(self, obj: Any, what: str, allow_null: bool = False) -> tuple[Any, Any, int | None]:
+        """:func:`resolve_pointer`, plus graph allocations (whose address exists only once built)."""
+        if graph_address(obj):
+            return obj, None, obj.nbytes
+        return resolve_pointer(obj, what, allow_null)
+
+    def _note_late(self, *ptrs: Any) -> None:
+        """Count operands that are graph allocations (they need the checks of :meth:`validate`)."""
+        for p in ptrs:
+            if graph_address(p):
+                self._special += 1
+
+    def _descendants(self) -> set[Graph]:
+        """Every graph nested in this one (child graphs and conditional bodies, at any depth)."""
+        out: set[Graph] = set()
+        stack: list[GraphCore] = [self]
+        while stack:
+            g = stack.pop()
+            for n in g._nodes:
+                if n.body_fields:
+                    for b in bodies_of(n):
+                        if b not in out:
+                            out.add(b)
+                            stack.append(b)
+        return out

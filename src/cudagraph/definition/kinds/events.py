@@ -1,0 +1,102 @@
+"""Events: :class:`EventRecordNode`, :class:`EventWaitNode` and their builders (GPU-free)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...errors import OperandError
+from ..core import After, GraphCore, builder
+from ..node import Node, _set_base
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+__all__ = ["EventBuilders", "EventRecordNode", "EventWaitNode"]
+
+
+_EVENT_TYPES = ("CUevent",)
+
+
+def _check_event(event: Any, what: str) -> None:
+    tname = type(event).__name__
+    if tname in _EVENT_TYPES:
+        return
+    if tname == "Event" and hasattr(event, "handle"):
+        return
+    raise OperandError(f"{what}: expected a cuda.core Event or a CUevent, got {tname}")
+
+
+class EventRecordNode(Node):
+    """Records an event."""
+
+    __slots__ = ("event",)
+    kind = "record"
+    update_fields = ("event",)
+    dot_style = 'shape=invtriangle style=filled fillcolor="#e2e3e5"'
+    mermaid_shape = ('>"', '"]')
+    event: Any
+
+    def _check(self) -> bool:
+        _check_event(self.event, f"{self.label}: event")
+        return False
+
+    def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
+        return scratch.record(values["event"], name=self.name)
+
+
+class EventWaitNode(Node):
+    """Waits for an event."""
+
+    __slots__ = ("event",)
+    kind = "wait"
+    update_fields = ("event",)
+    dot_style = 'shape=triangle style=filled fillcolor="#e2e3e5"'
+    mermaid_shape = ('>"', '"]')
+    event: Any
+
+    def _check(self) -> bool:
+        _check_event(self.event, f"{self.label}: event")
+        return False
+
+    def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
+        return scratch.wait(values["event"], name=self.name)
+
+
+class EventBuilders(GraphCore):
+    """The event builders of :class:`~cudagraph.Graph`: :meth:`record`, :meth:`wait`."""
+
+    __slots__ = ()
+
+    @builder
+    def record(self, event: Any, *, after: After = None, name: str | None = None) -> EventRecordNode:
+        """Add a node that records ``event`` (a ``cuda.core`` ``Event`` or ``CUevent``).
+
+        Returns
+        -------
+        EventRecordNode
+        """
+        what = self._what("record", name)
+        _check_event(event, f"{what}: event")
+        deps = self._deps(after, what)
+        node = EventRecordNode.__new__(EventRecordNode)
+        _set_base(node, self, len(self._nodes), name or "record")
+        node.event = event
+        self._add(node, deps)
+        return node
+
+    @builder
+    def wait(self, event: Any, *, after: After = None, name: str | None = None) -> EventWaitNode:
+        """Add a node that waits for ``event`` (a ``cuda.core`` ``Event`` or ``CUevent``).
+
+        Returns
+        -------
+        EventWaitNode
+        """
+        what = self._what("wait", name)
+        _check_event(event, f"{what}: event")
+        deps = self._deps(after, what)
+        node = EventWaitNode.__new__(EventWaitNode)
+        _set_base(node, self, len(self._nodes), name or "wait")
+        node.event = event
+        self._add(node, deps)
+        return node

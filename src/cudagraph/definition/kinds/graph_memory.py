@@ -1,0 +1,198 @@
+"""Graph memory: :class:`AllocNode`, :class:`FreeNode`, :class:`AllocOffset` and their builders (GPU-free).
+
+An allocation is an operand whose address exists only once the graph is built.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, ClassVar
+
+from ...errors import DefinitionError, ForeignNodeError, OperandError
+from ..core import After, GraphCore, builder, check_size
+from ..node import Node, _set_base, child_graphs
+
+__all__ = ["AllocNode", "AllocOffset", "FreeNode", "GraphMemoryBuilders"]
+
+
+class AllocOffset:
+    """An address ``offset`` bytes into a graph allocation (``alloc.offset(n)``).
+
+    Usable as an operand wherever the allocation is.
+    """
+
+    __slots__ = ("alloc", "offset")
+    #: An address that exists only once the graph is built (see :func:`~cudagraph.definition.node.graph_address`).
+    graph_address: ClassVar[bool] = True
+
+    def __init__(self, alloc: AllocNode, offset: int) -> None:
+        self.alloc = alloc
+        self.offset = offset
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes from the offset to the end of the allocation."""
+        return int(self.alloc.nbytes - self.offset)
+
+    def __repr__(self) -> str:
+        return f"<AllocOffset {self.alloc.label} + {self.offset}>"
+
+
+class AllocNode(Node):
+    """Allocates ``nbytes`` of device memory inside the graph (``cuGraphAddNode`` MEM_ALLOC).
+
+    The node itself is the operand: pass it as a kernel argument, a copy
+    source or destination, or a fill destination; its address is filled in
+    when the graph is built. Users must be ordered after this node and before
+    its free node.
+
+    Attributes
+    ----------
+    nbytes : int
+        The size of the allocation.
+    freed_by : FreeNode or None
+        The node that frees it, if any.
+    """
+
+    __slots__ = ("nbytes", "freed_by")
+    kind = "alloc"
+    graph_address = True
+    dot_style = 'shape=cylinder style=filled fillcolor="#c3fae8"'
+    mermaid_shape = ('[("', '")]')
+    nbytes: int
+    freed_by: Any
+
+    def offset(self, nbytes: int) -> AllocOffset:
+        """An operand ``nbytes`` into the allocation.
+
+        Raises
+        ------
+        DefinitionError
+            The offset lies outside the allocation.
+        """
+        try:
+            off = operator.index(nbytes)
+        except TypeError:
+            raise OperandError(f"{self.label}: offset must be an int, got {type(nbytes).__name__}") from None
+        if not 0 <= off < self.nbytes:
+            raise DefinitionError(f"{self.label}: offset {off} is outside the {self.nbytes}-byte allocation")
+        return AllocOffset(self, off)
+
+    def describe(self) -> str:
+        freed = f" freed by #{self.freed_by.index}" if self.freed_by is not None else " never freed"
+        return f"{self.nbytes} B{freed}"
+
+    def update(self, **changes: Any) -> Node:
+        """Not supported: an allocation's size is fixed once built."""
+        raise DefinitionError(f"{self.label}: an alloc node cannot be updated; add a new one")
+
+
+class FreeNode(Node):
+    """Frees a graph allocation made by an :class:`AllocNode` of the same graph."""
+
+    __slots__ = ("alloc",)
+    kind = "free"
+    dot_style = 'shape=cylinder style="filled,dashed" fillcolor="#c3fae8"'
+    mermaid_shape = ('[("', '")]')
+    alloc: AllocNode
+
+    def describe(self) -> str:
+        return f"frees {self.alloc.label}"
+
+    def update(self, **changes: Any) -> Node:
+        """Not supported."""
+        raise DefinitionError(f"{self.label}: a free node cannot be updated")
+
+
+class GraphMemoryBuilders(GraphCore):
+    """The graph-memory builders of :class:`~cudagraph.Graph`: :meth:`alloc`, :meth:`free`."""
+
+    __slots__ = ()
+
+    @builder
+    def alloc(self, nbytes: int, *, after: After = None, name: str | None = None) -> AllocNode:
+        """Add a device memory allocation that lives inside the graph.
+
+        The returned node is the operand: pass it as a kernel argument, a
+        copy's ``src``/``dst`` or a fill's ``dst`` (``node.offset(n)`` for an
+        address inside it); its address is filled in when the graph is
+        built. Every user must be ordered after this node and before the
+        :meth:`free` node, and the allocation must be freed in this graph
+        unless the executable is made with ``instantiate(auto_free_on_launch=True)``.
+
+        Parameters
+        ----------
+        nbytes : int
+            Bytes to allocate.
+        after : Node or sequence of Node, optional
+            Dependencies.
+        name : str, optional
+            A label.
+
+        Returns
+        -------
+        AllocNode
+        """
+        what = self._what("alloc", name)
+        n = check_size(nbytes, f"{what}: nbytes")
+        deps = self._deps(after, what)
+        node = AllocNode.__new__(AllocNode)
+        _set_base(node, self, len(self._nodes), name or "alloc")
+        node.nbytes = n
+        node.freed_by = None
+        self._special += 1
+        self._add(node, deps)
+        return node
+
+    @builder
+    def free(self, alloc: AllocNode, *, after: After = None, name: str | None = None) -> FreeNode:
+        """Add the node that frees ``alloc`` (an :class:`AllocNode` of this graph).
+
+        ``after`` must order it after the allocation and after every node
+        that uses the allocation (checked by :meth:`validate`).
+
+        Returns
+        -------
+        FreeNode
+
+        Raises
+        ------
+        OperandError
+            ``alloc`` is not an AllocNode.
+        ForeignNodeError
+            ``alloc`` was allocated in another graph.
+        DefinitionError
+            ``alloc`` is freed already.
+        """
+        what = self._what("free", name)
+        if type(alloc) is not AllocNode:
+            raise OperandError(f"{what}: expected the AllocNode returned by Graph.alloc(), got {type(alloc).__name__}")
+        if alloc.graph is not self:
+            raise ForeignNodeError(
+                f"{what}: {alloc.label} was allocated in Graph {alloc.graph.name!r}, not in {self.name!r}; "
+                "an allocation is freed in the graph that allocated it"
+            )
+        if alloc.freed_by is not None:
+            raise DefinitionError(f"{what}: {alloc.label} is freed already by {alloc.freed_by.label} (double free)")
+        deps = self._deps(after, what)
+        node = FreeNode.__new__(FreeNode)
+        _set_base(node, self, len(self._nodes), name or "free")
+        node.alloc = alloc
+        alloc.freed_by = node
+        self._special += 1
+        self._add(node, deps)
+        return node
+
+    def _unfreed_allocs(self) -> list[AllocNode]:
+        """Allocations of this graph and its child graphs that no free node releases."""
+        out: list[AllocNode] = []
+        for n in self._nodes:
+            if type(n) is AllocNode:
+                assert isinstance(n, AllocNode)
+                if n.freed_by is None:
+                    out.append(n)
+            else:
+                # Child graphs (conditional bodies cannot allocate).
+                for b in child_graphs(n):
+                    out.extend(b._unfreed_allocs())
+        return out

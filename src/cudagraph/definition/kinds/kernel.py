@@ -1,0 +1,342 @@
+"""Kernel launches: :class:`KernelNode`, :meth:`Graph.kernel <cudagraph.Graph.kernel>` and their checks (GPU-free).
+
+Launch attributes (clusters, cooperative launch, priority, programmatic
+dependent launch) live in :mod:`cudagraph.definition.launch_attrs`.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import DefinitionError, OperandError
+from ..condition import Condition
+from ..core import After, DimLike, GraphCore, builder
+from ..launch_attrs import check_launch_attrs, make_launch_attrs, update_kernel_node
+from ..node import Dim3, Node, graph_address
+from ..operands import normalize_kernel_args
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+__all__ = ["KernelBuilders", "KernelNode", "placeholder_args"]
+
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+_MAX_BLOCK = (1024, 1024, 64)
+_KERNEL_TYPES = ("CUkernel", "CUfunction")
+# Types already accepted as kernels: the hot path of Graph.kernel tests
+# membership only.
+_KERNEL_TYPES_SEEN: set[type] = set()
+_new = object.__new__
+
+
+# One shared (n, 1, 1) tuple per 1-D size: nodes of the same shape hold the
+# same object, so lowering compares dimensions by identity. _BLOCKS holds every
+# valid 1-D block; _GRIDS the 1-D grids seen (and the block sizes), all valid.
+_BLOCKS: dict[int, tuple[int, int, int]] = {n: (n, 1, 1) for n in range(1, 1025)}
+_GRIDS: dict[int, tuple[int, int, int]] = dict(_BLOCKS)
+_ZERO = 0
+# Node classes already accepted as after= of Graph.kernel (then one set lookup).
+_NODE_TYPES: set[type] = set()
+
+
+def _dim_tuple(n: int) -> tuple[int, int, int]:
+    t = _GRIDS.get(n)
+    if t is None:
+        t = (n, 1, 1)
+        if len(_GRIDS) < 8192:
+            _GRIDS[n] = t
+    return t
+
+
+def _dim3(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
+    if type(value) is int:
+        if 0 < value <= limits[0]:
+            return (value, 1, 1)
+        dims: list[int] = [value]
+    elif isinstance(value, (tuple, list)):
+        if not 1 <= len(value) <= 3:
+            raise DefinitionError(f"{what} must have 1 to 3 dimensions, got {len(value)}")
+        try:
+            dims = [operator.index(v) for v in value]
+        except TypeError:
+            raise OperandError(f"{what} must be integers, got {value!r}") from None
+    else:
+        try:
+            dims = [operator.index(value)]
+        except TypeError:
+            raise OperandError(f"{what} must be an int or a tuple of ints, got {type(value).__name__}") from None
+    while len(dims) < 3:
+        dims.append(1)
+    for axis, (d, lim) in enumerate(zip(dims, limits)):
+        if d <= 0:
+            raise DefinitionError(f"{what}[{axis}] must be positive, got {d}")
+        if d > lim:
+            raise DefinitionError(f"{what}[{axis}] = {d} exceeds the CUDA limit {lim}")
+    return (dims[0], dims[1], dims[2])
+
+
+def _check_kernel(kernel: Any, what: str) -> None:
+    tname = type(kernel).__name__
+    if tname in _KERNEL_TYPES:
+        return
+    handle = getattr(kernel, "handle", None)
+    if handle is not None and type(handle).__name__ in _KERNEL_TYPES:
+        return
+    raise OperandError(f"{what}: expected a cuda.core Kernel or a CUkernel/CUfunction handle, got {tname}")
+
+
+#: A stand-in address for an operand that has none yet (checks only need its kind and size).
+_PLACEHOLDER = 1 << 16
+
+
+def placeholder_args(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """``args`` with conditions and allocations replaced by placeholder ints, or ``None`` if it has none."""
+    out = None
+    for i, a in enumerate(args):
+        if type(a) is Condition or graph_address(a):
+            if out is None:
+                out = list(args)
+            out[i] = _PLACEHOLDER
+    return None if out is None else tuple(out)
+
+
+class KernelNode(Node):
+    """A kernel launch.
+
+    Attributes
+    ----------
+    kernel : object
+        A ``cuda.core`` ``Kernel`` or a raw ``CUkernel``/``CUfunction``.
+    grid, block : tuple of 3 ints
+        Launch dimensions.
+    shared_mem : int
+        Dynamic shared memory in bytes.
+    args : tuple
+        The arguments as given (checked by ``validate()`` and at
+        instantiation).
+    """
+
+    __slots__ = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
+    kind = "kernel"
+    arg_fields = ("args",)
+    in_conditional_body = True
+    programmatic_edges = True
+    update_fields = ("kernel", "grid", "block", "args", "shared_mem")
+    dot_style = 'shape=box style="rounded,filled" fillcolor="#cfe2ff"'
+    mermaid_shape = ('["', '"]')
+
+    kernel: Any
+    grid: Dim3
+    block: Dim3
+    shared_mem: int
+    args: tuple[Any, ...]
+    #: Launch attributes (:class:`~cudagraph.definition.launch_attrs.LaunchAttrs`), ``None`` for a plain launch.
+    attrs: Any
+
+    def describe(self) -> str:
+        g, b = self.grid, self.block
+        text = f"grid={g} block={b} smem={self.shared_mem} args={len(self.args)}"
+        if self.attrs is not None:
+            text += " " + self.attrs.describe()
+        return text
+
+    def update(self, **changes: Any) -> Node:
+        """Change the launch in the definition; returns ``self``.
+
+        Takes the keywords of :meth:`Graph.kernel <cudagraph.Graph.kernel>`
+        (``args=``, ``grid=``, ``block=``, ``shared_mem=``, ``kernel=``) and
+        its launch attributes (``cluster=``, ``cooperative=``, ``priority=``).
+        Attributes not named are kept.
+        """
+        update_kernel_node(self, changes)
+        return self
+
+    def _check(self) -> bool:
+        _check_kernel(self.kernel, self.label) if type(self.kernel).__name__ != "Kernel" else None
+        try:
+            normalize_kernel_args(self.args, self.label)
+        except OperandError:
+            plain = placeholder_args(self.args)
+            if plain is None:
+                raise
+            normalize_kernel_args(plain, self.label)
+            special = True
+        else:
+            special = False
+        if self.attrs is not None:
+            check_launch_attrs(self)
+        return special
+
+    def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
+        new = scratch.kernel(
+            values["kernel"],
+            values["grid"],
+            values["block"],
+            values["args"],
+            shared_mem=values["shared_mem"],
+            name=self.name,
+        )
+        # Launch attributes (cluster, cooperative, priority, programmatic edges) are kept.
+        new.attrs = self.attrs
+        return new
+
+
+class KernelBuilders(GraphCore):
+    """The kernel builder of :class:`~cudagraph.Graph`."""
+
+    __slots__ = ()
+
+    @builder
+    def kernel(
+        self,
+        kernel: Any,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+        cluster: DimLike | None = None,
+        cooperative: bool = False,
+        priority: int | None = None,
+        programmatic: bool | Node | Sequence[Node] | None = None,
+        after: After = None,
+        name: str | None = None,
+    ) -> KernelNode:
+        """Add a kernel launch.
+
+        Parameters
+        ----------
+        kernel : cuda.core.Kernel or CUkernel or CUfunction
+            The kernel to launch.
+        grid, block : int or tuple of up to 3 ints
+            Grid and block dimensions.
+        args : tuple
+            Kernel arguments: numpy scalars, ctypes scalars or structures,
+            ``bytes`` for by-value structs, ints (pointers), ``cuda.core``
+            ``Buffer`` objects, objects with ``__cuda_array_interface__`` or
+            ``__dlpack__``, and :class:`~cudagraph.Param`. To keep building
+            cheap they are stored as given and checked by :meth:`validate`
+            and at instantiation, against the kernel's real parameter layout.
+        shared_mem : int
+            Dynamic shared memory in bytes. Above 48 KiB the kernel's
+            ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` is raised for
+            it when the graph is built.
+        cluster : int or tuple of up to 3 ints, optional
+            Thread-block cluster shape (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``);
+            the grid must be a whole number of clusters (compute capability 9.0+).
+        cooperative : bool
+            Cooperative launch: every block is resident at once, so grid-wide
+            synchronization is safe. The driver refuses grids too large to be
+            co-resident.
+        priority : int, optional
+            Node priority, honoured with ``instantiate(use_node_priority=True)``.
+        programmatic : True, KernelNode or sequence of KernelNode, optional
+            Programmatic dependent launch: the edges from these predecessor
+            kernels (``True``: from every node in ``after``) become
+            programmatic, so this kernel may start before they finish; it
+            must call ``cudaGridDependencySynchronize()`` (PTX
+            ``griddepcontrol.wait``) before reading their results. Nodes not
+            in ``after`` are added as dependencies.
+        after : Node or sequence of Node, optional
+            Dependencies.
+        name : str, optional
+            A label (defaults to ``"kernel"``).
+
+        Returns
+        -------
+        KernelNode
+
+        Raises
+        ------
+        OperandError
+            The kernel or an argument has the wrong kind.
+        DefinitionError
+            Bad dimensions or shared memory size.
+        ForeignNodeError, DuplicateEdgeError
+            Bad ``after=``.
+        """
+        # Hot path: a type test, a dict lookup or an identity test per argument;
+        # anything unusual (and every error message) goes through _kernel_field.
+        if type(kernel) not in _KERNEL_TYPES_SEEN:
+            _check_kernel(kernel, self._what("kernel", name))
+            if type(kernel).__name__ in _KERNEL_TYPES or type(kernel).__module__.startswith("cuda.core"):
+                _KERNEL_TYPES_SEEN.add(type(kernel))
+        # Both tables hold only valid sizes, so a hit needs no range check.
+        g = _GRIDS.get(grid) if type(grid) is int else None
+        if g is None:
+            g = self._kernel_field("grid", grid, name)
+        b = _BLOCKS.get(block) if type(block) is int else None
+        if b is None:
+            b = self._kernel_field("block", block, name)
+        if shared_mem is not _ZERO:  # the default 0 is one cached int object
+            shared_mem = self._kernel_field("shared_mem", shared_mem, name)
+        if type(args) is not tuple:
+            args = self._kernel_field("args", args, name)
+        nodes = self._nodes
+        node = _new(KernelNode)
+        if after is None:
+            node._preds = []
+        elif type(after) in _NODE_TYPES and after.graph is self:  # type: ignore[union-attr]
+            node._preds = [after]  # type: ignore[list-item]
+            after._succs.append(node)  # type: ignore[union-attr]
+            self._nedges += 1
+        else:
+            deps = self._deps(after, self._what("kernel", name))
+            if isinstance(after, Node):
+                _NODE_TYPES.add(type(after))
+            node._preds = deps
+            for d in deps:
+                d._succs.append(node)
+            self._nedges += len(deps)
+        node.graph = self  # type: ignore[assignment]  # every GraphCore is a Graph
+        node.index = len(nodes)
+        node.name = name or "kernel"
+        node._succs = []
+        node.kernel = kernel
+        node.grid = g
+        node.block = b
+        node.shared_mem = shared_mem
+        node.args = args  # type: ignore[assignment]
+        if cluster is None and priority is None and programmatic is None and not cooperative and shared_mem <= 49152:
+            node.attrs = None
+        else:
+            node.attrs = self._launch_attrs(node, cluster, cooperative, priority, programmatic, name)
+        nodes.append(node)
+        return node
+
+    def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
+        """The checked value of a :meth:`kernel` argument the hot path did not take (or the error)."""
+        what = self._what("kernel", name)
+        if field == "grid":
+            if type(value) is int and 0 < value <= _MAX_GRID[0]:
+                return _dim_tuple(value)
+            return _dim3(value, f"{what}: grid", _MAX_GRID)
+        if field == "block":
+            b = _dim3(value, f"{what}: block", _MAX_BLOCK)
+            if b[0] * b[1] * b[2] > 1024:
+                raise DefinitionError(f"{what}: block {b} has {b[0] * b[1] * b[2]} threads; the CUDA limit is 1024")
+            return _BLOCKS.get(b[0], b) if b[1] == b[2] == 1 else b
+        if field == "shared_mem":
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise DefinitionError(f"{what}: shared_mem must be a non-negative int, got {value!r}")
+            return int(value)
+        if not isinstance(value, (list, tuple)):
+            raise OperandError(f"{what}: args must be a tuple of kernel arguments, got {type(value).__name__}")
+        return tuple(value)
+
+    def _launch_attrs(
+        self, node: KernelNode, cluster: Any, cooperative: Any, priority: Any, programmatic: Any, name: str | None
+    ) -> Any:
+        what = self._what("kernel", name)
+        try:
+            return make_launch_attrs(self, node, cluster, cooperative, priority, programmatic, what)
+        except BaseException:
+            # Nothing half-built: drop the edges recorded for the node.
+            for p in node._preds:
+                p._succs.remove(node)
+            self._nedges -= len(node._preds)
+            raise

@@ -503,6 +503,7 @@ def test_topology_changes_raise_or_reinstantiate(impl, stub):
     res = exe.update(g2, reinstantiate_if_needed=True)
     assert res == UpdateResult("reinstantiated", 3, "edge added: #0 -> kernel#2 'kernel'")
     assert exe._exec == "exec1" and exe._signature() == impl.topology_signature(g2)
+    assert exe._writer._exec == "exec1"  # the kernel writer sets the new executable
     g3 = chain([(0x1000, A, N)] * 3)
     g3.add_edge(g3.nodes[0], g3.nodes[2])
     assert exe.update(g3) == UpdateResult("unchanged")

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-import cudagraph.executable.bind_plan as _bind_plan
 import cudagraph.executable.executable as _executable
-import cudagraph.ops.node_update as _node_update
+import cudagraph.executable.kernel_writer as _kernel_writer
 from cudagraph.driver.kernel_args import KernelInfo
 from cudagraph.errors import DriverError, ExecutableClosedError, OperandError
 from cudagraph.executable.executable import Executable
@@ -75,7 +74,7 @@ def calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ca
     object's id.
     """
     info = fake_info()
-    monkeypatch.setattr(_node_update, "kernel_info", lambda k: info)
+    monkeypatch.setattr(_kernel_writer, "kernel_info", lambda k: info)
     out = Calls()
     refuse: set[int] = set()
 
@@ -96,14 +95,14 @@ def calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ca
         (kernel_params,) = struct.unpack("<Q", ctypes.string_at(params + 40, 8))
         return 0 if record(dnode, kernel_params, params) else 1
 
-    monkeypatch.setattr(_bind_plan, "_SET_KERNEL", set_kernel)
+    monkeypatch.setattr(_kernel_writer, "_SET_KERNEL", set_kernel)
     if request.param == "native":
-        if _bind_plan._REBIND is None:
+        if _kernel_writer._REBIND is None:
             pytest.skip("cudagraph.driver._native was not built")
         out.callback = SET_PROTO(set_kernel_c)  # kept alive with the recorder
-        monkeypatch.setattr(_bind_plan, "_SET_KERNEL_ADDR", ctypes.cast(out.callback, ctypes.c_void_p).value)
+        monkeypatch.setattr(_kernel_writer, "_SET_KERNEL_ADDR", ctypes.cast(out.callback, ctypes.c_void_p).value)
     else:
-        monkeypatch.setattr(_bind_plan, "_SET_KERNEL_ADDR", None)
+        monkeypatch.setattr(_kernel_writer, "_SET_KERNEL_ADDR", None)
     out.refuse = refuse
     return out
 
@@ -154,12 +153,13 @@ def test_nodes_with_the_same_objects_share_one_structure(calls):
     assert {data for _, data, _ in calls} == {args_bytes(0x3000, 2.0, 64), args_bytes(0x3000, 3.0, 64)}
 
 
-def test_a_node_updated_alone_leaves_the_group_and_keeps_its_change(calls, monkeypatch):
-    monkeypatch.setattr(_executable, "set_node_params", lambda *a, **k: None)
+def test_a_node_updated_alone_leaves_the_group_and_keeps_its_change(calls):
     g, nodes = build()
     exe = make_exe(g, p=0x1000)
     exe.bind(p=0x2000)
+    calls.clear()
     exe[nodes[1]].update(args=(g.param("p"), np.float32(5.0), np.int32(64)))
+    assert [(d, data) for d, data, _ in calls] == [(0x101, args_bytes(0x2000, 5.0, 64))]  # through the one writer
     calls.clear()
     assert exe.bind(p=0x4000) == 5
     by_node = {d: data for d, data, _ in calls}
@@ -175,7 +175,7 @@ def test_a_refused_update_names_the_node(calls):
         exe.bind(p=0x2000)
 
 
-def test_a_multi_parameter_bind_refreshes_shared_structures(calls, monkeypatch):
+def test_a_multi_parameter_bind_refreshes_shared_structures(calls):
     g = cg.Graph("g")
     p, q = g.param("p"), g.param("q", np.float32)
     use = (p, q, np.int32(8))
@@ -184,15 +184,8 @@ def test_a_multi_parameter_bind_refreshes_shared_structures(calls, monkeypatch):
     exe = make_exe(g, p=0x1000, q=np.float32(1.0))
     exe.bind(p=0x2000)
     calls.clear()
-    real = _executable.set_node_params
-
-    def via_set_kernel(exec_handle: Any, node: Any, dnode: Any, ctx: Any, bindings: Any, sink: Any, keys: Any, up: Any):
-        _bind_plan._SET_KERNEL(exec_handle, dnode, up.params)
-
-    monkeypatch.setattr(_executable, "set_node_params", via_set_kernel)
-    assert exe.bind(p=0x5000, q=np.float32(4.0)) == 3
+    assert exe.bind(p=0x5000, q=np.float32(4.0)) == 3  # each node set from its prepared structure
     assert [data for _, data, _ in calls] == [args_bytes(0x5000, 4.0, 8)] * 3
-    monkeypatch.setattr(_executable, "set_node_params", real)
     calls.clear()
     assert exe.bind(p=0x6000) == 3
     assert [data for _, data, _ in calls] == [args_bytes(0x6000, 4.0, 8)] * 3
@@ -211,7 +204,7 @@ def chain(users: int = 3) -> tuple[cg.Graph, list[Any]]:
 
 
 def compiled() -> bool:
-    return _bind_plan._SET_KERNEL_ADDR is not None and _executable.NATIVE is not None
+    return _kernel_writer._SET_KERNEL_ADDR is not None and _executable.NATIVE is not None
 
 
 def test_bind_is_the_compiled_method_with_the_python_docstring():

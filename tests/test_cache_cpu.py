@@ -1,7 +1,7 @@
 """The cache-hit path on the CPU: signatures, state diffs, and ``Executable.update`` over a stub driver.
 
 ``Executable.update`` is run end to end with the driver calls replaced by
-recorders (``set_node_params``, ``lower``, ``cuGraphExecUpdate``), so the
+recorders (``Executable._set_node``, ``lower``, ``cuGraphExecUpdate``), so the
 choice of mode, the nodes touched, the bindings passed and the bookkeeping
 after an update are checked exactly without a GPU.
 """
@@ -18,12 +18,15 @@ import pytest
 
 import cudagraph as cg
 import cudagraph.executable.executable as _executable
+import cudagraph.executable.updating as _updating
 from cudagraph.definition import diff as _diff
 from cudagraph.definition.diff import has_bodies, node_state, same_value
 from cudagraph.definition.nodes import ChildGraphNode, EmptyNode, KernelNode, MemcpyNode, MemsetNode
 from cudagraph.errors import DefinitionError, OperandError
 from cudagraph.executable import compare as _compare
-from cudagraph.executable.executable import Executable, UpdateResult, _moved_users, _NodeMap
+from cudagraph.executable.executable import Executable, UpdateResult
+from cudagraph.executable.kernel_writer import KernelWriter
+from cudagraph.executable.updating import _moved_users, _NodeMap
 from cudagraph.materialize.explicit import LoweredGraph, node_params_uses
 from random_graphs import random_graph
 
@@ -348,7 +351,7 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Replace every driver call of ``Executable.update``; records what was asked."""
     rec: dict[str, Any] = {"set": [], "lower": [], "validate": 0, "driver": StubDriver()}
 
-    def set_node_params(exec_handle: Any, node: Any, dnode: Any, ctx: Any, bindings: Any, *rest: Any) -> None:
+    def set_node(self: Executable, node: Any, dnode: Any, bindings: Any, prepared: Any = None) -> None:
         rec["set"].append((node, dnode, dict(bindings)))
 
     def lower(graph: cg.Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGraph:
@@ -361,22 +364,13 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         rec["validate"] += 1
         real_validate(self)
 
-    monkeypatch.setattr(_executable, "set_node_params", set_node_params)
-
-    class NoDirectWriter:  # every node goes through the recorded set_node_params
-        def __init__(self, exec_handle: Any, c_exec: Any = None) -> None:
-            pass
-
-        def run(self, nodes: Any, start: int, driver_nodes: Any) -> int:
-            return start
-
-        def set(self, *args: Any) -> bool:
-            return False
-
-    monkeypatch.setattr(_executable, "KernelParamsWriter", NoDirectWriter)
-    monkeypatch.setattr(_executable, "lower", lower)
-    monkeypatch.setattr(_executable, "require_driver", lambda: rec["driver"])
-    monkeypatch.setattr(_executable, "_instantiate_lowered", lambda lw, flags, stream: f"exec{len(rec['lower'])}")
+    monkeypatch.setattr(Executable, "_set_node", set_node)
+    # Every node goes through the recorded _set_node: the kernel writer takes none directly.
+    monkeypatch.setattr(KernelWriter, "run", lambda self, nodes, start, driver_nodes: start)
+    monkeypatch.setattr(KernelWriter, "write", lambda self, *args: False)
+    monkeypatch.setattr(_updating, "lower", lower)
+    monkeypatch.setattr(_updating, "require_driver", lambda: rec["driver"])
+    monkeypatch.setattr(_updating, "_instantiate_lowered", lambda lw, flags, stream: f"exec{len(rec['lower'])}")
     monkeypatch.setattr(cg.Graph, "_validate_structure", validate)
     return rec
 
@@ -431,7 +425,7 @@ def test_update_of_many_nodes_is_per_node_by_default(stub):
 
 
 def test_update_of_many_nodes_above_the_threshold_is_whole_graph(stub, monkeypatch):
-    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
+    monkeypatch.setattr(_updating, "WHOLE_GRAPH_THRESHOLD", 0.5)
     exe = make_exe(chain([(0x1000, A, N)] * 4))
     g2 = chain([(0x2000, A, N)] * 3 + [(0x1000, A, N)])
     assert exe.update(g2) == UpdateResult("whole-graph", 3)
@@ -443,19 +437,19 @@ def test_update_of_many_nodes_above_the_threshold_is_whole_graph(stub, monkeypat
 
 
 def _refuse_node(stub: dict[str, Any], monkeypatch: pytest.MonkeyPatch, at: int) -> set[int]:
-    """Make the recorded set_node_params refuse the update of the nodes whose index is in the set returned."""
+    """Make the recorded _set_node refuse the update of the nodes whose index is in the set returned."""
     from cuda.bindings import driver as drv
 
     from cudagraph.driver.calls import raise_error
 
     refused = {at}
 
-    def set_node_params(exec_handle: Any, node: Any, dnode: Any, ctx: Any, bindings: Any, *rest: Any) -> None:
+    def set_node(self: Executable, node: Any, dnode: Any, bindings: Any, prepared: Any = None) -> None:
         if node.index in refused:
             raise_error(drv.CUresult.CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams", node)
         stub["set"].append((node, dnode, dict(bindings)))
 
-    monkeypatch.setattr(_executable, "set_node_params", set_node_params)
+    monkeypatch.setattr(Executable, "_set_node", set_node)
     return refused
 
 
@@ -509,6 +503,7 @@ def test_topology_changes_raise_or_reinstantiate(impl, stub):
     res = exe.update(g2, reinstantiate_if_needed=True)
     assert res == UpdateResult("reinstantiated", 3, "edge added: #0 -> kernel#2 'kernel'")
     assert exe._exec == "exec1" and exe._signature() == impl.topology_signature(g2)
+    assert exe._writer._exec == "exec1"  # the kernel writer sets the new executable
     g3 = chain([(0x1000, A, N)] * 3)
     g3.add_edge(g3.nodes[0], g3.nodes[2])
     assert exe.update(g3) == UpdateResult("unchanged")
@@ -685,7 +680,7 @@ def test_cache_hit_on_an_executable_updated_elsewhere_reinstantiates(impl, cache
 
 
 def test_whole_graph_update_forgets_the_nested_nodes_of_the_graph_replaced(stub, monkeypatch):
-    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
+    monkeypatch.setattr(_updating, "WHOLE_GRAPH_THRESHOLD", 0.5)
 
     def build(value: int) -> cg.Graph:
         body = cg.Graph("body")
@@ -730,7 +725,7 @@ def test_same_value_compares_arrays_by_identity_and_scalars_by_value() -> None:
 def test_refused_whole_graph_update_reinstantiates_on_request(stub, monkeypatch):
     from cuda.bindings import driver as drv
 
-    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
+    monkeypatch.setattr(_updating, "WHOLE_GRAPH_THRESHOLD", 0.5)
     from cudagraph.errors import DriverError
 
     class Info:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-import cudagraph.executable.executable as _executable
+import cudagraph.executable.updating as _updating
 from cudagraph.errors import DefinitionError, OperandError, UnsupportedError
 
 pytestmark = pytest.mark.gpu
@@ -201,7 +201,7 @@ def test_whole_graph_update_same_topology_and_mismatch(gpu, kernels, stream, mon
     exe.launch(stream)
     assert values(b) == [{6}, {6}]
     assert values(a) == [{2}, {2}]
-    monkeypatch.setattr(_executable, "WHOLE_GRAPH_THRESHOLD", 0.5)
+    monkeypatch.setattr(_updating, "WHOLE_GRAPH_THRESHOLD", 0.5)
     res = exe.update(build(a, 1))  # above the threshold: cuGraphExecUpdate
     assert res.mode == "whole-graph" and res.nodes_updated == 4
     exe.launch(stream)
@@ -277,15 +277,14 @@ def test_executable_cache_hits_misses_evictions(gpu, kernels, stream):
 @pytest.mark.parametrize("path", ["native", "bindings"])
 def test_native_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path):
     """Kernel nodes are added and rebound through the compiled module or cuda.bindings, alike."""
-    import cudagraph.executable.bind_plan as bind_plan
+    import cudagraph.executable.kernel_writer as kernel_writer
     import cudagraph.materialize.explicit as explicit
-    import cudagraph.ops.node_update as node_update
 
     if path == "bindings":
         monkeypatch.setattr(explicit, "kernel_loop", lambda graph, params: None)
-        monkeypatch.setattr(node_update, "kernel_loop", lambda *args, **kw: None)
-        monkeypatch.setattr(bind_plan, "_SET_KERNEL_ADDR", None)
-    elif explicit.kernel_loop(1, 1) is None or not bind_plan.native_rebind():
+        monkeypatch.setattr(kernel_writer, "kernel_loop", lambda *args, **kw: None)
+        monkeypatch.setattr(kernel_writer, "_SET_KERNEL_ADDR", None)
+    elif explicit.kernel_loop(1, 1) is None or not kernel_writer.native_rebind():
         pytest.skip("no compiled module, or no cuGraphAddNode_v2 / cuGraphExecKernelNodeSetParams_v2 in the driver")
     n = np.int32(N)
     bufs = [gpu.upload(np.full(N, float(i), np.float32)) for i in range(3)]

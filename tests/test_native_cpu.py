@@ -497,8 +497,8 @@ def test_compiled_diff_equals_the_definition_layers():
 @pytest.mark.parametrize("path", ["native", "bindings"])
 def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
     """Executable.update of a rebuilt definition: the changed kernel nodes get their new launch."""
-    import cudagraph.executable.executable as _executable
-    import cudagraph.ops.node_update as _node_update
+    import cudagraph.executable.kernel_writer as _kernel_writer
+    from cudagraph.executable.executable import Executable
     from test_bind_plan_cpu import make_exe
 
     seen: list[tuple[int, dict[str, Any]]] = []
@@ -517,21 +517,21 @@ def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
     for info in INFOS.values():
         info._packers.clear()
         info._kinds.clear()
-    monkeypatch.setattr(_node_update, "kernel_info", lambda k: INFOS[id(k)])
-    monkeypatch.setattr(drv, "cuGraphExecKernelNodeSetParams", set_bindings)
+    monkeypatch.setattr(_kernel_writer, "kernel_info", lambda k: INFOS[id(k)])
+    monkeypatch.setattr(_kernel_writer, "_SET_KERNEL", set_bindings)
     others: list[Any] = []
-    monkeypatch.setattr(_executable, "set_node_params", lambda e, n, d, *a: others.append(n))
+    monkeypatch.setattr(Executable, "_set_node", lambda e, n, d, *a: others.append(n))
     if path == "native":
         if native is None:
             pytest.skip("cudagraph.driver._native was not built")
         monkeypatch.setattr(
-            _node_update,
+            _kernel_writer,
             "kernel_loop",
             lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
         )
-        monkeypatch.setattr(_node_update, "c_address", lambda symbol: address)
+        monkeypatch.setattr(_kernel_writer, "c_address", lambda symbol: address)
     else:
-        monkeypatch.setattr(_node_update, "kernel_loop", lambda *a, **k: None)
+        monkeypatch.setattr(_kernel_writer, "kernel_loop", lambda *a, **k: None)
 
     def build(step: int) -> cg.Graph:
         g = cg.Graph("steps")

@@ -2,27 +2,23 @@
 
 A plan is made the first time a parameter is rebound and kept until the
 executable's nodes change. Kernel nodes that share a prepared parameter
-structure (:class:`~cudagraph.ops.node_update.KernelUpdater`) form one
+structure (:class:`~cudagraph.executable.kernel_writer.PreparedKernel`) form one
 group: the parameter's bytes are written into the group's argument buffer
 once, then each node of the group costs one ``cuGraphExecKernelNodeSetParams``
-call. With the compiled module every group is handled by one C call
-(``rebind``); without it, through ``cuda.bindings``. Users that are not
-kernel nodes (copies, fills) get their parameters in full.
+call. A plan is data: the executable's kernel writer runs it
+(:meth:`~cudagraph.executable.kernel_writer.KernelWriter.write_plan`: with the
+compiled module every group in one C call, ``rebind``; without it, through
+``cuda.bindings``), and users that are not kernel nodes (copies, fills) get
+their parameters in full from the executable.
 """
 
 from __future__ import annotations
 
-import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..definition.nodes import Node
-from ..driver.c_entry import NATIVE, c_address
-from ..driver.calls import raise_error, require_driver
-from ..errors import DriverError
-from ..ops.node_update import KernelUpdater, set_node_params
-
-if TYPE_CHECKING:
-    from .executable import Executable
+from . import kernel_writer
+from .kernel_writer import CompiledGroup, Group, PreparedKernel
 
 __all__ = ["BindPlan"]
 
@@ -42,12 +38,13 @@ class BindPlan:
     groups : list of tuple
         Per kernel group, for the compiled loop: ``(argument buffer address,
         its size, offsets of the parameter in it, parameter structure address,
-        driver node handles)``.
+        driver node handles)`` (see :meth:`KernelWriter.write_plan
+        <cudagraph.executable.kernel_writer.KernelWriter.write_plan>`).
     group_nodes : list of list of Node
         The nodes of each group of :attr:`groups` (named in errors).
     bindings_groups : list of tuple
-        Per kernel group, without the compiled module: ``(updater, driver
-        nodes, nodes, [(offset, struct code), ...])``.
+        Per kernel group, without the compiled module: ``(prepared structure,
+        driver nodes, nodes, [(offset, struct code), ...])``.
     others : list of tuple
         ``(node, driver node)`` for the users that are not kernel nodes.
     count : int
@@ -55,7 +52,9 @@ class BindPlan:
     pointer_groups : list of tuple or None
         :attr:`groups`, set by :meth:`finish` when the plan is a pointer's and
         only sets kernel nodes through the compiled loop: then the compiled
-        ``Executable.bind`` (``_native_bind.c``) runs it itself, with :attr:`set_address`.
+        ``Executable.bind`` (``_native_bind.c``) runs it itself, with :attr:`set_address`,
+        as :meth:`KernelWriter.write_plan <cudagraph.executable.kernel_writer.KernelWriter.write_plan>`
+        does through the compiled ``rebind``.
     set_address : int or None
         The address of ``cuGraphExecKernelNodeSetParams_v2`` the plan was made for.
     """
@@ -76,16 +75,16 @@ class BindPlan:
     def __init__(self, code: str | None, native: bool) -> None:
         self.code = code
         self.native = native
-        self.groups: list[tuple[int, int, tuple[int, ...], int, list[int]]] = []
+        self.groups: list[CompiledGroup] = []
         self.group_nodes: list[list[Node]] = []
-        self.bindings_groups: list[tuple[KernelUpdater, list[Any], list[Node], Any]] = []
+        self.bindings_groups: list[Group] = []
         self.others: list[tuple[Node, Any]] = []
         self.count = 0
-        self.pointer_groups: list[tuple[int, int, tuple[int, ...], int, list[int]]] | None = None
+        self.pointer_groups: list[CompiledGroup] | None = None
         self.set_address: int | None = None
         self._open: dict[int, int] = {}  # id(updater) -> position of its group, while adding
 
-    def add_kernel(self, up: KernelUpdater, name: str, node: Node, dnode: Any) -> None:
+    def add_kernel(self, up: PreparedKernel, name: str, node: Node, dnode: Any) -> None:
         """Add a kernel node whose parameters are in ``up`` (nodes sharing ``up`` form one group)."""
         at = self._open.get(id(up))
         if at is None:
@@ -113,55 +112,7 @@ class BindPlan:
     def finish(self) -> BindPlan:
         """Mark the plan complete (no more users are added); return it."""
         self._open.clear()
-        self.set_address = _SET_KERNEL_ADDR
+        self.set_address = kernel_writer._SET_KERNEL_ADDR
         if self.native and self.code is None and self.groups and not self.others:
             self.pointer_groups = self.groups
         return self
-
-    def apply(self, exe: Executable, value: Any) -> int:
-        """Give every user the parameter's new ``value`` (an address, or a scalar of the parameter's
-        type); return the number of driver calls made.
-
-        Raises
-        ------
-        DriverError
-            The driver refused a node's update (the message names the node); the
-            nodes before it hold the new value.
-        """
-        if self.groups:
-            data = value if self.code is None else struct.pack(self.code, value)
-            failed = _REBIND(_SET_KERNEL_ADDR, exe._exec_addr, self.groups, data)
-            if failed is not None:
-                g, i, rc = failed
-                raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", self.group_nodes[g][i])
-            if not self.others:
-                return self.count
-        exec_handle = exe._exec
-        for up, dnodes, nodes, slots in self.bindings_groups:
-            buf = up._buf
-            for off, code in slots:
-                struct.pack_into(code, buf, off, value)
-            params = up.params
-            for i, dnode in enumerate(dnodes):
-                (err,) = _SET_KERNEL(exec_handle, dnode, params)
-                if err:
-                    raise_error(err, "cuGraphExecKernelNodeSetParams", nodes[i])
-        if self.others:
-            ctx = exe._context()
-            for node, dnode in self.others:
-                set_node_params(exec_handle, node, dnode, ctx, exe._bindings, exe._sink, exe._lowered.host_keys)
-        return self.count
-
-
-def native_rebind() -> bool:
-    """Whether rebinding goes through the compiled loop."""
-    return _SET_KERNEL_ADDR is not None
-
-
-try:
-    _SET_KERNEL = require_driver().cuGraphExecKernelNodeSetParams
-    _SET_KERNEL_ADDR = c_address("cuGraphExecKernelNodeSetParams_v2")
-except DriverError:  # pragma: no cover - no cuda-bindings: instantiate() raises first
-    _SET_KERNEL = None
-    _SET_KERNEL_ADDR = None
-_REBIND: Any = None if NATIVE is None else NATIVE.rebind

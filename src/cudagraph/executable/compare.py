@@ -2,13 +2,22 @@
 
 :class:`~cudagraph.ExecutableCache` and :meth:`Executable.update
 <cudagraph.Executable.update>` compute a topology signature and the changed
-nodes of every definition they are given, a loop over every node.
-:func:`topology_signature` and :func:`diff_states` here give the results of
-their namesakes in :mod:`cudagraph.definition.diff` (the definition layer, pure Python,
-which stays the reference) and run the loop in C where the compiled module is
-available: a node costs a few pointer comparisons instead of a few Python
-attribute reads. Graphs with nested bodies (child graphs, conditionals) and
-nodes that may have changed are handed to the Python functions.
+nodes of every definition they are given, a loop over every node. The
+functions here choose, per call, between the compiled ``Layout``
+(``cudagraph.driver._native``, an accelerator) and its pure-Python twins in
+:mod:`cudagraph.definition.diff` (the definition layer, which stay the
+reference):
+
+- :func:`topology_signature`: ``Layout.signature``, twin of
+  :func:`cudagraph.definition.diff.topology_signature`;
+- :func:`diff_states`: ``Layout.diff``, twin of
+  :func:`cudagraph.definition.diff.diff_states`.
+
+Where the compiled module is available the loop runs in C: a node costs a few
+pointer comparisons instead of a few Python attribute reads. Graphs with nested
+bodies (child graphs, conditionals) and nodes that may have changed are handed
+to the Python twins. The CPU tests run both on the same graphs and compare the
+results (``tests/test_cache_cpu.py``, ``tests/test_native_cpu.py``).
 """
 
 from __future__ import annotations

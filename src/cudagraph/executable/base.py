@@ -1,0 +1,186 @@
+"""What every part of :class:`~cudagraph.Executable` shares: its state, its node map and setting one node.
+
+``Executable`` is assembled in :mod:`cudagraph.executable.executable` from
+:class:`ExecutableBase` (this module), the binding part
+(:mod:`~cudagraph.executable.binding`) and the updating part
+(:mod:`~cudagraph.executable.updating`). Every attribute of an executable is
+declared here, once, as a slot; the compiled ``Executable.bind``
+(``_native_bind.c``) reads some of them by slot name.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..definition.graph import Graph
+from ..definition.nodes import ChildGraphNode, KernelNode, Node
+from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.kernel_args import PACKING_LOCK
+from ..driver.streams import stream_handle
+from ..errors import ExecutableClosedError
+from ..materialize.explicit import LoweredGraph, Lowering
+from ..ops.node_update import set_node_params
+from .kernel_writer import KernelWriter, PreparedKernel
+
+if TYPE_CHECKING:
+    from .bind_plan import BindPlan
+    from .updating import _Shape
+
+__all__ = ["ExecutableBase"]
+
+_UNSET = object()
+#: The recorded state of a node whose executable parameters are unknown (a
+#: per-node update failed part way): it equals no node's state.
+_STALE: tuple[Any, ...] = (_UNSET,)
+
+
+class ExecutableBase:
+    """The state of an executable (all its slots) and the helpers its parts share.
+
+    Attributes
+    ----------
+    graph : Graph
+        The definition it was made from (or last updated from).
+    update_calls : int
+        Number of driver calls made to update nodes so far.
+    """
+
+    # Every attribute of an executable. The compiled ``Executable.bind`` (``_native_bind.c``)
+    # reads _exec, _exec_addr, _raw_bound, _bindings, _plans, _lock and update_calls by name.
+    __slots__ = (
+        "__weakref__",
+        "_bindings",
+        "_ctx",
+        "_exec_addr",
+        "_enabled",
+        "_exec",
+        "_finalizer",
+        "_flags",
+        "_last_handle",
+        "_last_stream",
+        "_lock",
+        "_lowered",
+        "_overrides",
+        "_plans",
+        "_raw_bound",
+        "_sig",
+        "_shared",
+        "_sink",
+        "_states",
+        "_state",
+        "_streams",
+        "_updaters",
+        "_writer",
+        "graph",
+        "update_calls",
+    )
+
+    graph: Graph
+    update_calls: int
+    _exec: Any  # the CUgraphExec; None once closed
+    _exec_addr: int  # the exec handle as an int, for the compiled bind (see BindPlan)
+    _lowered: LoweredGraph
+    _sink: list[Any]  # (node, exception) of host callbacks that raised
+    _bindings: dict[str, Any]  # the current parameter values
+    _raw_bound: dict[str, Any]  # the objects last bound (a value bound again as the same object costs nothing)
+    _flags: int
+    _ctx: Any
+    _lock: threading.Lock
+    _writer: KernelWriter  # the one writer of kernel nodes (see kernel_writer)
+    _updaters: dict[int, PreparedKernel]  # id(node) -> its prepared parameters
+    _shared: dict[tuple[Any, ...], tuple[PreparedKernel, Node]]
+    _plans: dict[str, BindPlan]
+    _overrides: dict[int, Node]  # id(node) -> the node as changed by exe[node].update()
+    _enabled: dict[int, bool]
+    _states: list[Any]
+    _sig: _Shape | None
+    _streams: dict[int, Any]
+    _state: list[Any]  # [exec handle, lowered graph], shared with the finalizer
+    _finalizer: Any
+    _last_stream: Any
+    _last_handle: Any
+
+    def _require_open(self) -> None:
+        if self._exec is None:
+            raise ExecutableClosedError(f"the executable of Graph {self.graph.name!r} is closed")
+
+    def driver_node(self, node: Any) -> Any:
+        """The ``CUgraphNode`` built for a definition node (top level, child or conditional body).
+
+        Raises
+        ------
+        KeyError
+            The node is not a node of this executable.
+        """
+        self._require_open()
+        entry = self._lowered.all_nodes.get(id(node))
+        if entry is None or entry[0] is not node:
+            raise KeyError(f"{getattr(node, 'label', node)!r} is not a node of the executable of {self.graph.name!r}")
+        return entry[1]
+
+    def _context(self) -> Any:
+        if self._ctx is None:
+            self._ctx = ensure_context()
+        return self._ctx
+
+    def _set_node(
+        self, node: Node, driver_node: Any, bindings: dict[str, Any], prepared: PreparedKernel | None = None
+    ) -> None:
+        """Give ``driver_node`` the parameters of ``node`` (under ``bindings``), whatever its kind.
+
+        Kernel nodes go through the kernel writer (from ``prepared``, or from
+        a structure prepared now); child graphs get their body lowered afresh;
+        the other kinds are set by :func:`~cudagraph.ops.node_update.set_node_params`.
+
+        Raises
+        ------
+        DriverError
+            The driver refused the update; the message names the node.
+        """
+        ctx = self._context()
+        if type(node) is KernelNode:
+            assert isinstance(node, KernelNode)
+            up = prepared if prepared is not None else PreparedKernel(node, bindings)
+            self._writer.write_prepared(up, node, driver_node)
+        elif type(node) is ChildGraphNode:
+            assert isinstance(node, ChildGraphNode)
+            self._set_child_graph(node, driver_node, ctx, bindings)
+        else:
+            set_node_params(self._exec, node, driver_node, ctx, bindings, self._sink, self._lowered.host_keys)
+
+    def _set_child_graph(self, node: ChildGraphNode, driver_node: Any, ctx: Any, bindings: dict[str, Any]) -> None:
+        """Lower the body of ``node`` afresh and give it to ``driver_node``."""
+        drv = require_driver()
+        body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
+        try:
+            lowering = Lowering(ctx, bindings, self._sink)
+            with PACKING_LOCK:
+                lowering.lower_graph(node.body, body, track=False)
+            self._lowered.host_keys.extend(lowering.host_keys)
+            (err,) = drv.cuGraphExecChildGraphNodeSetParams(self._exec, driver_node, body)
+            if err:
+                raise_error(err, "cuGraphExecChildGraphNodeSetParams", node)
+        finally:
+            drv.cuGraphDestroy(body)
+
+
+def _instantiate_lowered(lowered: LoweredGraph, flags: int, upload_stream: Any) -> Any:
+    """``cuGraphInstantiateWithParams`` of a lowered graph; an error names the node at fault."""
+    drv = require_driver()
+    ip = drv.CUDA_GRAPH_INSTANTIATE_PARAMS()
+    if upload_stream is not None:
+        flags |= int(drv.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
+        ip.hUploadStream = stream_handle(upload_stream)
+    ip.flags = flags
+    err, exec_handle = drv.cuGraphInstantiateWithParams(lowered.handle, ip)
+    if err:
+        node = None
+        detail = ""
+        try:
+            detail = f"result {ip.result_out.name}"
+            node = lowered.node_for(ip.hErrNode_out)
+        except Exception:
+            pass
+        raise_error(err, "cuGraphInstantiateWithParams", node, detail)
+    return exec_handle

@@ -1,0 +1,403 @@
+"""Updating an executable: :meth:`Executable.update <cudagraph.Executable.update>` and ``exe[node].update(...)``.
+
+``update(g2)`` diffs the new definition against the states recorded at the last
+instantiation or update (:mod:`cudagraph.executable.compare`), then sets the
+changed nodes one by one (kernel nodes through the executable's
+:class:`~cudagraph.executable.kernel_writer.KernelWriter`), or rebuilds the graph
+and applies it with ``cuGraphExecUpdate`` when a rebound parameter is used
+inside a body or the driver refuses a node's update, or re-instantiates when
+asked to and the topology differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from ..definition.bindings import all_params, body_uses_params, resolve_bindings
+from ..definition.diff import describe_topology_diff, has_bodies, node_state, same_value
+from ..definition.graph import Graph
+from ..definition.node_update import rebuilt_node
+from ..definition.nodes import KernelNode, Node
+from ..driver.calls import raise_error, require_driver
+from ..driver.kernel_args import PACKING_LOCK
+from ..errors import DefinitionError, DriverError, OperandError
+from ..materialize.explicit import LoweredGraph, lower
+from .base import _STALE, ExecutableBase, _instantiate_lowered
+from .compare import diff_states, topology_signature
+from .kernel_writer import KernelWriter, PreparedKernel
+
+__all__ = ["UpdateResult", "Updating", "WHOLE_GRAPH_THRESHOLD"]
+
+#: Above this share of changed top-level nodes, ``Executable.update`` rebuilds
+#: the graph and calls ``cuGraphExecUpdate`` instead of updating node by node.
+#: Node by node is the cheaper way at any share for kernel nodes (the whole-graph
+#: way also lowers every unchanged node), so the default never takes it.
+WHOLE_GRAPH_THRESHOLD = 1.0
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`Executable.update` did.
+
+    Attributes
+    ----------
+    mode : str
+        ``"unchanged"``, ``"per-node"`` (``cuGraphExec*SetParams`` on the
+        changed nodes), ``"whole-graph"`` (``cuGraphExecUpdate``) or
+        ``"reinstantiated"``.
+    nodes_updated : int
+        Top-level nodes whose parameters changed.
+    reason : str
+        Why the executable was re-instantiated, or updated as a whole after
+        the driver refused a node's update; empty otherwise.
+    """
+
+    mode: str
+    nodes_updated: int = 0
+    reason: str = ""
+
+
+class _Shape:
+    """What :meth:`Executable.update` remembers of the topology an executable runs.
+
+    Attributes
+    ----------
+    signature : tuple
+        The :func:`~cudagraph.definition.diff.topology_signature` of the definition.
+    plain : bool
+        No node has nested bodies: a definition of this signature has no
+        child-graph parameters, and its structure needs no check beyond the
+        (impossible) cycle.
+    nested : dict or None
+        The entries of the lowered graph's ``all_nodes`` below the top level,
+        kept while the top-level nodes are swapped by same-topology updates.
+    nested_of : list or None
+        The ``driver_nodes`` list of the lowered graph ``nested`` belongs to.
+    """
+
+    __slots__ = ("nested", "nested_of", "plain", "signature")
+
+    def __init__(self, signature: tuple[Any, ...]) -> None:
+        self.signature = signature
+        self.plain = not has_bodies(signature)
+        self.nested: dict[int, tuple[Node, Any]] | None = None
+        self.nested_of: Sequence[Any] | None = None
+
+
+class _NodeMap:
+    """Builds ``LoweredGraph.all_nodes`` on first use after a same-topology update.
+
+    It stands in for the lowering that :attr:`LoweredGraph.all_nodes` merges
+    lazily: the nested entries, plus each top-level node of the definition now
+    run with its driver node. An update thus costs nothing here unless the map
+    is read (``exe[node]``, :meth:`Executable.driver_node`, a rebind).
+    """
+
+    __slots__ = ("driver_nodes", "nested", "nodes")
+
+    def __init__(self, nested: dict[int, tuple[Node, Any]], nodes: list[Node], driver_nodes: Sequence[Any]) -> None:
+        self.nested = nested
+        self.nodes = nodes
+        self.driver_nodes = driver_nodes
+
+    def node_map(self) -> dict[int, tuple[Node, Any]]:
+        """``id(node) -> (node, CUgraphNode)``."""
+        out = dict(self.nested)
+        out.update(zip(map(id, self.nodes), zip(self.nodes, self.driver_nodes)))
+        return out
+
+
+def _moved_users(users: dict[str, list[Node]], old_top: list[Node], new_top: list[Node]) -> dict[str, list[Node]]:
+    """``param_users`` with each top-level node of ``old_top`` replaced by the node at its index in ``new_top``."""
+    count = len(old_top)
+    return {
+        name: [new_top[u.index] if u.index < count and old_top[u.index] is u else u for u in nodes]
+        for name, nodes in users.items()
+    }
+
+
+class Updating(ExecutableBase):
+    """The updating part of :class:`~cudagraph.Executable`: :meth:`update`, node by node or as a whole."""
+
+    __slots__ = ()
+
+    def _shape(self) -> _Shape:
+        """What :meth:`update` knows of the topology run now (made from the definition on first use)."""
+        shape: _Shape | None = self._sig
+        if shape is None:
+            shape = self._sig = _Shape(topology_signature(self._lowered.definition))
+        return shape
+
+    def _signature(self) -> Any:
+        return self._shape().signature
+
+    def _remember_signature(self, signature: tuple[Any, ...]) -> None:
+        """Record the topology signature of the definition instantiated (as computed by the caller)."""
+        if self._sig is None or (self._sig.signature is not signature and self._sig.signature == signature):
+            self._sig = _Shape(signature)  # the caller's object: later hits compare by identity
+
+    def update(
+        self, graph: Graph, *, reinstantiate_if_needed: bool = False, _signature: Any = None, **params: Any
+    ) -> UpdateResult:
+        """Make the executable run ``graph``, a changed definition of the same topology.
+
+        Only the differences are applied: the changed nodes one by one
+        (``cuGraphExec*SetParams``). The whole graph is rebuilt and applied
+        with ``cuGraphExecUpdate`` when a rebound parameter is used inside a
+        body (child graph, conditional branch), or when the driver refuses a
+        node's update (``UpdateResult.reason`` then says so).
+
+        Parameters
+        ----------
+        graph : Graph
+            The new definition (it may be the same object, changed with
+            :meth:`Node.update`).
+        reinstantiate_if_needed : bool
+            When the topology differs (or the driver refuses the update),
+            instantiate ``graph`` afresh instead of raising.
+        **params
+            Parameter values for ``graph`` (default: the current bindings).
+
+        Returns
+        -------
+        UpdateResult
+
+        Raises
+        ------
+        DefinitionError
+            The topology differs; the message lists what differs.
+        DriverError
+            ``cuGraphExecUpdate`` failed; the message gives the driver's reason
+            and the definition node at fault.
+        """
+        self._require_open()
+        if not isinstance(graph, Graph):
+            raise OperandError(f"update() expects a cudagraph.Graph, got {type(graph).__name__}")
+        new_sig = _signature if _signature is not None else topology_signature(graph)
+        shape = self._shape()
+        same_sig = new_sig is shape.signature or new_sig == shape.signature
+        # The same nodes and edges as a definition already checked cannot hold a
+        # cycle: the structure is checked again only where bodies or special
+        # nodes (conditionals, graph memory) bring rules of their own.
+        plain = same_sig and shape.plain and not graph._special
+        if not plain:
+            graph._validate_structure()
+        old_def = self._lowered.definition
+        if plain and not params and not graph._params:
+            bindings: dict[str, Any] = {}  # no parameter anywhere (no child graph either)
+        else:
+            names = all_params(graph)
+            merged = {k: v for k, v in self._bindings.items() if k in names}
+            merged.update(params)
+            bindings = resolve_bindings(graph, merged)
+        with self._lock:
+            if self._sig is not shape:  # changed by another thread meanwhile
+                shape = self._shape()
+                same_sig = new_sig == shape.signature
+            same_shape = same_sig and len(graph._nodes) == len(self._lowered.nodes)
+            if not same_shape:
+                diffs = describe_topology_diff(old_def, graph)
+                reason = "; ".join(diffs[:8]) + (f"; ... {len(diffs) - 8} more" if len(diffs) > 8 else "")
+                if not diffs and graph is old_def:
+                    reason = "the definition was edited in place (nodes or edges added or removed) since it was run"
+                if not reinstantiate_if_needed:
+                    raise DefinitionError(
+                        f"cannot update the executable of Graph {old_def.name!r} from Graph {graph.name!r}: "
+                        f"the topology differs: {reason or 'node kinds differ'}"
+                    )
+                self._reinstantiate(graph, bindings)
+                self._sig = _Shape(new_sig)
+                return UpdateResult("reinstantiated", len(graph), reason)
+            changed, new_states = diff_states(self._states, graph)
+            bound = self._bindings
+            bindings_changed = [k for k, v in bindings.items() if not same_value(v, bound.get(k))] if bindings else []
+            nested_params = False
+            if bindings_changed:
+                changed, nested_params = self._with_param_users(graph, changed, bindings_changed)
+            if not changed and not bindings_changed:
+                self._adopt(graph, same_lowered=True, states=new_states)
+                return UpdateResult("unchanged")
+            if len(changed) <= WHOLE_GRAPH_THRESHOLD * max(len(graph), 1) and not nested_params:
+                try:
+                    self._per_node_update(changed, bindings)
+                except DriverError as exc:
+                    # Some nodes may hold their new parameters already: the whole-graph
+                    # update below sets every node, or, refused, marks them for the next one.
+                    reason = f"the driver refused a node's update: {exc}"
+                else:
+                    self._bindings = bindings
+                    self._raw_bound.clear()
+                    self._adopt(graph, same_lowered=True, states=new_states)
+                    return UpdateResult("per-node", len(changed))
+            else:
+                reason = ""
+            try:
+                self._whole_graph_update(graph, bindings, new_states)
+            except DriverError as exc:
+                # cuGraphExecUpdate leaves the executable as it was when it refuses.
+                if not reinstantiate_if_needed or exc.call != "cuGraphExecUpdate":
+                    raise
+                self._reinstantiate(graph, bindings)
+                self._sig = _Shape(new_sig)
+                return UpdateResult("reinstantiated", len(graph), f"the driver refused the update: {exc}")
+            return UpdateResult("whole-graph", len(changed), reason)
+
+    def _per_node_update(self, changed: list[Node], bindings: dict[str, Any]) -> None:
+        """Set the parameters of the ``changed`` top-level nodes one by one.
+
+        Kernel nodes go through the kernel writer (runs of them through its compiled
+        loop where it is available). On a refusal the nodes already set are marked
+        stale in the recorded states (any later update sets them again) and the error
+        propagates.
+        """
+        self._context()
+        writer = self._writer
+        driver_nodes = self._lowered.driver_nodes
+        done = 0
+        try:
+            with PACKING_LOCK:
+                while done < len(changed):
+                    done = writer.run(changed, done, driver_nodes)
+                    if done == len(changed):
+                        break
+                    n = changed[done]
+                    dnode = driver_nodes[n.index]
+                    if type(n) is not KernelNode or not writer.write(n, dnode, bindings):  # type: ignore[arg-type]
+                        self._set_node(n, dnode, bindings)
+                    done += 1
+        finally:
+            self.update_calls += done
+            if done < len(changed):
+                for n in changed[: done + 1]:
+                    self._states[n.index] = _STALE
+
+    def _with_param_users(self, graph: Graph, changed: list[Node], names: list[str]) -> tuple[list[Node], bool]:
+        """``changed`` plus the top-level nodes of ``graph`` that use a parameter in ``names`` (in index
+        order), and whether such a parameter is also used inside a body (that needs the whole-graph path)."""
+        lw = self._lowered
+        top = lw.nodes
+        users = {id(u): u for k in names for u in lw.param_users.get(k, ())}
+        at = sorted(u.index for u in users.values() if u.index < len(top) and top[u.index] is u)
+        seen = {id(n) for n in changed}
+        nodes = graph._nodes
+        nested = len(at) != len(users)
+        extra = [nodes[i] for i in at if id(nodes[i]) not in seen]
+        if nested:
+            # The nodes whose bodies use such a parameter change too.
+            wanted = set(names)
+            extra += [n for n in nodes if id(n) not in seen and body_uses_params(n, wanted)]
+        if not extra:
+            return changed, nested
+        merged = {id(n): n for n in changed + extra}
+        return sorted(merged.values(), key=_index_of), nested
+
+    def _adopt(self, graph: Graph, same_lowered: bool, states: list[Any] | None = None) -> None:
+        """Record ``graph`` as the definition this executable now runs.
+
+        With ``same_lowered``, the driver nodes now stand for ``graph``'s nodes:
+        parameter users are moved over at once, the node map on first use.
+        """
+        self.graph = graph
+        self._states = states if states is not None else [node_state(n) for n in graph._nodes]
+        self._overrides.clear()
+        self._updaters.clear()
+        self._shared.clear()
+        self._plans.clear()
+        if not same_lowered and self._sig is not None:
+            self._sig.nested = self._sig.nested_of = None  # they belonged to the lowered graph replaced
+        if same_lowered and graph is not self._lowered.definition:
+            lw = self._lowered
+            old_top = lw.nodes
+            new_top = list(graph._nodes)
+            if lw.param_users:
+                lw.param_users = _moved_users(lw.param_users, old_top, new_top)
+            self._defer_node_map(lw, old_top, new_top)
+            lw.definition = graph
+            lw.nodes = new_top
+
+    def _defer_node_map(self, lw: LoweredGraph, old_top: list[Node], new_top: list[Node]) -> None:
+        """Make ``lw.all_nodes`` map ``new_top`` (instead of ``old_top``) to the driver nodes, once read."""
+        shape = self._shape()
+        nested = shape.nested if shape.nested_of is lw.driver_nodes else None
+        if nested is None:
+            old_ids = set(map(id, old_top))
+            nested = {k: v for k, v in lw.all_nodes.items() if k not in old_ids}
+            shape.nested, shape.nested_of = nested, lw.driver_nodes
+        # LoweredGraph.all_nodes merges its lowering's node_map() on first use (a reader
+        # meanwhile sees the previous map: the source is in place before the map goes).
+        lw._lowering = cast(Any, _NodeMap(nested, new_top, lw.driver_nodes))
+        lw._all = None
+
+    def _whole_graph_update(self, graph: Graph, bindings: dict[str, Any], states: list[Any] | None = None) -> None:
+        drv = require_driver()
+        new_lowered = lower(graph, bindings, self._sink)
+        try:
+            err, info = drv.cuGraphExecUpdate(self._exec, new_lowered.handle)
+            self.update_calls += 1
+            if err:
+                reason = ""
+                node = None
+                try:
+                    reason = info.result.name
+                    node = new_lowered.node_for(info.errorNode)
+                except Exception:
+                    pass
+                raise_error(err, "cuGraphExecUpdate", node, f"reason {reason}")
+        except BaseException:
+            new_lowered.destroy()
+            raise
+        old = self._lowered
+        self._lowered = new_lowered
+        self._state[1] = new_lowered
+        self._bindings = bindings
+        self._raw_bound.clear()
+        self._adopt(graph, same_lowered=False, states=states)
+        old.destroy(in_flight_on=list(self._streams.values()))
+
+    def _reinstantiate(self, graph: Graph, bindings: dict[str, Any]) -> None:
+        new_lowered = lower(graph, bindings, self._sink)
+        try:
+            new_exec = _instantiate_lowered(new_lowered, self._flags, None)
+        except BaseException:
+            new_lowered.destroy()
+            raise
+        drv = require_driver()
+        drv.cuGraphExecDestroy(self._exec)
+        old = self._lowered
+        self._exec = new_exec
+        self._exec_addr = 0
+        self._writer = KernelWriter(new_exec)
+        self._lowered = new_lowered
+        self._state[0] = new_exec
+        self._state[1] = new_lowered
+        self._bindings = bindings
+        self._raw_bound.clear()
+        self._adopt(graph, same_lowered=False)
+        old.destroy(in_flight_on=list(self._streams.values()))
+
+    # ------------------------------------------------- one node, exe[node]
+    def _update_node(self, node: Node, changes: dict[str, Any]) -> None:
+        """``exe[node].update(**changes)``: set ``node`` rebuilt with ``changes`` in this executable only.
+
+        A kernel node keeps the structure prepared here: later rebinds write into it.
+        """
+        self._require_open()
+        dnode = self.driver_node(node)
+        current = self._overrides.get(id(node), node)
+        new = rebuilt_node(current, changes)
+        with self._lock:
+            up = PreparedKernel(new, self._bindings) if type(new) is KernelNode else None  # type: ignore[arg-type]
+            self._set_node(new, dnode, self._bindings, up)
+            self.update_calls += 1
+            self._overrides[id(node)] = new
+            self._plans.clear()
+            if up is not None:
+                self._updaters[id(node)] = up
+            else:
+                self._updaters.pop(id(node), None)
+
+
+def _index_of(node: Node) -> int:
+    return node.index

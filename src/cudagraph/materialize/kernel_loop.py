@@ -96,6 +96,8 @@ class KernelLoopTwin:
         "_dn",
         "_bindings",
         "_info_of",
+        "_infos",
+        "_fixed",
         "_add",
         "_make",
         "_info",
@@ -115,32 +117,39 @@ class KernelLoopTwin:
         self._dn = dn
         self._bindings = bindings
         self._info_of = info_of
+        self._infos: dict[int, Any] = {}  # id(kernel) -> KernelInfo; the graph's nodes keep the kernels alive
         self._add = drv.cuGraphAddNode
         self._make = drv.CUgraphNode
         self._info: Any = None
         self._grid: Any = None
         self._block: Any = None
         self._smem = 0
+        # What run() reads on every call, unpacked in one step.
+        self._fixed = (bindings, dn, self._make, self._add, handle, kp, kp.kernel, BINDINGS_MAJOR >= 13)
 
     def use(self, kernel: Any, kinds: Any, offsets: Any, sizes: Any, scratch: int, scratch_size: int) -> None:
         """The prepared parameters now hold ``kernel``'s function and argument buffer; forget the packed arguments."""
         self.kernel = kernel
-        self._info = self._info_of(kernel)
+        info = self._infos.get(id(kernel))
+        if info is None:
+            info = self._infos[id(kernel)] = self._info_of(kernel)
+        self._info = info
         self.args = None
 
     def run(self, order: list[Any], start: int, raw: list[int]) -> int:
         """Add ``order[start:]`` while each is a plain kernel node of :attr:`kernel`; return where it stopped."""
         self.rc = 0
         kernel = self.kernel
-        if kernel is None:
+        if start >= len(order) or kernel is None:
             return start
+        first = order[start]
+        if type(first) is not KernelNode or first.attrs is not None or first.kernel is not kernel:
+            return start  # nothing to add: return before setting up the loop
         # put() and write_dims() inlined: this is the whole per-node cost of the cuda.bindings path
         # besides the call itself (the construction benchmark reports it without the compiled module).
-        info, bindings, dn, make, add = self._info, self._bindings, self._dn, self._make, self._add
-        handle, kp = self._handle, self._kp
-        k = kp.kernel
+        info = self._info
+        bindings, dn, make, add, handle, kp, k, v13 = self._fixed
         last_grid, last_block, last_smem = self._grid, self._block, self._smem
-        v13 = BINDINGS_MAJOR >= 13
         kernel_node = KernelNode
         total = len(order)
         i = start

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HOST_FN_ADDRESS", "register", "retire", "unregister"]
+__all__ = ["HOST_FN_ADDRESS", "callback", "register", "retire", "unregister"]
 
 # key -> (callable, args, sink, weak reference to the node); the driver passes
 # the key as userData. The node is held weakly so that a callback still
@@ -103,6 +103,14 @@ def register(fn: Callable[..., Any], args: tuple[Any, ...], sink: list[Any], nod
         key = next(_KEYS)
         _REGISTRY[key] = (fn, args, sink, _weak(node))
     return key
+
+
+def callback(fn_address: int, key: int) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+    """``(callable, args)`` of a host node calling ``fn_address`` with ``key``; ``None`` if not one of ours."""
+    if fn_address != HOST_FN_ADDRESS:
+        return None
+    entry = _REGISTRY.get(key)
+    return None if entry is None else (entry[0], entry[1])
 
 
 def unregister(keys: list[int]) -> None:

@@ -14,32 +14,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.graph import Graph
-from ..definition.nodes import (
-    ChildGraphNode,
-    EmptyNode,
-    EventRecordNode,
-    EventWaitNode,
-    HostNode,
-    KernelNode,
-    MemcpyNode,
-    MemsetNode,
-    Node,
-)
+from ..definition.nodes import Node
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
 from ..errors import UnsupportedError
-from ..ops.lower_state import begin
-from .eager import issue_node
+from ..ops.lower_state import LowerState
+from ..ops.registry import ops_for
+from .eager import StreamIssue
 from .explicit import LoweredGraph, Lowering, node_params_uses
 
 __all__ = ["capture_lower"]
 
-_SUPPORTED = (KernelNode, MemcpyNode, MemsetNode, HostNode, EventRecordNode, EventWaitNode, ChildGraphNode, EmptyNode)
-
 
 class _Replay:
-    """Streams, events and the node map of one capture."""
+    """Streams, events and the node map of one capture; each node is expressed by its kind's ``capture``."""
 
     def __init__(self, lowering: Lowering) -> None:
         from cuda.core import Device
@@ -52,7 +41,10 @@ class _Replay:
         self.free: list[Any] = []
         self.events: list[Any] = []
         self.tail: dict[int, Any] = {}  # id(stream handle) -> (stream, last event)
-        self.state: Any = None  # made current under PACKING_LOCK by capture_lower
+        # Nodes are issued as an eager run would issue them, with this construction's callbacks.
+        self.run = StreamIssue(
+            lowering.bindings, lowering.sink, lowering.host_keys, LowerState(lowering.ctx, eager=True)
+        )
 
     def event_on(self, h: Any) -> Any:
         drv = self.drv
@@ -74,6 +66,24 @@ class _Replay:
         for s in self.owned:
             s.close()
 
+    def issued(self, node: Node, h: Any) -> None:
+        """Map ``node`` to the driver node the last call on the stream handle ``h`` captured."""
+        dn = _last_node(self, h, node)
+        if dn is not None:
+            lowering = self.lowering
+            lowering.driver_nodes[id(node)] = (node, dn)
+            if lowering.bindings:
+                for name in node_params_uses(node):
+                    lowering.param_users.setdefault(name, []).append(node)
+
+    def inline(self, node: Node, graph: Graph, stream: Any) -> None:
+        """Replay ``graph`` (the body of ``node``) after the work on ``stream``; join its exits back onto it."""
+        h = stream.handle
+        exits = _replay(self, graph, [(stream, self.event_on(h))])
+        for s2, ev in exits:
+            if s2 is not stream:
+                check(self.drv.cuStreamWaitEvent(h, ev, 0), "cuStreamWaitEvent", node)
+
 
 def _last_node(rp: _Replay, h: Any, node: Node) -> Any:
     res = rp.drv.cuStreamGetCaptureInfo(h)
@@ -84,27 +94,17 @@ def _last_node(rp: _Replay, h: Any, node: Node) -> Any:
     return deps[0] if n == 1 else None
 
 
-def _replay(rp: _Replay, graph: Graph, entry: list[tuple[Any, Any]], bindings: dict[str, Any]) -> list[Any]:
+def _replay(rp: _Replay, graph: Graph, entry: list[tuple[Any, Any]]) -> list[Any]:
     """Issue ``graph``'s nodes; ``entry`` are (stream, event) the roots must follow. Returns the exits."""
     drv = rp.drv
     order = graph.topological_order()
     where: dict[int, tuple[Any, Any]] = {}  # node index -> (stream, event after it)
     claimed: set[int] = set()
     for node in order:
-        if not isinstance(node, _SUPPORTED):
-            raise UnsupportedError(
-                f"{node.label}: the capture backend cannot express a {node.kind} node; use backend='explicit'",
-                node=node,
-            )
-        if type(node) is KernelNode and (
-            getattr(node, "attrs", None) is not None or node.shared_mem > 48 * 1024  # type: ignore[attr-defined]
-        ):
-            raise UnsupportedError(
-                f"{node.label}: the capture backend launches kernels with cuLaunchKernel, which cannot carry "
-                "launch attributes (cluster, cooperative, priority, programmatic) or more than 48 KiB of "
-                "dynamic shared memory; use backend='explicit'",
-                node=node,
-            )
+        ops = ops_for(node)
+        why = ops.capture_refusal(node)
+        if why is not None:
+            raise UnsupportedError(why, node=node)
         waits = [where[p.index] for p in node._preds] or entry
         stream = None
         for p in node._preds:
@@ -118,20 +118,7 @@ def _replay(rp: _Replay, graph: Graph, entry: list[tuple[Any, Any]], bindings: d
         for s2, ev in waits:
             if s2 is not stream and ev is not None:
                 check(drv.cuStreamWaitEvent(h, ev, 0), "cuStreamWaitEvent", node)
-        if type(node) is ChildGraphNode:
-            assert isinstance(node, ChildGraphNode)
-            exits = _replay(rp, node.body, [(stream, rp.event_on(h))], bindings)
-            for s2, ev in exits:
-                if s2 is not stream:
-                    check(drv.cuStreamWaitEvent(h, ev, 0), "cuStreamWaitEvent", node)
-        elif type(node) is not EmptyNode:
-            issue_node(node, h, bindings, rp.lowering.sink, rp.lowering.host_keys, rp.state)
-            dn = _last_node(rp, h, node)
-            if dn is not None:
-                rp.lowering.driver_nodes[id(node)] = (node, dn)
-                if bindings:
-                    for name in node_params_uses(node):
-                        rp.lowering.param_users.setdefault(name, []).append(node)
+        ops.capture(rp, node, stream)
         where[node.index] = (stream, rp.event_on(h))
     leaves = [n for n in graph._nodes if not n._succs]
     if not graph._nodes:
@@ -153,8 +140,7 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
         try:
             start = rp.event_on(origin)
             with PACKING_LOCK:
-                rp.state = begin(object(), ctx, eager=True)
-                exits = _replay(rp, graph, [(rp.origin, start)], bindings)
+                exits = _replay(rp, graph, [(rp.origin, start)])
             for s2, ev in exits:
                 if s2 is not rp.origin:
                     check(drv.cuStreamWaitEvent(origin, ev, 0), "cuStreamWaitEvent")

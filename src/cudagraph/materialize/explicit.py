@@ -1,40 +1,41 @@
 """Explicit construction: a definition becomes a ``CUgraph`` via ``cuGraphAddNode``.
 
-The hot loop keeps one prepared kernel ``CUgraphNodeParams`` and only writes
-the fields that differ from the previous kernel node; arguments are packed by
-the kernel's :class:`~cudagraph.driver.kernel_args.KernelInfo` only when the
-argument objects change. Other node kinds are lowered by the functions in
-:data:`LOWERERS` (keyed by node class), so a new kind plugs in by registering
-one function.
+:meth:`Lowering.lower_graph` walks the nodes in topological order. Runs of
+kernel nodes go to the kernel loop (the compiled ``KernelLoop``, or its
+Python twin :class:`~cudagraph.materialize.kernel_loop.KernelLoopTwin`),
+which keeps one prepared kernel ``CUgraphNodeParams``, writes only the fields
+that differ from the previous kernel node and packs arguments only when the
+argument objects change. Every other node is added through its kind's ops
+(:mod:`cudagraph.ops.registry`): its parameters, or its own lowering for kinds
+that need more than one add.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from ..definition.bindings import node_params_uses
 from ..definition.graph import Graph
-from ..definition.nodes import ChildGraphNode, KernelNode, Node
+from ..definition.nodes import KernelNode, Node
 from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
 from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, kernel_info
 from ..errors import OperandError
+from ..ops.lower_state import LowerState
 from ..ops.node_params import node_params
-from ..ops.node_update import set_function
+from ..ops.registry import KERNEL, ops_for
+from .kernel_loop import KernelLoopTwin, driver_deps
 
-__all__ = ["LOWERERS", "DriverNodes", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
-
-#: node class -> fn(lowering, node, graph_handle, deps, ndeps) -> (CUresult, CUgraphNode)
-LOWERERS: dict[type, Callable[..., Any]] = {}
+__all__ = ["DriverNodes", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
 
 
 class Lowering:
     """The state of one explicit construction (shared by nested bodies).
 
-    Attributes
+    Parameters
     ----------
     ctx : CUcontext
         The context copies and fills run in.
@@ -42,6 +43,11 @@ class Lowering:
         Parameter values.
     sink : list
         Where host callbacks append ``(node, exception)``.
+
+    Attributes
+    ----------
+    ctx, bindings, sink
+        As given.
     host_keys : list of int
         Registered host callbacks.
     bodies : list of Graph
@@ -51,9 +57,24 @@ class Lowering:
         driver handle stays valid in the instantiated graph.
     param_users : dict
         ``name -> [node, ...]`` for every node that uses a parameter.
+    state : LowerState
+        Condition handles and allocation addresses of this construction.
+    add : callable
+        ``add(graph, deps, ndeps, params) -> (CUresult, CUgraphNode)``.
     """
 
-    __slots__ = ("ctx", "bindings", "sink", "host_keys", "bodies", "driver_nodes", "param_users", "add", "tracked")
+    __slots__ = (
+        "ctx",
+        "bindings",
+        "sink",
+        "host_keys",
+        "bodies",
+        "driver_nodes",
+        "param_users",
+        "add",
+        "tracked",
+        "state",
+    )
 
     def __init__(self, ctx: Any, bindings: dict[str, Any], sink: list[Any]) -> None:
         self.ctx = ctx
@@ -66,6 +87,7 @@ class Lowering:
         self.add = add_node_fn()
         # (nodes, driver nodes) of each tracked graph; merged into the map on demand.
         self.tracked: list[tuple[list[Node], Sequence[Any]]] = []
+        self.state = LowerState(ctx)
 
     def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> DriverNodes:
         """Add every node of ``graph`` to the driver graph ``handle``; return driver nodes by index.
@@ -81,122 +103,98 @@ class Lowering:
             handles stay valid in the instantiated graph).
         """
         drv = require_driver()
-        add = self.add
-        raw_add = drv.cuGraphAddNode
-        v13 = BINDINGS_MAJOR >= 13
-        make_node = drv.CUgraphNode
-        bindings = self.bindings
         order = graph.topological_order()
-        count = len(graph._nodes)
         # dn: CUgraphNode objects (None until needed); raw: the same handles as ints.
-        dn: list[Any] = [None] * count
-        raw: list[int] = [0] * count
-
+        dn: list[Any] = [None] * len(graph._nodes)
+        raw: list[int] = [0] * len(graph._nodes)
         kp = drv.CUgraphNodeParams()
         kp.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
-        k = kp.kernel
-        last_kernel: Any = None
-        info: Any = None
-        last_grid: Any = None
-        last_block: Any = None
-        last_smem = 0
-        last_args: Any = None
-        kernel_node = KernelNode
-        # The compiled loop adds runs of kernel nodes of the kernel whose function kp holds,
-        # packing their arguments itself where it can, and writes every kernel node's
-        # dimensions into kp. None: every node goes through cuda.bindings below.
         loop = kernel_loop(int(handle), kp.getPtr())
-        total = len(order)
-        i = 0
+        if loop is None:
+            loop = KernelLoopTwin(handle, kp, dn, self.bindings, kernel_info)
+        info: Any = None  # the KernelInfo whose function and buffer kp holds
+        i, total = 0, len(order)
         while i < total:
+            i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row
+            if loop.rc:
+                raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", order[i])
+            if i == total:
+                break
             node = order[i]
-            if loop is not None:
-                i = loop.run(order, i, raw)
-                if loop.rc:
-                    raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", order[i])
-                if i == total:
-                    break
-                node = order[i]
-                if type(node) is kernel_node and node.kernel is not loop.kernel:
-                    info = self._use_kernel(k, node.kernel, info)
-                    use_kernel(loop, node.kernel, info)
-                    last_kernel = node.kernel
+            if type(node) is KernelNode:
+                if node.kernel is not loop.kernel:
+                    info = self._use_kernel(loop, kp.kernel, node.kernel, info)
                     continue  # the loop may take it now
-                last_args = loop.args  # what the kernel's buffer holds
-            i += 1
-            preds = node._preds
-            npreds = len(preds)
-            if type(node) is kernel_node:
-                kern = node.kernel
-                if kern is not last_kernel:
-                    info = self._use_kernel(k, kern, info)
-                    last_kernel = kern
-                    last_args = None
-                args = node.args
-                if args is not last_args:
-                    self._pack(info, node, handle)
-                    last_args = args
-                attrs = node.attrs
-                if loop is not None:
-                    loop.args = args
-                    if attrs is None and loop.put(node, raw):
-                        if loop.rc:
-                            raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", node)
-                        continue
-                    if not loop.write_dims(node):
-                        raise OperandError(f"{node.label}: grid, block and shared_mem must be ints")
-                else:
-                    grid = node.grid
-                    if grid is not last_grid and grid != last_grid:
-                        k.gridDimX, k.gridDimY, k.gridDimZ = grid
-                        last_grid = grid
-                    block = node.block
-                    if block is not last_block and block != last_block:
-                        k.blockDimX, k.blockDimY, k.blockDimZ = block
-                        last_block = block
-                    if node.shared_mem != last_smem:
-                        last_smem = node.shared_mem
-                        k.sharedMemBytes = last_smem
-                deps = self._deps(preds, dn, raw, make_node)
-                if attrs is None:
-                    r = raw_add(handle, deps, None, npreds, kp) if v13 else raw_add(handle, deps, npreds, kp)
-                else:
-                    r = add_kernel_with_attrs(self, node, attrs, handle, deps, npreds, kp, info)
+                self._add_kernel(loop, node, info, handle, kp, dn, raw)
             else:
-                lower_fn = LOWERERS.get(type(node))
-                if lower_fn is not None:
-                    r = lower_fn(self, node, handle, self._deps(preds, dn, raw, make_node), npreds)
-                    # Bodies may have packed other arguments into the kernels' shared buffers.
-                    last_args = None
-                    if loop is not None:
-                        loop.args = None
-                else:
-                    p = node_params(node, self.ctx, bindings, self.sink, self.host_keys)
-                    if loop is not None and loop.add_with(node, raw, p.getPtr()):
-                        if loop.rc:
-                            raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", node)
-                        continue
-                    r = add(handle, self._deps(preds, dn, raw, make_node), npreds, p)
-            if r[0]:
-                raise_error(r[0], "cuGraphAddNode", node)
-            dn[node.index] = r[1]
-            raw[node.index] = int(r[1])
-        if bindings:
+                self._add_node(loop, node, handle, dn, raw)
+            i += 1
+        if self.bindings:
             for node in order:
                 self._note_params(node)
-        nodes = DriverNodes(raw, dn, make_node)
+        nodes = DriverNodes(raw, dn, drv.CUgraphNode)
         if track:
             self.tracked.append((list(graph._nodes), nodes))
         return nodes
 
     @staticmethod
-    def _use_kernel(k: Any, kernel: Any, info: Any) -> Any:
-        """Point the kernel parameters ``k`` at ``kernel``'s function and argument buffer; return its info."""
+    def _use_kernel(loop: Any, k: Any, kernel: Any, info: Any) -> Any:
+        """Point the kernel parameters ``k`` and the loop at ``kernel``'s function and buffer; return its info."""
         new_info = kernel_info(kernel)
         if new_info is not info:
-            set_function(k, new_info)
-            k.kernelParams = new_info.params_address
+            KERNEL.point_at(k, new_info)
+        use_kernel(loop, kernel, new_info)
         return new_info
+
+    def _add_kernel(
+        self, loop: Any, node: KernelNode, info: Any, handle: Any, kp: Any, dn: list[Any], raw: list[int]
+    ) -> None:
+        """A kernel node the loop handed back: late operands, launch attributes or unusual dimensions."""
+        args = node.args
+        if args is not loop.args:
+            self._pack(info, node, handle)
+            loop.args = args
+        attrs = node.attrs
+        if attrs is None and loop.put(node, raw):
+            if loop.rc:
+                raise_error(require_driver().CUresult(loop.rc), "cuGraphAddNode", node)
+            return
+        if not loop.write_dims(node):
+            raise OperandError(f"{node.label}: grid, block and shared_mem must be ints")
+        preds = node._preds
+        deps = driver_deps(preds, dn, raw, require_driver().CUgraphNode)
+        if attrs is None:
+            raw_add = require_driver().cuGraphAddNode
+            v13 = BINDINGS_MAJOR >= 13
+            r = raw_add(handle, deps, None, len(preds), kp) if v13 else raw_add(handle, deps, len(preds), kp)
+        else:
+            r = KERNEL.add_with_attrs(self, node, attrs, handle, deps, len(preds), kp, info)
+        self._record(node, r, dn, raw)
+
+    def _add_node(self, loop: Any, node: Node, handle: Any, dn: list[Any], raw: list[int]) -> None:
+        """Any node but a kernel: its kind's lowering, or its parameters added through the loop or ``add``."""
+        ops = ops_for(node)
+        preds = node._preds
+        make = require_driver().CUgraphNode
+        if ops.lowers:
+            r = ops.lower(self, node, handle, driver_deps(preds, dn, raw, make), len(preds))
+            loop.args = None  # bodies may have packed other arguments into the kernels' shared buffers
+        else:
+            p = node_params(node, self.ctx, self.bindings, self.sink, self.host_keys, self.state)
+            if loop.add_with(node, raw, p.getPtr()):
+                if loop.rc:
+                    raise_error(require_driver().CUresult(loop.rc), "cuGraphAddNode", node)
+                return
+            r = self.add(handle, driver_deps(preds, dn, raw, make), len(preds), p)
+        self._record(node, r, dn, raw)
+
+    @staticmethod
+    def _record(node: Node, r: Any, dn: list[Any], raw: list[int]) -> None:
+        """Keep the driver node of ``r`` (``(CUresult, CUgraphNode)``); raise if the driver refused."""
+        if r[0]:
+            raise_error(r[0], "cuGraphAddNode", node)
+        dn[node.index] = r[1]
+        raw[node.index] = int(r[1])
 
     def _pack(self, info: Any, node: KernelNode, handle: Any) -> None:
         """Pack ``node``'s arguments into ``info``'s buffer (late operands get their values now)."""
@@ -204,23 +202,10 @@ class Lowering:
             info.pack(node.args, node, self.bindings)
         except OperandError:
             # Graph allocations and conditions get their values only now.
-            late = kernel_args_late(self, node, handle)
+            late = KERNEL.late_args(self, node, handle)
             if late is None:
                 raise
             info.pack(late, node, self.bindings)
-
-    @staticmethod
-    def _deps(preds: Any, dn: list[Any], raw: list[int], make_node: Any) -> Any:
-        """The predecessors' ``CUgraphNode`` objects for a ``cuda.bindings`` call (``None`` for none)."""
-        if not preds:
-            return None
-        out = []
-        for p in preds:
-            d = dn[p.index]
-            if d is None:
-                d = dn[p.index] = make_node(raw[p.index])
-            out.append(d)
-        return out
 
     def _note_params(self, node: Node) -> None:
         for name in node_params_uses(node):
@@ -280,32 +265,6 @@ class DriverNodes(Sequence[Any]):
 
     def __repr__(self) -> str:
         return f"<DriverNodes of {len(self.raw)} nodes>"
-
-
-def _lower_child(lowering: Lowering, node: ChildGraphNode, handle: Any, deps: Any, ndeps: int) -> Any:
-    """A child graph: its body is built in a graph of its own and moved into the parent."""
-    drv = require_driver()
-    body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
-    move = getattr(drv, "CUgraphChildGraphNodeOwnership", None)
-    try:
-        lowering.lower_graph(node.body, body, track=move is not None)
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_GRAPH
-        p.graph.graph = body
-        if move is not None:
-            # The parent takes the body: its node handles stay valid for updates.
-            p.graph.ownership = move.CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE
-        r = lowering.add(handle, deps, ndeps, p)
-    except BaseException:
-        drv.cuGraphDestroy(body)
-        raise
-    if r[0] or move is None:
-        drv.cuGraphDestroy(body)  # cloned by the driver (or not added at all)
-    lowering.bodies.append(node.body)
-    return r
-
-
-LOWERERS[ChildGraphNode] = _lower_child
 
 
 class LoweredGraph:
@@ -422,10 +381,3 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
         unregister(lowering.host_keys)
         raise
     return LoweredGraph(handle, graph, dnodes, lowering)
-
-
-# Conditional nodes, set_condition kernels, graph allocations, and the kernels with launch
-# attributes or late operands that the kernel branch above hands over.
-from ..ops.lower_special import add_kernel_with_attrs, kernel_args_late, register  # noqa: E402
-
-register(LOWERERS)

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import ctypes
-import operator
-import struct
 from typing import Any
 
 from ..definition.graph import Graph
-from ..definition.nodes import Node, _set_base
+from ..definition.nodes import Node
 from ..definition.opaque import OpaqueNode
 from ..driver.calls import check, ensure_context, require_driver
 from ..driver.graph_reader import KERNEL_NODE_TYPE, graph_reader
-from ..driver.host_callbacks import _REGISTRY, HOST_FN_ADDRESS
 from ..driver.kernel_args import kernel_info
 from ..errors import OperandError
-from .explicit import LOWERERS, Lowering
+from ..ops.kinds.base import KindOps
+from ..ops.kinds.kernel import LiftedKernel
+from ..ops.registry import KERNEL, LIFTS, OPAQUE
 
 __all__ = ["cuda_graph_handle", "lift"]
 
@@ -103,81 +101,30 @@ class _NeedsClone(Exception):
     """An opaque node was met while lifting straight from the source graph."""
 
 
-# ``ctypes_array_type.from_address`` unbound, and the ``raw`` bytes of a char array.
-_FROM_ADDRESS = type(ctypes.c_char * 1).from_address
-_RAW = operator.attrgetter("raw")
-
-
-def _kernel_args_reader() -> Any:
-    from ..driver.c_entry import NATIVE
-
-    return None if NATIVE is None else NATIVE.kernel_args
-
-
-#: The compiled reader of kernel arguments (``None``: ctypes below).
-_KERNEL_ARGS = _kernel_args_reader()
-
-
-class _KernelEntry:
-    """What every node of one kernel shares within a lift: the handle, the name, argument readers."""
-
-    __slots__ = ("handle", "name", "nargs", "sizes", "ptrs", "ptr_array", "arg_types")
-
-    def __init__(self, handle: Any, name: str, sizes: tuple[int, ...]) -> None:
-        self.handle = handle
-        self.name = name
-        self.nargs = len(sizes)
-        self.sizes = tuple(sizes)
-        # the kernelParams array (void*[n]) read as ints, and one char[size] type per argument
-        self.ptrs = struct.Struct(f"<{len(sizes)}Q")
-        self.ptr_array: Any = ctypes.c_void_p * max(len(sizes), 1)
-        self.arg_types: tuple[Any, ...] = tuple(ctypes.c_char * s for s in sizes)
-
-    def args(self, address: int) -> tuple[bytes, ...]:
-        """The argument values, as exact bytes, behind a node's ``kernelParams`` address."""
-        if not self.nargs:
-            return ()
-        if not address:
-            raise OperandError(f"kernel {self.name!r}: arguments given with 'extra' cannot be read back")
-        if _KERNEL_ARGS is not None:
-            out = _KERNEL_ARGS(address, self.sizes)
-            if type(out) is tuple:
-                return out  # type: ignore[no-any-return]
-            raise OperandError(f"kernel {self.name!r}: argument {out} has no value (a NULL pointer)")
-        ptrs = self.ptrs.unpack_from(self.ptr_array.from_address(address))
-        if 0 in ptrs:
-            raise OperandError(f"kernel {self.name!r}: argument {ptrs.index(0)} has no value (a NULL pointer)")
-        # char[size].from_address(p).raw for each argument, looped in C.
-        return tuple(map(_RAW, map(_FROM_ADDRESS, self.arg_types, ptrs)))
-
-
 class _Lifter:
-    """One lift: the reader, the keeper of the clone (``None``: reading the source itself), kernels met."""
+    """One lift: the reader, the keeper of the clone (``None``: reading the source itself), kernels met.
 
-    __slots__ = ("drv", "reader", "keep", "kernels", "types")
+    Kernel nodes are read in bulk and added in :meth:`into`; every other node
+    by the ops that lifts its driver node type (:data:`cudagraph.ops.registry.LIFTS`),
+    or as an opaque node.
+    """
+
+    __slots__ = ("drv", "reader", "keep", "kernels", "lifts")
 
     def __init__(self, reader: Any, keep: Any) -> None:
         self.drv = require_driver()
         self.reader = reader
         self.keep = keep
-        self.kernels: dict[tuple[int, int], _KernelEntry] = {}
+        self.kernels: dict[tuple[int, int], LiftedKernel] = {}
         T = self.drv.CUgraphNodeType
-        self.types = (
-            int(T.CU_GRAPH_NODE_TYPE_MEMSET),
-            int(T.CU_GRAPH_NODE_TYPE_MEMCPY),
-            int(T.CU_GRAPH_NODE_TYPE_HOST),
-            int(T.CU_GRAPH_NODE_TYPE_EVENT_RECORD),
-            int(T.CU_GRAPH_NODE_TYPE_WAIT_EVENT),
-            int(T.CU_GRAPH_NODE_TYPE_GRAPH),
-            int(T.CU_GRAPH_NODE_TYPE_EMPTY),
-        )
+        self.lifts: dict[int, KindOps] = {int(getattr(T, name)): ops for name, ops in LIFTS.items()}
 
-    def kernel(self, func: int, kern: int) -> _KernelEntry:
+    def kernel(self, func: int, kern: int) -> LiftedKernel:
         """The entry of the kernel a node launches (``func``, or ``kern`` when ``func`` is NULL)."""
         drv = self.drv
         handle: Any = drv.CUkernel(kern) if not func and kern else drv.CUfunction(func)
         info = kernel_info(handle)
-        entry = self.kernels[(func, kern)] = _KernelEntry(handle, info.name, info.sizes)
+        entry = self.kernels[(func, kern)] = KERNEL.lifted_kernel(handle, info.name, info.sizes)
         return entry
 
     def into(self, g: Graph, graph: int) -> None:
@@ -202,6 +149,7 @@ class _Lifter:
             if kp is None:
                 made[i] = self.other(g, nodes[i], t, after)
                 continue
+            # The kernel kind's fast path: parameters already read in bulk.
             func, gx, gy, gz, bx, by, bz, smem, address, _extra, kern = kp
             entry = kernels.get((func, kern)) or self.kernel(func, kern)
             made[i] = add_kernel(
@@ -215,45 +163,17 @@ class _Lifter:
             )
 
     def other(self, g: Graph, handle: int, t: int, after: Any) -> Node:
-        """A node of any kind but kernel."""
-        drv = self.drv
-        dn = drv.CUgraphNode(handle)
-        memset, memcpy, host, record, wait, child, empty = self.types
-        if t == memset:
-            mp = check(drv.cuGraphMemsetNodeGetParams(dn), "cuGraphMemsetNodeGetParams")
-            h = int(mp.height)
-            return g.memset(
-                int(mp.dst),
-                int(mp.value),
-                width=int(mp.width),
-                height=h,
-                pitch=int(mp.pitch) if h > 1 else None,
-                element_size=int(mp.elementSize),
-                after=after,
-            )
-        if t == memcpy:
-            return _lift_copy(g, dn, after) or self.opaque(g, dn, t, after)
-        if t == host:
-            return _lift_host(g, dn, after) or self.opaque(g, dn, t, after)
-        if t == record:
-            ev = check(drv.cuGraphEventRecordNodeGetEvent(dn), "cuGraphEventRecordNodeGetEvent")
-            return g.record(ev, after=after)
-        if t == wait:
-            return g.wait(check(drv.cuGraphEventWaitNodeGetEvent(dn), "cuGraphEventWaitNodeGetEvent"), after=after)
-        if t == child:
-            body_handle = check(drv.cuGraphChildGraphNodeGetGraph(dn), "cuGraphChildGraphNodeGetGraph")
-            body = Graph("child")
-            self.into(body, int(body_handle))
-            return g.child(body, after=after)
-        if t == empty:
-            return g.empty(after=after)
-        return self.opaque(g, dn, t, after)
+        """A node of any kind but kernel: typed by the ops that lifts type ``t``, else opaque."""
+        dn = self.drv.CUgraphNode(handle)
+        ops = self.lifts.get(t)
+        node = None if ops is None else ops.lift(self, g, dn, after)
+        return node if node is not None else self.opaque(g, dn, t, after)
 
     def opaque(self, g: Graph, dn: Any, t: int, after: Any) -> OpaqueNode:
         """An :class:`OpaqueNode`; its parameters must be read from a clone (see :func:`lift`)."""
         if self.keep is None:
             raise _NeedsClone
-        return _opaque(g, dn, _type_name(t), after, self.keep)
+        return OPAQUE.make(self, g, dn, _type_name(t), after, self.keep)
 
 
 def _type_name(t: int) -> str:
@@ -262,60 +182,6 @@ def _type_name(t: int) -> str:
         return str(require_driver().CUgraphNodeType(t).name)
     except ValueError:
         return f"CU_GRAPH_NODE_TYPE_{t}"
-
-
-def _lift_copy(g: Graph, dn: Any, after: Any) -> Node | None:
-    """A 1-D copy node, or ``None`` for a copy this library does not model (2-D, 3-D, arrays)."""
-    drv = require_driver()
-    cp = check(drv.cuGraphMemcpyNodeGetParams(dn), "cuGraphMemcpyNodeGetParams")
-    M = drv.CUmemorytype
-    ok_types = (M.CU_MEMORYTYPE_HOST, M.CU_MEMORYTYPE_DEVICE, M.CU_MEMORYTYPE_UNIFIED)
-    one_d = (
-        int(cp.Height) <= 1
-        and int(cp.Depth) <= 1
-        and cp.srcMemoryType in ok_types
-        and cp.dstMemoryType in ok_types
-        and int(cp.srcY) == 0
-        and int(cp.dstY) == 0
-        and int(cp.srcZ) == 0
-        and int(cp.dstZ) == 0
-    )
-    if not one_d:
-        return None
-    src = int(cp.srcHost) if cp.srcMemoryType == M.CU_MEMORYTYPE_HOST else int(cp.srcDevice)
-    dst = int(cp.dstHost) if cp.dstMemoryType == M.CU_MEMORYTYPE_HOST else int(cp.dstDevice)
-    return g.memcpy(dst + int(cp.dstXInBytes), src + int(cp.srcXInBytes), int(cp.WidthInBytes), after=after)
-
-
-def _lift_host(g: Graph, dn: Any, after: Any) -> Node | None:
-    """A host node of this library's callbacks, or ``None`` for a foreign host function."""
-    drv = require_driver()
-    hp = check(drv.cuGraphHostNodeGetParams(dn), "cuGraphHostNodeGetParams")
-    entry = _REGISTRY.get(int(hp.userData)) if int(hp.fn) == HOST_FN_ADDRESS else None
-    if entry is None:
-        return None
-    fn, fargs, _sink, _node = entry
-    return g.host(fn, *fargs, after=after)
-
-
-def _opaque(g: Graph, dn: Any, type_name: str, after: Any, keep: Any) -> OpaqueNode:
-    drv = require_driver()
-    params = check(drv.cuGraphNodeGetParams(dn), "cuGraphNodeGetParams")
-    node = OpaqueNode.__new__(OpaqueNode)
-    _set_base(node, g, len(g._nodes), type_name.replace("CU_GRAPH_NODE_TYPE_", "").lower())
-    node.driver_type = type_name
-    node.params = params
-    node.source = keep
-    deps = g._deps(after, node.label)
-    g._add(node, deps)
-    return node
-
-
-def _lower_opaque(lowering: Lowering, node: OpaqueNode, handle: Any, deps: Any, ndeps: int) -> Any:
-    return lowering.add(handle, deps, ndeps, node.params)
-
-
-LOWERERS[OpaqueNode] = _lower_opaque
 
 
 class _GraphKeeper:

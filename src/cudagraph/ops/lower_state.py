@@ -1,26 +1,25 @@
 """Values that exist only while a definition is being built: condition handles and allocation addresses.
 
-A :class:`LowerState` belongs to one construction (one ``Lowering``, or one
-eager run). Lowering is serialized by ``PACKING_LOCK``, so the state of the
-construction in progress is also kept as the *current* one, where the node
-parameter builders of :mod:`cudagraph.ops.node_params` read allocation
-addresses.
+A :class:`LowerState` belongs to one construction (one ``Lowering`` with the
+bodies it builds, one capture, or one eager run). It is passed down
+explicitly: the lowering carries it as ``Lowering.state``, the stream runs as
+``run.state``, and the parameter builders of :mod:`cudagraph.ops` take it as
+an argument where allocation addresses or condition handles are read.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..definition.condition import Condition
 from ..definition.nodes import AllocNode, AllocOffset, Node
-from ..errors import DefinitionError, ForeignNodeError
+from ..driver.calls import check, require_driver
+from ..errors import DefinitionError, ForeignNodeError, UnsupportedError
 
 __all__ = [
     "LowerState",
-    "current",
-    "begin",
-    "state_for",
-    "state_of",
     "late_value",
     "late_kernel_args",
     "is_late",
@@ -30,10 +29,15 @@ __all__ = [
 class LowerState:
     """Condition handles, allocation addresses and the driver graph of each definition graph.
 
+    Parameters
+    ----------
+    ctx : CUcontext
+        The context of the construction.
+    eager : bool
+        ``True`` for a run on streams (no graph: conditions have no handle).
+
     Attributes
     ----------
-    token : object
-        Identifies the construction (kept alive, so it cannot be reused).
     ctx : CUcontext
         The context of the construction.
     graphs : dict
@@ -52,10 +56,9 @@ class LowerState:
         once per run, for stream launches.
     """
 
-    __slots__ = ("token", "ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "_keep", "_device")
+    __slots__ = ("ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "_keep", "_device")
 
-    def __init__(self, token: Any, ctx: Any, eager: bool = False) -> None:
-        self.token = token
+    def __init__(self, ctx: Any, eager: bool = False) -> None:
         self.ctx = ctx
         self.graphs: dict[int, Any] = {}
         self.conds: dict[tuple[int, int], int] = {}
@@ -75,16 +78,11 @@ class LowerState:
     def device(self) -> Any:
         """The ``CUdevice`` of the current context (cached)."""
         if self._device is None:
-            from ..driver.calls import check, require_driver
-
             self._device = check(require_driver().cuCtxGetDevice(), "cuCtxGetDevice")
         return self._device
 
     def condition_handle(self, cond: Condition, node: Node) -> int:
         """The ``CUgraphConditionalHandle`` of ``cond`` in this construction (created on first use)."""
-        from ..driver.calls import check, require_driver
-        from ..errors import UnsupportedError
-
         if self.eager:
             raise UnsupportedError(
                 f"{node.label} of Graph {node.graph.name!r} uses {cond.label}: conditions exist only in "
@@ -136,41 +134,6 @@ class LowerState:
         return entry[1] + offset
 
 
-_CURRENT: list[LowerState] = []
-
-
-def current() -> LowerState | None:
-    """The state of the construction in progress, if any."""
-    return _CURRENT[0] if _CURRENT else None
-
-
-def begin(token: Any, ctx: Any, eager: bool = False) -> LowerState:
-    """Start a new construction's state and make it current."""
-    state = LowerState(token, ctx, eager)
-    _CURRENT[:] = [state]
-    return state
-
-
-def state_for(lowering: Any) -> LowerState:
-    """The state of ``lowering`` (a :class:`~cudagraph.materialize.explicit.Lowering`), made current."""
-    s = _CURRENT[0] if _CURRENT else None
-    token = lowering.host_keys  # a list made for each Lowering: a unique, cheap identity
-    if s is None or s.token is not token:
-        s = begin(token, lowering.ctx)
-    return s
-
-
-def state_of(host_keys: Any) -> LowerState | None:
-    """The state of the construction whose ``Lowering.host_keys`` list is ``host_keys``, if it is current.
-
-    Call it right after ``lower()`` returns (``state_of(lowered.host_keys)``) to keep the condition
-    handles and allocation addresses of that construction, e.g. to re-pack kernel arguments later
-    with :func:`late_kernel_args`. ``None`` when the construction needed none.
-    """
-    s = _CURRENT[0] if _CURRENT else None
-    return s if s is not None and s.token is host_keys else None
-
-
 def is_late(value: Any) -> bool:
     """``True`` for an operand whose value exists only once built (allocation or condition)."""
     t = type(value)
@@ -179,8 +142,6 @@ def is_late(value: Any) -> bool:
 
 def late_value(state: LowerState, value: Any, node: Node, what: str) -> Any:
     """The value of a late operand: an address (``int``) or a condition handle (``numpy.uint64``)."""
-    import numpy as np
-
     if type(value) is Condition:
         return np.uint64(state.condition_handle(value, node))
     return state.alloc_address(value, what)

@@ -1,0 +1,238 @@
+"""The kernel-node loop of explicit construction: the compiled ``KernelLoop`` and its Python twin.
+
+Explicit construction keeps one prepared kernel ``CUgraphNodeParams`` per
+driver graph and adds runs of kernel nodes with it, writing only what differs
+from the previous node. Two implementations of one interface do that:
+
+- ``cudagraph.driver._native.KernelLoop`` (C, ``cuGraphAddNode_v2`` called
+  without ``cuda.bindings``), made by :func:`cudagraph.driver.c_entry.kernel_loop`
+  where the compiled module is built and not turned off
+  (``CUDAGRAPH_NO_C_ENTRY=1``);
+- :class:`KernelLoopTwin`, its Python twin below, calling ``cuGraphAddNode``
+  through ``cuda.bindings``.
+
+Both make the same driver calls (``tests/test_native_cpu.py`` records and
+compares them). The interface, as ``Lowering.lower_graph`` uses it:
+
+``run(order, start, raw) -> int``
+    Add ``order[start:]`` while each node is a ``KernelNode`` without launch
+    attributes of the current kernel whose arguments it can pack; return the
+    index of the first node not added. ``raw[i]`` is the driver handle (int)
+    of the node of index ``i``; a refusal stops at that node with its
+    ``CUresult`` in ``rc``.
+``use(kernel, kinds, offsets, sizes, scratch, scratch_size)``
+    The prepared parameters now hold ``kernel``'s function and argument
+    buffer (see :func:`cudagraph.driver.c_entry.use_kernel`).
+``put(node, raw) -> bool``
+    Add one kernel node whose arguments the caller packed (``args`` set);
+    ``False``: the caller adds it.
+``add_with(node, raw, params) -> bool``
+    Add any node with the ``CUgraphNodeParams`` at address ``params``;
+    ``False``: the caller adds it.
+``write_dims(node) -> bool``
+    Write a kernel node's grid, block and shared memory into the prepared
+    parameters; ``False`` when they are not plain ints.
+``kernel``, ``args`` (settable), ``rc``, ``done``
+    The kernel in use, the argument tuple its buffer holds, the ``CUresult``
+    of the last refusal, the nodes added so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..definition.nodes import KernelNode
+from ..driver.calls import require_driver
+from ..driver.compat import BINDINGS_MAJOR
+from ..errors import OperandError
+
+__all__ = ["KernelLoopTwin", "driver_deps"]
+
+
+def driver_deps(preds: Sequence[Any], dn: list[Any], raw: list[int], make_node: Any) -> Any:
+    """The predecessors' ``CUgraphNode`` objects for a ``cuda.bindings`` call (``None`` for none).
+
+    ``dn[i]`` caches the object of the node of index ``i`` (made from ``raw[i]`` on first use).
+    """
+    if not preds:
+        return None
+    out = []
+    for p in preds:
+        d = dn[p.index]
+        if d is None:
+            d = dn[p.index] = make_node(raw[p.index])
+        out.append(d)
+    return out
+
+
+class KernelLoopTwin:
+    """The Python twin of the compiled ``KernelLoop`` (add mode), through ``cuda.bindings``.
+
+    Parameters
+    ----------
+    handle : CUgraph
+        The driver graph nodes are added to.
+    kp : CUgraphNodeParams
+        The prepared kernel parameters (``kernelParams`` points into the
+        buffer of the kernel in use).
+    dn : list
+        ``CUgraphNode`` objects by node index (``None`` where not made yet);
+        the twin fills in those of the nodes it adds.
+    bindings : dict
+        Parameter values, for packing arguments.
+    info_of : callable
+        ``kernel -> KernelInfo``, the caller's lookup (so both share one
+        argument buffer per kernel).
+    """
+
+    __slots__ = (
+        "kernel",
+        "args",
+        "rc",
+        "done",
+        "_handle",
+        "_kp",
+        "_dn",
+        "_bindings",
+        "_info_of",
+        "_infos",
+        "_fixed",
+        "_add",
+        "_make",
+        "_info",
+        "_grid",
+        "_block",
+        "_smem",
+    )
+
+    def __init__(self, handle: Any, kp: Any, dn: list[Any], bindings: dict[str, Any], info_of: Any) -> None:
+        drv = require_driver()
+        self.kernel: Any = None
+        self.args: Any = None
+        self.rc = 0
+        self.done = 0
+        self._handle = handle
+        self._kp = kp
+        self._dn = dn
+        self._bindings = bindings
+        self._info_of = info_of
+        self._infos: dict[int, Any] = {}  # id(kernel) -> KernelInfo; the graph's nodes keep the kernels alive
+        self._add = drv.cuGraphAddNode
+        self._make = drv.CUgraphNode
+        self._info: Any = None
+        self._grid: Any = None
+        self._block: Any = None
+        self._smem = 0
+        # What run() reads on every call, unpacked in one step.
+        self._fixed = (bindings, dn, self._make, self._add, handle, kp, kp.kernel, BINDINGS_MAJOR >= 13)
+
+    def use(self, kernel: Any, kinds: Any, offsets: Any, sizes: Any, scratch: int, scratch_size: int) -> None:
+        """The prepared parameters now hold ``kernel``'s function and argument buffer; forget the packed arguments."""
+        self.kernel = kernel
+        info = self._infos.get(id(kernel))
+        if info is None:
+            info = self._infos[id(kernel)] = self._info_of(kernel)
+        self._info = info
+        self.args = None
+
+    def run(self, order: list[Any], start: int, raw: list[int]) -> int:
+        """Add ``order[start:]`` while each is a plain kernel node of :attr:`kernel`; return where it stopped."""
+        self.rc = 0
+        kernel = self.kernel
+        if start >= len(order) or kernel is None:
+            return start
+        first = order[start]
+        if type(first) is not KernelNode or first.attrs is not None or first.kernel is not kernel:
+            return start  # nothing to add: return before setting up the loop
+        # put() and write_dims() inlined: this is the whole per-node cost of the cuda.bindings path
+        # besides the call itself (the construction benchmark reports it without the compiled module).
+        info = self._info
+        bindings, dn, make, add, handle, kp, k, v13 = self._fixed
+        last_grid, last_block, last_smem = self._grid, self._block, self._smem
+        kernel_node = KernelNode
+        total = len(order)
+        i = start
+        while i < total:
+            node = order[i]
+            if type(node) is not kernel_node or node.attrs is not None or node.kernel is not kernel:
+                break
+            args = node.args
+            if args is not self.args:
+                try:
+                    info.pack(args, node, bindings)
+                except OperandError:
+                    self.args = None  # late operands (or a bad argument): the caller packs and names it
+                    break
+                self.args = args
+            grid = node.grid
+            if grid is not last_grid and grid != last_grid:
+                k.gridDimX, k.gridDimY, k.gridDimZ = grid
+                last_grid = grid
+            block = node.block
+            if block is not last_block and block != last_block:
+                k.blockDimX, k.blockDimY, k.blockDimZ = block
+                last_block = block
+            if node.shared_mem != last_smem:
+                last_smem = node.shared_mem
+                k.sharedMemBytes = last_smem
+            preds = node._preds
+            n = len(preds)
+            deps = driver_deps(preds, dn, raw, make)
+            r = add(handle, deps, None, n, kp) if v13 else add(handle, deps, n, kp)
+            if r[0]:
+                self.rc = int(r[0])
+                break
+            dn[node.index] = r[1]
+            raw[node.index] = int(r[1])
+            self.done += 1
+            i += 1
+        self._grid, self._block, self._smem = last_grid, last_block, last_smem
+        return i
+
+    def put(self, node: Any, raw: list[int]) -> bool:
+        """Add the kernel node ``node`` with the prepared parameters (its arguments already packed)."""
+        self.rc = 0
+        if type(node) is not KernelNode or not self.write_dims(node):
+            return False
+        preds = node._preds
+        n = len(preds)
+        deps = driver_deps(preds, self._dn, raw, self._make)
+        if BINDINGS_MAJOR >= 13:
+            r = self._add(self._handle, deps, None, n, self._kp)
+        else:  # pragma: no cover - cuda-bindings 12.x
+            r = self._add(self._handle, deps, n, self._kp)
+        if r[0]:
+            self.rc = int(r[0])
+            return True
+        self._dn[node.index] = r[1]
+        raw[node.index] = int(r[1])
+        self.done += 1
+        return True
+
+    def add_with(self, node: Any, raw: list[int], params: int) -> bool:
+        """Always ``False``: ``cuda.bindings`` takes the parameter object, which the caller holds."""
+        self.rc = 0
+        return False
+
+    def write_dims(self, node: Any) -> bool:
+        """Write the node's grid, block and shared memory where they differ from the last node's."""
+        if type(node) is not KernelNode:
+            return False
+        k = self._kp.kernel
+        try:
+            grid = node.grid
+            if grid is not self._grid and grid != self._grid:
+                k.gridDimX, k.gridDimY, k.gridDimZ = grid
+                self._grid = grid
+            block = node.block
+            if block is not self._block and block != self._block:
+                k.blockDimX, k.blockDimY, k.blockDimZ = block
+                self._block = block
+            if node.shared_mem != self._smem:
+                k.sharedMemBytes = node.shared_mem
+                self._smem = node.shared_mem
+        except (TypeError, ValueError, OverflowError):
+            self._grid = self._block = None
+            return False
+        return True

@@ -1,0 +1,161 @@
+"""The interface every node kind's driver behaviour implements, and what the generic loops hand it.
+
+A kind's ops object (a :class:`KindOps`) says how its nodes become driver
+work in each materializer:
+
+- :meth:`KindOps.params`: the ``CUgraphNodeParams`` of one node, shared by
+  explicit construction (``cuGraphAddNode``) and by executable updates
+  (``cuGraphExecNodeSetParams``);
+- :meth:`KindOps.lower`: explicit construction of kinds that need more than
+  one add (bodies, condition handles, allocations, launch attributes);
+- :meth:`KindOps.issue`: the stream calls that do the node's work now
+  (``Graph.run``) or under stream capture;
+- :meth:`KindOps.capture`: how the capture materializer expresses the node;
+- :meth:`KindOps.lift`: a typed node read back from a driver node.
+
+The generic loops of :mod:`cudagraph.materialize` pass themselves down as the
+protocols below (:class:`Builder`, :class:`StreamRun`, :class:`Replay`,
+:class:`Lifter`), so ops never import the layer above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from ...errors import UnsupportedError
+
+if TYPE_CHECKING:
+    from ...definition.graph import Graph
+    from ...definition.nodes import Node
+    from ..lower_state import LowerState
+
+__all__ = ["Builder", "KindOps", "Lifter", "Replay", "StreamRun"]
+
+
+class Builder(Protocol):
+    """One explicit construction, as a kind's :meth:`KindOps.lower` sees it (``materialize.explicit.Lowering``)."""
+
+    ctx: Any
+    bindings: dict[str, Any]
+    sink: list[Any]
+    host_keys: list[int]
+    bodies: list[Graph]
+    state: LowerState
+
+    def add(self, graph: Any, deps: Any, ndeps: int, params: Any) -> Any:
+        """``cuGraphAddNode`` with the 12.x shape: ``(CUresult, CUgraphNode)``."""
+        ...
+
+    def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> Sequence[Any]:
+        """Add every node of ``graph`` (a body) to the driver graph ``handle``."""
+        ...
+
+
+class StreamRun(Protocol):
+    """One run of nodes on streams (eager or under capture), as :meth:`KindOps.issue` sees it."""
+
+    bindings: dict[str, Any]
+    sink: list[Any]
+    host_keys: list[int]
+    state: LowerState
+
+    def issue_graph(self, graph: Graph, stream: Any) -> None:
+        """Issue every node of ``graph`` (a body) on the stream handle ``stream``."""
+        ...
+
+
+class Replay(Protocol):
+    """One capture (``materialize.capture``), as :meth:`KindOps.capture` sees it."""
+
+    @property
+    def run(self) -> StreamRun:
+        """How nodes are issued on the capturing streams."""
+        ...
+
+    def issued(self, node: Node, stream: Any) -> None:
+        """Record the driver node that the last call on ``stream`` made for ``node``."""
+        ...
+
+    def inline(self, node: Node, graph: Graph, stream: Any) -> None:
+        """Replay ``graph`` (the body of ``node``) on ``stream`` (a ``cuda.core`` Stream), joined back onto it."""
+        ...
+
+
+class Lifter(Protocol):
+    """One lift (``materialize.lift``), as :meth:`KindOps.lift` sees it."""
+
+    drv: Any
+
+    def into(self, g: Graph, graph: int) -> None:
+        """Add the nodes and edges of the driver graph ``graph`` (a handle as an int) to ``g``."""
+        ...
+
+
+class KindOps:
+    """The driver behaviour of one node kind; each method's default says the kind does not do it."""
+
+    __slots__ = ()
+
+    #: Explicit construction calls :meth:`lower` (more than one add) instead of adding :meth:`params`.
+    lowers: ClassVar[bool] = False
+    #: The capture materializer expresses the kind by issuing it on a stream under capture.
+    capturable: ClassVar[bool] = False
+    #: The driver node type (``CUgraphNodeType`` member name) that :meth:`lift` reads, if any.
+    lifts: ClassVar[str | None] = None
+
+    def params(
+        self,
+        node: Any,
+        ctx: Any,
+        bindings: dict[str, Any],
+        sink: list[Any],
+        host_keys: list[int],
+        state: LowerState | None,
+    ) -> Any:
+        """Fresh ``CUgraphNodeParams`` for ``node``.
+
+        Parameters
+        ----------
+        node : Node
+            The node.
+        ctx : CUcontext
+            The context copies and fills run in.
+        bindings : dict
+            Parameter values.
+        sink : list
+            Where host callbacks append ``(node, exception)``.
+        host_keys : list of int
+            Where the keys of registered host callbacks are appended.
+        state : LowerState or None
+            The construction in progress (graph allocations); ``None`` outside one.
+        """
+        raise TypeError(f"{node.label}: {type(node).__name__} has no single-node driver parameters")
+
+    def lower(self, builder: Builder, node: Any, handle: Any, deps: Any, ndeps: int) -> Any:
+        """Add ``node`` to the driver graph ``handle`` after ``deps``; return ``(CUresult, CUgraphNode)``."""
+        p = self.params(node, builder.ctx, builder.bindings, builder.sink, builder.host_keys, builder.state)
+        return builder.add(handle, deps, ndeps, p)
+
+    def issue(self, node: Any, stream: Any, run: StreamRun) -> None:
+        """Issue the stream calls that do ``node``'s work on the stream handle ``stream``."""
+        raise UnsupportedError(f"{node.label}: Graph.run() cannot run {type(node).__name__}", node=node)
+
+    def capture_refusal(self, node: Any) -> str | None:
+        """Why the capture materializer cannot express ``node`` (``None``: it can)."""
+        if self.capturable:
+            return None
+        return f"{node.label}: the capture backend cannot express a {node.kind} node; use backend='explicit'"
+
+    def capture(self, replay: Replay, node: Any, stream: Any) -> None:
+        """Express ``node`` on ``stream`` (a ``cuda.core`` Stream) under capture."""
+        h = stream.handle
+        self.issue(node, h, replay.run)
+        replay.issued(node, h)
+
+    def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
+        """Add to ``g`` the typed node of the driver node ``dn`` (``None``: not expressible, kept opaque)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"

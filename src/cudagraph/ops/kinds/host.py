@@ -1,0 +1,61 @@
+"""Host callbacks: ``HostNode`` (a Python callable run by the driver through one C trampoline)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...definition.nodes import HostNode, Node
+from ...driver.calls import check, require_driver
+from ...driver.host_callbacks import HOST_FN_ADDRESS, callback, register
+from ..lower_state import LowerState
+from .base import KindOps, Lifter, StreamRun
+
+if TYPE_CHECKING:
+    from ...definition.graph import Graph
+
+__all__ = ["OPS", "HostOps"]
+
+
+class HostOps(KindOps):
+    """A host node: the callable is registered under a key the trampoline receives as ``userData``."""
+
+    __slots__ = ()
+    capturable = True
+    lifts = "CU_GRAPH_NODE_TYPE_HOST"
+
+    def params(
+        self,
+        node: HostNode,
+        ctx: Any,
+        bindings: dict[str, Any],
+        sink: list[Any],
+        host_keys: list[int],
+        state: LowerState | None,
+    ) -> Any:
+        drv = require_driver()
+        p = drv.CUgraphNodeParams()
+        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_HOST
+        p.host.fn = drv.CUhostFn(HOST_FN_ADDRESS)
+        key = register(node.fn, node.args, sink, node)
+        host_keys.append(key)
+        p.host.userData = key
+        return p
+
+    def issue(self, node: HostNode, stream: Any, run: StreamRun) -> None:
+        drv = require_driver()
+        key = register(node.fn, node.args, run.sink, node)
+        run.host_keys.append(key)
+        check(drv.cuLaunchHostFunc(stream, drv.CUhostFn(HOST_FN_ADDRESS), key), "cuLaunchHostFunc", node)
+
+    def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
+        """A host node of this library's callbacks, or ``None`` for a foreign host function."""
+        hp = check(lifter.drv.cuGraphHostNodeGetParams(dn), "cuGraphHostNodeGetParams")
+        entry = callback(int(hp.fn), int(hp.userData))
+        if entry is None:
+            return None
+        fn, fargs = entry
+        return g.host(fn, *fargs, after=after)
+
+
+#: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.
+OPS: tuple[tuple[type[Node], KindOps], ...] = ((HostNode, HostOps()),)

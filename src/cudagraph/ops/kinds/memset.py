@@ -1,0 +1,74 @@
+"""Fills: ``MemsetNode`` (1-D or pitched 2-D, elements of 1, 2 or 4 bytes)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...definition.nodes import MemsetNode, Node
+from ...driver.calls import check, require_driver
+from ..lower_state import LowerState
+from ..operands import pointer_value
+from .base import KindOps, Lifter, StreamRun
+
+if TYPE_CHECKING:
+    from ...definition.graph import Graph
+
+__all__ = ["OPS", "MemsetOps"]
+
+
+class MemsetOps(KindOps):
+    """A fill node; on a stream ``cuMemsetD{8,16,32}Async`` or its 2-D form."""
+
+    __slots__ = ()
+    capturable = True
+    lifts = "CU_GRAPH_NODE_TYPE_MEMSET"
+
+    def params(
+        self,
+        node: MemsetNode,
+        ctx: Any,
+        bindings: dict[str, Any],
+        sink: list[Any],
+        host_keys: list[int],
+        state: LowerState | None,
+    ) -> Any:
+        drv = require_driver()
+        p = drv.CUgraphNodeParams()
+        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET
+        m = p.memset
+        m.dst = pointer_value(node.dst, bindings, f"{node.label}: dst", state)
+        m.pitch = node.pitch if node.height > 1 else 0
+        m.value = node.value
+        m.elementSize = node.element_size
+        m.width = node.width
+        m.height = node.height
+        m.ctx = ctx
+        return p
+
+    def issue(self, node: MemsetNode, stream: Any, run: StreamRun) -> None:
+        drv = require_driver()
+        dst = pointer_value(node.dst, run.bindings, f"{node.label}: dst", run.state)
+        es = node.element_size
+        if node.height == 1:
+            fn = {1: drv.cuMemsetD8Async, 2: drv.cuMemsetD16Async, 4: drv.cuMemsetD32Async}[es]
+            check(fn(dst, node.value, node.width, stream), fn.__name__, node)
+        else:
+            fn = {1: drv.cuMemsetD2D8Async, 2: drv.cuMemsetD2D16Async, 4: drv.cuMemsetD2D32Async}[es]
+            check(fn(dst, node.pitch, node.value, node.width, node.height, stream), fn.__name__, node)
+
+    def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
+        mp = check(lifter.drv.cuGraphMemsetNodeGetParams(dn), "cuGraphMemsetNodeGetParams")
+        h = int(mp.height)
+        return g.memset(
+            int(mp.dst),
+            int(mp.value),
+            width=int(mp.width),
+            height=h,
+            pitch=int(mp.pitch) if h > 1 else None,
+            element_size=int(mp.elementSize),
+            after=after,
+        )
+
+
+#: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.
+OPS: tuple[tuple[type[Node], KindOps], ...] = ((MemsetNode, MemsetOps()),)

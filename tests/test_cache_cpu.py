@@ -310,6 +310,7 @@ class StubLowering:
 
     def __init__(self, graph: cg.Graph, driver_nodes: list[Any]) -> None:
         self.host_keys: list[int] = []
+        self.state = None
         self.bodies: list[cg.Graph] = []
         self.param_users: dict[str, list[Any]] = {}
         self.map: dict[int, tuple[Any, Any]] = {}

@@ -89,6 +89,28 @@ def test_alloc_as_fill_and_copy_operand_with_offset(gpu, kernels, stream):
     np.testing.assert_array_equal(out, expect * 10 + 1)
 
 
+def test_rebinding_a_copy_out_of_a_graph_allocation(gpu, kernels, stream):
+    """A copy reading a graph allocation is set again when its destination parameter is rebound,
+    after another graph with allocations was built in between (the addresses come from the executable's own
+    construction)."""
+    g = cg.Graph("alloc_rebind")
+    x = g.param("x")
+    a = g.alloc(N * 4)
+    fill = g.memset(a, np.float32(3.0), after=a)
+    c = g.memcpy(x, a, N * 4, after=fill)
+    g.free(a, after=c)
+    first, second = gpu.upload(np.zeros(N, np.float32)), gpu.upload(np.zeros(N, np.float32))
+    with g.instantiate(x=first) as exe:
+        other = cg.Graph("other")
+        b = other.alloc(1024)
+        other.free(b, after=b)
+        other.instantiate().close()
+        exe.launch(stream, x=second)
+        stream.sync()
+        np.testing.assert_array_equal(gpu.read(second, N), np.full(N, 3.0, np.float32))
+        np.testing.assert_array_equal(gpu.read(first, N), np.zeros(N, np.float32))
+
+
 def test_unfreed_allocation_needs_auto_free(device, gpu, kernels, stream):
     out = gpu.upload(np.zeros(N, np.float32))
     g = cg.Graph("unfreed")

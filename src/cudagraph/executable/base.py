@@ -147,7 +147,8 @@ class ExecutableBase:
             assert isinstance(node, ChildGraphNode)
             self._set_child_graph(node, driver_node, ctx, bindings)
         else:
-            set_node_params(self._exec, node, driver_node, ctx, bindings, self._sink, self._lowered.host_keys)
+            lowered = self._lowered
+            set_node_params(self._exec, node, driver_node, ctx, bindings, self._sink, lowered.host_keys, lowered.state)
 
     def _set_child_graph(self, node: ChildGraphNode, driver_node: Any, ctx: Any, bindings: dict[str, Any]) -> None:
         """Lower the body of ``node`` afresh and give it to ``driver_node``."""

@@ -298,6 +298,7 @@ class LoweredGraph:
         "_all",
         "_lowering",
         "param_users",
+        "state",
     )
 
     def __init__(self, handle: Any, definition: Graph, driver_nodes: Sequence[Any], lowering: Lowering) -> None:
@@ -311,6 +312,8 @@ class LoweredGraph:
         self._all: dict[int, tuple[Node, Any]] | None = None
         self._lowering: Lowering | None = lowering
         self.param_users = lowering.param_users
+        # Graph allocations' addresses, read again when a node using one is set on the executable.
+        self.state = lowering.state
 
     @property
     def all_nodes(self) -> dict[int, tuple[Node, Any]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..definition.nodes import Node
 from ..driver.calls import raise_error, require_driver
+from .lower_state import LowerState
 from .node_params import node_params
 
 __all__ = ["set_function", "set_node_params"]
@@ -36,10 +37,13 @@ def set_node_params(
     bindings: dict[str, Any],
     sink: list[Any],
     host_keys: list[int],
+    state: LowerState | None = None,
 ) -> None:
     """Give ``driver_node`` of ``exec_handle`` the parameters of ``node`` (under ``bindings``).
 
-    ``node`` is of any kind but kernel and child graph.
+    ``node`` is of any kind but kernel and child graph. ``state`` is the
+    :class:`~cudagraph.ops.lower_state.LowerState` of the construction that made
+    ``exec_handle`` (the addresses of its graph allocations).
 
     Raises
     ------
@@ -47,7 +51,7 @@ def set_node_params(
         The driver refused the update; the message names the node.
     """
     drv = require_driver()
-    p = node_params(node, ctx, bindings, sink, host_keys)
+    p = node_params(node, ctx, bindings, sink, host_keys, state)
     (err,) = drv.cuGraphExecNodeSetParams(exec_handle, driver_node, p)
     if err:
         raise_error(err, "cuGraphExecNodeSetParams", node)

@@ -9,11 +9,14 @@ runs the same code paths through ``cuda.bindings``.
 
 from setuptools import Extension, setup
 
+#: The module (``_native.c``) and one source per compiled algorithm (see ``_native.h``).
+_SOURCES = ("_native", "_native_loop", "_native_layout", "_native_rebind", "_native_read", "_native_bind")
+
 setup(
     ext_modules=[
         Extension(
             "cudagraph.driver._native",
-            sources=["src/cudagraph/driver/_native.c", "src/cudagraph/driver/_native_bind.c"],
+            sources=[f"src/cudagraph/driver/{name}.c" for name in _SOURCES],
             depends=["src/cudagraph/driver/_native.h"],
             extra_compile_args=["-O2"],
             optional=True,

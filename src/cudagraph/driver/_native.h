@@ -1,6 +1,19 @@
 /*
- * Shared by the sources of cudagraph.driver._native: the driver ABI it writes,
- * reading __slots__ attributes by offset, and the rebinding loop.
+ * Shared by the sources of cudagraph.driver._native: the driver ABI it writes, reading __slots__
+ * attributes by offset (names declared in Python), and the entry points each source file defines.
+ *
+ *   _native.c         module init; the slot list (declare_slots) and resolving it on classes
+ *   _native_loop.c    KernelLoop: adding or setting runs of kernel nodes
+ *   _native_layout.c  Layout: topology signatures and kernel-node diffs
+ *   _native_rebind.c  set_kernel_node, rebind: executable kernel-node updates
+ *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
+ *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
+ *
+ * Memory rules, for every source: a Python object used across a call that can run Python code
+ * (attribute access, int(), a type's __hash__ or __eq__ through a dict or set lookup, allocating a
+ * GC-tracked object, releasing a reference, a driver entry point that is a Python callback in
+ * tests) is held by a strong reference or read again after the call; a length read before such a
+ * call is checked again after it; an object is type-checked before an unchecked macro reads it.
  */
 #ifndef CUDAGRAPH_NATIVE_H
 #define CUDAGRAPH_NATIVE_H
@@ -54,7 +67,7 @@ _Static_assert(offsetof(cg_kernel_params_v3, kernelParams) == 40, "CUDA_KERNEL_N
 static inline int
 address_of(PyObject *obj, const char *what, void **out)
 {
-    void *p = PyLong_AsVoidPtr(obj);
+    void *p = PyLong_AsVoidPtr(obj); /* runs no Python code: an int subclass is read as it is */
     if (p == NULL && PyErr_Occurred()) {
         PyErr_Format(PyExc_TypeError, "%s must be an address (int)", what);
         return -1;
@@ -63,44 +76,119 @@ address_of(PyObject *obj, const char *what, void **out)
     return 0;
 }
 
-/* The instance offset of a __slots__ attribute of `tp` (a member descriptor holding an object). */
+/* Write an unsigned 64-bit value from a Python int (no exception set on failure; runs no Python code). */
 static inline int
-slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out)
+pack_u64(PyObject *v, char *to)
 {
-    PyObject *d = PyObject_GetAttrString((PyObject *)tp, name);
-    if (d == NULL)
-        return -1;
-    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ attribute", tp->tp_name, name);
-        Py_DECREF(d);
-        return -1;
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
     }
-    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-    int ok = m->type == Py_T_OBJECT_EX && m->offset > 0 &&
-             m->offset + (Py_ssize_t)sizeof(PyObject *) <= tp->tp_basicsize;
-    Py_ssize_t off = m->offset;
-    Py_DECREF(d);
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", tp->tp_name, name);
+    memcpy(to, &x, sizeof x); /* x86-64 and aarch64 Linux are little-endian */
+    return 1;
+}
+
+/* A (x, y, z) tuple of ints as three unsigned ints; 0 on success, -1 (no exception set) otherwise. */
+static inline int
+dims3(PyObject *t, unsigned int *x, unsigned int *y, unsigned int *z)
+{
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3)
         return -1;
+    unsigned long v[3];
+    for (int i = 0; i < 3; i++) {
+        PyObject *item = PyTuple_GET_ITEM(t, i);
+        if (!PyLong_CheckExact(item))
+            return -1;
+        v[i] = PyLong_AsUnsignedLong(item);
+        if (v[i] == (unsigned long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (v[i] > 0xFFFFFFFFul)
+            return -1;
     }
-    *out = off;
+    *x = (unsigned int)v[0];
+    *y = (unsigned int)v[1];
+    *z = (unsigned int)v[2];
     return 0;
 }
 
 /* The object held by the __slots__ attribute at instance offset `off` (NULL when unset). */
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
-/* Rebind one parameter in kernel nodes of an executable (see rebind_doc in _native.c): write the
- * `len` bytes at `data` into every group's buffer and set its nodes. 0 when every call succeeded;
- * the driver's CUresult (> 0) when it refused, with the group and node positions in *g_out, *i_out
- * (everything before was set); -1 with an exception set for a malformed group. */
+/* ------------------------------------------------------------------ the slots read (_native.c)
+ *
+ * The C structures below are read from Python objects through their __slots__. The names are not
+ * written here: cudagraph.driver.c_entry declares them once (NATIVE_SLOTS, a role -> names mapping,
+ * handed over by declare_slots() at import), in the order of the fields of each structure. A type
+ * built over a class (KernelLoop, Layout, BindMethod) resolves the offsets on the class it is given.
+ */
+
+/* NATIVE_SLOTS["kernel_node"]: a KernelNode's launch. */
+typedef union {
+    struct {
+        Py_ssize_t kernel, grid, block, smem, args, attrs;
+    };
+    Py_ssize_t at[6];
+} cg_kernel_slots;
+
+/* NATIVE_SLOTS["node"]: every Node's predecessors and position. */
+typedef union {
+    struct {
+        Py_ssize_t preds, index;
+    };
+    Py_ssize_t at[2];
+} cg_node_slots;
+
+/* NATIVE_SLOTS["executable"]: the state of an Executable that its compiled bind reads and writes. */
+typedef union {
+    struct {
+        Py_ssize_t exec, exec_addr, raw, bindings, plans, lock, calls;
+    };
+    Py_ssize_t at[7];
+} cg_executable_slots;
+
+/* NATIVE_SLOTS["bind_plan"]: a prepared BindPlan. */
+typedef union {
+    struct {
+        Py_ssize_t groups, address, count;
+    };
+    Py_ssize_t at[3];
+} cg_bind_plan_slots;
+
+#define CG_SLOT_COUNT(u) ((Py_ssize_t)(sizeof(u) / sizeof(Py_ssize_t)))
+
+/* Resolve the slots declared for `role` on `tp` into offsets[0:count] (the instance offsets of its
+ * member descriptors). 0, or -1 with an exception set: RuntimeError when nothing was declared,
+ * ValueError when the role names another number of slots, AttributeError when `tp` lacks one,
+ * TypeError when the attribute is not an object slot of `tp` or a base. May run Python code. */
+int cg_resolve_slots(PyTypeObject *tp, const char *role, Py_ssize_t count, Py_ssize_t *offsets);
+
+/* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `locked`. */
+extern PyObject *cg_str_handle, *cg_str_locked;
+
+/* ------------------------------------------------------------------ the entry points of each source */
+
+/* _native_loop.c, _native_layout.c, _native_bind.c: the types (made ready by cg_*_ready, 0 or -1). */
+extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType;
+int cg_bind_method_ready(void);
+
+/* _native_rebind.c */
+PyObject *cg_set_kernel_node(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
+PyObject *cg_rebind(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
+extern const char cg_set_kernel_node_doc[], cg_rebind_doc[];
+
+/* Rebind one parameter in kernel nodes of an executable (see cg_rebind_doc): write the `len` bytes
+ * at `data` into every group's buffer and set its nodes. 0 when every call succeeded; the driver's
+ * CUresult (> 0) when it refused, with the group and node positions in *g_out, *i_out (everything
+ * before was set); -1 with an exception set for a malformed group. */
 int cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ssize_t len, Py_ssize_t *g_out,
                      Py_ssize_t *i_out);
 
-/* The type of the compiled Executable.bind (_native_bind.c), and making it ready (0, or -1 with an
- * exception set). */
-extern PyTypeObject cg_BindMethodType;
-int cg_bind_method_ready(void);
+/* _native_read.c */
+PyObject *cg_read_nodes(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
+PyObject *cg_kernel_args(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
+extern const char cg_read_nodes_doc[], cg_kernel_args_doc[];
 
 #endif

@@ -1,6 +1,9 @@
 /*
  * BindMethod: Executable.bind with a compiled path for the per-step case.
  *
+ * Python twin (see cudagraph.driver.c_entry): cudagraph.executable.executable.Executable.bind, the
+ * Python method it wraps (its `func` and `__wrapped__`), which every call it does not take goes to.
+ *
  * A Python method taking **params costs a dict per call, and the checks and
  * the lock around one rebind add several Python frames: together about as much
  * as the driver call itself. BindMethod is a method descriptor (its type has
@@ -15,10 +18,13 @@
  * values, several keywords, no plan yet, the executable's lock held, a driver
  * refusal) goes to the Python function, which checks, plans and names errors.
  *
- * The executable's state is read through its __slots__ descriptors, resolved
- * once by name. Between the lock test and the write-back no Python code runs,
- * so under the GIL the fast path is atomic with respect to the Python paths
- * that hold the lock.
+ * The executable's state is read through its __slots__ (NATIVE_SLOTS "executable" and "bind_plan",
+ * resolved on the classes given at construction), after the last call that runs Python code of the
+ * caller's (the buffer's `handle`, the lock's `locked()`): with the executable's own dicts (str keys)
+ * and a driver written in C, no Python code runs from the lock test to the write-back, so under the
+ * GIL the fast path is atomic with respect to the Python paths that hold the lock. Every object used
+ * is held nonetheless, and the update count is read where it is written, so hostile objects (keys
+ * whose __eq__ runs code, a driver callback in Python) cannot make it read freed memory.
  */
 #include "_native.h"
 
@@ -30,11 +36,9 @@ typedef struct {
     PyTypeObject *plan_type; /* BindPlan (exact type) */
     PyObject *buffer_types; /* set of types whose `handle` is the address */
     PyObject *dict;         /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
-    Py_ssize_t exec, exec_addr, raw, bindings, plans, lock, calls; /* Executable slots */
-    Py_ssize_t groups, address, count;                            /* BindPlan slots */
+    cg_executable_slots ex; /* of cls */
+    cg_bind_plan_slots pl;  /* of plan_type */
 } BindMethod;
-
-static PyObject *str_handle, *str_locked;
 
 /* The address `value` stands for (an exact int, or an object of a listed type through its `handle`);
  * 0 when it is neither or is not a non-zero 64-bit address (the Python path decides). May run Python code. */
@@ -50,7 +54,7 @@ address_value(BindMethod *m, PyObject *value)
             PyErr_Clear();
             return 0;
         }
-        PyObject *h = PyObject_GetAttr(value, str_handle);
+        PyObject *h = PyObject_GetAttr(value, cg_str_handle);
         PyObject *n = h == NULL ? NULL : PyNumber_Long(h);
         Py_XDECREF(h);
         if (n == NULL) {
@@ -67,93 +71,139 @@ address_value(BindMethod *m, PyObject *value)
     return v;
 }
 
+/* Whether `lock.locked()` says the lock is free (1), held (0), or could not tell (0, no exception set). */
+static int
+lock_free(PyObject *lock)
+{
+    Py_INCREF(lock); /* its locked() may drop the executable's reference */
+    PyObject *held = PyObject_CallMethodNoArgs(lock, cg_str_locked);
+    Py_DECREF(lock);
+    if (held == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int free = held == Py_False;
+    Py_DECREF(held);
+    return free;
+}
+
+/* Add `n` to the executable's update count as it is now (the code run before may have set it). */
+static int
+add_calls(BindMethod *m, PyObject *exe, Py_ssize_t n)
+{
+    PyObject *calls = SLOT(exe, m->ex.calls);
+    if (calls == NULL || !PyLong_CheckExact(calls))
+        return 0;
+    Py_ssize_t done = PyLong_AsSsize_t(calls);
+    if (done < 0 || done > PY_SSIZE_T_MAX - n) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *now = PyLong_FromSsize_t(done + n); /* an int: allocating it runs no Python code */
+    if (now == NULL)
+        return -1;
+    SLOT(exe, m->ex.calls) = now;
+    Py_DECREF(calls); /* an int: runs no Python code */
+    return 0;
+}
+
 /* Rebind parameter `name` of `exe` to `value` if the fast path applies: 1 with the number of node
  * updates in *count, 0 for the Python path, -1 with an exception set. */
 static int
 bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count)
 {
-    PyObject *raw = SLOT(exe, m->raw), *exec = SLOT(exe, m->exec);
+    PyObject *raw = SLOT(exe, m->ex.raw), *exec = SLOT(exe, m->ex.exec);
     if (raw == NULL || !PyDict_CheckExact(raw) || exec == NULL || exec == Py_None || !PyUnicode_CheckExact(name))
         return 0;
+    Py_INCREF(raw); /* a key's __eq__ may replace it */
     PyObject *prev = PyDict_GetItemWithError(raw, name);
-    if (prev == value) { /* the object bound last: nothing to do */
+    int same = prev == value, failed = prev == NULL && PyErr_Occurred(); /* `value` is held by the caller */
+    Py_DECREF(raw);
+    if (same) { /* the object bound last: nothing to do */
         *count = 0;
         return 1;
     }
-    if (prev == NULL && PyErr_Occurred())
+    if (failed)
         return -1;
     unsigned long long v = address_value(m, value);
     if (v == 0)
         return 0;
-    /* Read the state after the `handle` attribute (Python code) was taken. */
-    exec = SLOT(exe, m->exec);
-    PyObject *plans = SLOT(exe, m->plans), *bindings = SLOT(exe, m->bindings), *lock = SLOT(exe, m->lock);
-    PyObject *exec_addr = SLOT(exe, m->exec_addr), *calls = SLOT(exe, m->calls);
-    raw = SLOT(exe, m->raw);
+    PyObject *lock = SLOT(exe, m->ex.lock);
+    if (lock == NULL || !lock_free(lock)) /* another thread is changing the executable: the Python path waits */
+        return 0;
+    /* The state, read after the caller's Python code ran; every object used below is held. */
+    int r = 0;
+    PyObject *plans = Py_XNewRef(SLOT(exe, m->ex.plans)), *bindings = Py_XNewRef(SLOT(exe, m->ex.bindings));
+    PyObject *plan = NULL, *groups = NULL, *address_obj = NULL;
+    raw = Py_XNewRef(SLOT(exe, m->ex.raw));
+    exec = SLOT(exe, m->ex.exec);
     if (exec == NULL || exec == Py_None || plans == NULL || !PyDict_CheckExact(plans) || bindings == NULL ||
-        !PyDict_CheckExact(bindings) || raw == NULL || !PyDict_CheckExact(raw) || lock == NULL ||
-        exec_addr == NULL || !PyLong_CheckExact(exec_addr) || calls == NULL || !PyLong_CheckExact(calls))
-        return 0;
-    PyObject *plan = PyDict_GetItemWithError(plans, name);
-    if (plan == NULL)
-        return PyErr_Occurred() ? -1 : 0;
+        !PyDict_CheckExact(bindings) || raw == NULL || !PyDict_CheckExact(raw))
+        goto done;
+    plan = Py_XNewRef(PyDict_GetItemWithError(plans, name));
+    if (plan == NULL) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
     if (Py_TYPE(plan) != m->plan_type)
-        return 0;
-    PyObject *groups = SLOT(plan, m->groups), *address = SLOT(plan, m->address), *pcount = SLOT(plan, m->count);
+        goto done;
+    groups = Py_XNewRef(SLOT(plan, m->pl.groups));
+    PyObject *address = SLOT(plan, m->pl.address), *pcount = SLOT(plan, m->pl.count);
     if (groups == NULL || !PyList_CheckExact(groups) || address == NULL || !PyLong_CheckExact(address) ||
         pcount == NULL || !PyLong_CheckExact(pcount))
-        return 0;
-    void *fn = PyLong_AsVoidPtr(address), *ex = PyLong_AsVoidPtr(exec_addr);
-    Py_ssize_t n = PyLong_AsSsize_t(pcount), done = PyLong_AsSsize_t(calls);
-    if (fn == NULL || ex == NULL || n < 0 || done < 0 || PyErr_Occurred()) {
+        goto done;
+    void *fn = PyLong_AsVoidPtr(address);
+    Py_ssize_t n = PyLong_AsSsize_t(pcount);
+    if (fn == NULL || n < 0) {
         PyErr_Clear();
-        return 0;
+        goto done;
     }
-    PyObject *held = PyObject_CallMethodNoArgs(lock, str_locked);
-    if (held == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int busy = held != Py_False;
-    Py_DECREF(held);
-    if (busy) /* another thread is changing the executable: the Python path waits for it */
-        return 0;
-    /* From here to the end no Python code runs. */
     PyObject *bound = PyDict_GetItemWithError(bindings, name);
-    if (bound == NULL && PyErr_Occurred())
-        return -1;
+    if (bound == NULL && PyErr_Occurred()) {
+        r = -1;
+        goto done;
+    }
     if (bound != NULL && PyLong_CheckExact(bound)) {
         unsigned long long b = PyLong_AsUnsignedLongLong(bound);
-        if (b == (unsigned long long)-1 && PyErr_Occurred())
+        if (b == (unsigned long long)-1 && PyErr_Occurred()) {
             PyErr_Clear();
-        else if (b == v) { /* the same address under another object: remembered, no driver call */
-            if (PyDict_SetItem(raw, name, value) < 0)
-                return -1;
+        } else if (b == v) { /* the same address under another object: remembered, no driver call */
+            r = PyDict_SetItem(raw, name, value) < 0 ? -1 : 1;
             *count = 0;
-            return 1;
+            goto done;
         }
     }
-    PyObject *address_obj = PyLong_FromUnsignedLongLong(v), *new_calls = PyLong_FromSsize_t(done + n);
-    if (address_obj == NULL || new_calls == NULL) {
-        Py_XDECREF(address_obj);
-        Py_XDECREF(new_calls);
-        return -1;
+    PyObject *exec_addr = SLOT(exe, m->ex.exec_addr), *calls = SLOT(exe, m->ex.calls);
+    void *ex = exec_addr != NULL && PyLong_CheckExact(exec_addr) ? PyLong_AsVoidPtr(exec_addr) : NULL;
+    if (ex == NULL || calls == NULL || !PyLong_CheckExact(calls) || PyLong_AsSsize_t(calls) < 0) {
+        PyErr_Clear();
+        goto done;
+    }
+    if ((address_obj = PyLong_FromUnsignedLongLong(v)) == NULL) {
+        r = -1;
+        goto done;
     }
     Py_ssize_t g, i;
     int rc = cg_rebind_groups(fn, ex, groups, (const char *)&v, (Py_ssize_t)sizeof v, &g, &i);
-    if (rc != 0 || PyDict_SetItem(bindings, name, address_obj) < 0) {
-        Py_DECREF(address_obj);
-        Py_DECREF(new_calls);
-        /* A refusal: the Python path makes the same calls again and names the node. */
-        return rc > 0 ? 0 : -1;
+    if (rc != 0) { /* a refusal: the Python path makes the same calls again and names the node */
+        r = rc > 0 ? 0 : -1;
+        goto done;
     }
-    Py_DECREF(address_obj);
-    SLOT(exe, m->calls) = new_calls;
-    Py_DECREF(calls);
-    if (PyDict_SetItem(raw, name, value) < 0) /* last: the object replaced may run code as it goes */
-        return -1;
+    if (PyDict_SetItem(bindings, name, address_obj) < 0 || add_calls(m, exe, n) < 0 ||
+        PyDict_SetItem(raw, name, value) < 0) { /* last: the object replaced may run code as it goes */
+        r = -1;
+        goto done;
+    }
     *count = n;
-    return 1;
+    r = 1;
+done:
+    Py_XDECREF(address_obj);
+    Py_XDECREF(groups);
+    Py_XDECREF(plan);
+    Py_XDECREF(plans);
+    Py_XDECREF(bindings);
+    Py_XDECREF(raw);
+    return r;
 }
 
 static PyObject *
@@ -187,11 +237,8 @@ bind_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (m == NULL)
         return NULL;
     PyTypeObject *ct = (PyTypeObject *)cls, *pt = (PyTypeObject *)plan_type;
-    if (slot_offset(ct, "_exec", &m->exec) < 0 || slot_offset(ct, "_exec_addr", &m->exec_addr) < 0 ||
-        slot_offset(ct, "_raw_bound", &m->raw) < 0 || slot_offset(ct, "_bindings", &m->bindings) < 0 ||
-        slot_offset(ct, "_plans", &m->plans) < 0 || slot_offset(ct, "_lock", &m->lock) < 0 ||
-        slot_offset(ct, "update_calls", &m->calls) < 0 || slot_offset(pt, "pointer_groups", &m->groups) < 0 ||
-        slot_offset(pt, "set_address", &m->address) < 0 || slot_offset(pt, "count", &m->count) < 0) {
+    if (cg_resolve_slots(ct, "executable", CG_SLOT_COUNT(m->ex), m->ex.at) < 0 ||
+        cg_resolve_slots(pt, "bind_plan", CG_SLOT_COUNT(m->pl), m->pl.at) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -282,9 +329,5 @@ PyTypeObject cg_BindMethodType = {
 int
 cg_bind_method_ready(void)
 {
-    str_handle = PyUnicode_InternFromString("handle");
-    str_locked = PyUnicode_InternFromString("locked");
-    if (str_handle == NULL || str_locked == NULL)
-        return -1;
     return PyType_Ready(&cg_BindMethodType);
 }

@@ -13,11 +13,38 @@ around the wrapper live here:
   :func:`kernel_loop` for construction and for executable updates of many
   kernel nodes, ``rebind`` for rebinding a parameter;
 - :func:`c_function`, an exported symbol as a ctypes function (lifting reads
-  graphs through these; see ``_c_read.py``).
+  graphs through these; see ``graph_reader.py``).
 
 Where the module was not built, a symbol cannot be found (an older driver, no
 ``libcuda.so.1``), or ``CUDAGRAPH_NO_C_ENTRY=1`` is set, these return ``None``
 and the callers keep using ``cuda.bindings``.
+
+Compiled code is an accelerator, not a second design: each compiled algorithm
+has one Python twin, the reference, which the callers run where the module is
+unavailable and which CPU tests compare it with (:data:`PYTHON_TWINS` holds
+this table; ``tests/test_native_schema.py`` imports every twin):
+
+=============================  ====================================================================
+Compiled (``_native``)         Python twin
+=============================  ====================================================================
+KernelLoop                     cudagraph.materialize.explicit.Lowering.lower_graph
+KernelLoop(set_mode=True)      cudagraph.ops.node_update.KernelParamsWriter.set
+set_kernel_node                cudagraph.ops.node_update.KernelParamsWriter.set
+rebind                         cudagraph.executable.bind_plan.BindPlan.apply
+BindMethod                     cudagraph.executable.executable.Executable.bind
+Layout.signature               cudagraph.definition.diff.topology_signature
+Layout.diff                    cudagraph.definition.diff.diff_states
+read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
+kernel_args                    cudagraph.materialize.lift._KernelEntry.args
+=============================  ====================================================================
+
+(``KernelLoop``'s twins are the ``cuda.bindings`` branches of those loops;
+``BindMethod`` wraps its twin, the Python method, as ``__wrapped__``.)
+
+The compiled module reads Python objects only through the ``__slots__`` named
+in :data:`NATIVE_SLOTS`, declared to it once at import (``declare_slots``); a
+type built over a class resolves them on the class it is handed, and refuses a
+class lacking one.
 """
 
 from __future__ import annotations
@@ -25,19 +52,74 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
-from types import ModuleType
-from typing import Any
+from types import MappingProxyType, ModuleType
+from typing import Any, Final
 
-__all__ = ["NATIVE", "c_address", "c_function", "kernel_loop", "use_kernel"]
+__all__ = [
+    "NATIVE",
+    "NATIVE_SLOTS",
+    "PYTHON_TWINS",
+    "SLOT_OWNERS",
+    "c_address",
+    "c_function",
+    "kernel_loop",
+    "use_kernel",
+]
+
+#: The ``__slots__`` the compiled module reads, by role, in the order of the fields of its C
+#: structures (``_native.h``): the only place their names are written for it.
+NATIVE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        # KernelLoop and Layout: a kernel node's launch (cg_kernel_slots)
+        "kernel_node": ("kernel", "grid", "block", "shared_mem", "args", "attrs"),
+        # KernelLoop and Layout: every node's predecessors and position (cg_node_slots)
+        "node": ("_preds", "index"),
+        # BindMethod: the executable's state it reads and writes (cg_executable_slots)
+        "executable": ("_exec", "_exec_addr", "_raw_bound", "_bindings", "_plans", "_lock", "update_calls"),
+        # BindMethod: a prepared rebinding plan (cg_bind_plan_slots)
+        "bind_plan": ("pointer_groups", "set_address", "count"),
+    }
+)
+
+#: The class whose slots each role of :data:`NATIVE_SLOTS` names (``module:qualified name``); the layer
+#: owning the class hands it to the compiled type (``kernel_loop`` here, ``executable`` for the others).
+SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
+    {
+        "kernel_node": "cudagraph.definition.nodes:KernelNode",
+        "node": "cudagraph.definition.nodes:Node",
+        "executable": "cudagraph.executable.executable:Executable",
+        "bind_plan": "cudagraph.executable.bind_plan:BindPlan",
+    }
+)
+
+#: Each compiled type, function or method (the table above) and its Python twin (``module:qualified name``).
+PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
+    {
+        "KernelLoop": "cudagraph.materialize.explicit:Lowering.lower_graph",
+        "KernelLoop(set_mode=True)": "cudagraph.ops.node_update:KernelParamsWriter.set",
+        "set_kernel_node": "cudagraph.ops.node_update:KernelParamsWriter.set",
+        "rebind": "cudagraph.executable.bind_plan:BindPlan.apply",
+        "BindMethod": "cudagraph.executable.executable:Executable.bind",
+        "Layout.signature": "cudagraph.definition.diff:topology_signature",
+        "Layout.diff": "cudagraph.definition.diff:diff_states",
+        "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",
+        "kernel_args": "cudagraph.materialize.lift:_KernelEntry.args",
+    }
+)
 
 
 def _load_native() -> ModuleType | None:
     if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
         return None
     try:
-        return importlib.import_module("cudagraph.driver._native")
+        module = importlib.import_module("cudagraph.driver._native")
     except ImportError:
         return None
+    declare = getattr(module, "declare_slots", None)
+    if declare is None:  # built from older sources, which read slots of their own: not used
+        return None
+    declare(dict(NATIVE_SLOTS))
+    return module
 
 
 #: The compiled hot loops, or ``None`` where the extension was not built or is turned off.

@@ -134,7 +134,7 @@ class KernelInfo:
         self.params_address = ctypes.addressof(self._ptrs) if offsets else 0
         # argument types -> (struct.Struct, ((position, converter), ...) or None)
         self._packers: dict[tuple[type, ...], tuple[struct.Struct, tuple[tuple[int, Any], ...] | None]] = {}
-        # argument types -> one kind letter per argument, for the compiled loop (see _native.c)
+        # argument types -> one kind letter per argument, for the compiled loop (see _native_loop.c)
         self._kinds: dict[tuple[type, ...], bytes] = {}
 
     def pack(self, args: tuple[Any, ...], node: Any, bindings: dict[str, Any]) -> int:

@@ -1,0 +1,321 @@
+/*
+ * Layout: comparing rebuilt definitions with recorded ones, for ExecutableCache and Executable.update.
+ *
+ * Python twins (see cudagraph.driver.c_entry): signature, cudagraph.definition.diff.topology_signature;
+ * diff, cudagraph.definition.diff.diff_states. The nodes are read through their __slots__
+ * (NATIVE_SLOTS "kernel_node" and "node", resolved on the classes given at construction, once).
+ *
+ * Python code can run in the middle of both loops: a node type's or an argument type's __hash__ and
+ * __eq__ (set lookups) and the collector (allocating a tuple). So the nodes and tuples in use are held
+ * across those calls, list lengths are read again after them, and the second pass of signature checks
+ * again everything the first pass counted; where the graph changed under it, it answers None (the
+ * caller signs in Python).
+ */
+#include "_native.h"
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *kernel_type; /* NULL until initialized; then fixed */
+    PyTypeObject *node_type;
+    cg_kernel_slots kn;
+    cg_node_slots nd;
+} Layout;
+
+static void
+layout_dealloc(Layout *self)
+{
+    Py_CLEAR(self->kernel_type);
+    Py_CLEAR(self->node_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+layout_init(Layout *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"kernel_type", "node_type", NULL};
+    PyObject *ktype, *ntype;
+    if (self->kernel_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Layout is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &PyType_Type, &ktype, &PyType_Type, &ntype))
+        return -1;
+    PyTypeObject *kt = (PyTypeObject *)ktype, *nt = (PyTypeObject *)ntype;
+    if (!PyType_IsSubtype(kt, nt)) {
+        PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
+        return -1;
+    }
+    cg_kernel_slots kn;
+    cg_node_slots nd;
+    if (cg_resolve_slots(kt, "kernel_node", CG_SLOT_COUNT(kn), kn.at) < 0 ||
+        cg_resolve_slots(nt, "node", CG_SLOT_COUNT(nd), nd.at) < 0)
+        return -1;
+    if (self->kernel_type != NULL) { /* by the Python code resolving the slots ran */
+        PyErr_SetString(PyExc_RuntimeError, "Layout is already initialized");
+        return -1;
+    }
+    self->kn = kn;
+    self->nd = nd;
+    self->node_type = (PyTypeObject *)Py_NewRef(ntype);
+    self->kernel_type = (PyTypeObject *)Py_NewRef(ktype);
+    return 0;
+}
+
+/* Whether `obj` is a node (the kernel type first: most are). */
+static inline int
+is_node(Layout *self, PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    return t == self->kernel_type || t == self->node_type || PyType_IsSubtype(t, self->node_type);
+}
+
+/* Whether `node` may be read through the node slots, and its predecessors are nodes with an index:
+ * the number of predecessors, or -1. Runs no Python code. */
+static Py_ssize_t
+node_preds(Layout *self, PyObject *node)
+{
+    if (!is_node(self, node))
+        return -1;
+    PyObject *preds = SLOT(node, self->nd.preds);
+    if (preds == NULL || !PyList_CheckExact(preds))
+        return -1;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(preds); j++) {
+        PyObject *pred = PyList_GET_ITEM(preds, j);
+        if (!is_node(self, pred) || SLOT(pred, self->nd.index) == NULL)
+            return -1;
+    }
+    return PyList_GET_SIZE(preds);
+}
+
+PyDoc_STRVAR(layout_signature_doc,
+             "signature(nodes, flat_types) -> tuple or None\n\n"
+             "The topology signature of a graph whose nodes (in creation order) are the list `nodes`:\n"
+             "per node its type, then the index of each predecessor, in one flat tuple (as\n"
+             "cudagraph.definition.diff.topology_signature makes it). None when a node's type is neither the\n"
+             "kernel type nor in the set `flat_types` (types without nested bodies), or when the list\n"
+             "or a node's predecessors changed while it was read (Python code run by a type's __hash__).");
+
+static PyObject *
+layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyAnySet_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "signature(nodes: list, flat_types: set)");
+        return NULL;
+    }
+    if (self->kernel_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
+        return NULL;
+    }
+    PyObject *nodes = argv[0], *flat = argv[1];
+    Py_ssize_t count = PyList_GET_SIZE(nodes), total = count;
+    int looked_up = 0; /* whether a set lookup ran: it may have run Python code */
+    /* First pass: check every node and count its predecessors (the tuple is made at its size). */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i >= PyList_GET_SIZE(nodes)) /* shortened by the Python code a __hash__ ran */
+            Py_RETURN_NONE;
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        PyObject *t = (PyObject *)Py_TYPE(node);
+        if (t != (PyObject *)self->kernel_type) {
+            Py_INCREF(node); /* the set lookup may run Python code (a metaclass's __hash__ or __eq__) */
+            int known = PySet_Contains(flat, t);
+            int same = i < PyList_GET_SIZE(nodes) && PyList_GET_ITEM(nodes, i) == node;
+            Py_DECREF(node);
+            looked_up = 1;
+            if (known < 0)
+                return NULL;
+            if (!known || !same)
+                Py_RETURN_NONE;
+        }
+        Py_ssize_t n = node_preds(self, node);
+        if (n < 0)
+            Py_RETURN_NONE;
+        total += n;
+    }
+    int collecting = PyGC_Disable(); /* the collector would run Python code (finalizers) */
+    PyObject *out = PyTuple_New(total);
+    if (collecting)
+        PyGC_Enable();
+    if (out == NULL)
+        return NULL;
+    /* Second pass. Where no Python code ran since the first (no set lookup: kernel nodes only), the nodes
+     * are those just checked; else they are checked again, and must fit what was counted. */
+    Py_ssize_t at = 0;
+    if (looked_up && PyList_GET_SIZE(nodes) != count)
+        goto changed;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        Py_ssize_t n = looked_up ? node_preds(self, node) : PyList_GET_SIZE(SLOT(node, self->nd.preds));
+        if (n < 0 || n > total - at - 1)
+            goto changed;
+        PyTuple_SET_ITEM(out, at++, Py_NewRef((PyObject *)Py_TYPE(node)));
+        PyObject *preds = SLOT(node, self->nd.preds);
+        for (Py_ssize_t j = 0; j < n; j++)
+            PyTuple_SET_ITEM(out, at++, Py_NewRef(SLOT(PyList_GET_ITEM(preds, j), self->nd.index)));
+    }
+    if (at == total)
+        return out;
+changed: /* the graph changed while it was read: the items not set are NULL, which a tuple releases */
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(layout_diff_doc,
+             "diff(nodes, states, identity_types) -> (changed, suspects)\n\n"
+             "Compare the list `nodes` with `states`, the recorded node states of the same positions\n"
+             "(a list the caller owns: changed in place). A KernelNode whose kernel, grid, block,\n"
+             "shared_mem and attrs are the very objects of its 6-tuple state (kernel, grid, block,\n"
+             "shared_mem, args, attrs) is unchanged when its arguments are the recorded tuple or a\n"
+             "tuple of the very same objects, and changed when another argument differs in type,\n"
+             "is of a type in the set `identity_types` (equal only to itself), or is an int or float\n"
+             "of another value; its state then takes the new argument tuple (as\n"
+             "cudagraph.definition.diff.diff_states records it). Returns the nodes found changed (in order),\n"
+             "and the positions of every other node (to be compared by value by the caller).");
+
+/* 1: same; 0: changed; -1: undecided (the caller compares by value); -2: error.
+ * The caller holds `a` and `sa` (a type's __hash__ runs in the set lookup). */
+static int
+args_compare(PyObject *a, PyObject *sa, PyObject *identity_types)
+{
+    int undecided = 0;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
+        PyObject *x = PyTuple_GET_ITEM(a, j), *y = PyTuple_GET_ITEM(sa, j);
+        if (x == y)
+            continue;
+        if (Py_TYPE(x) != Py_TYPE(y))
+            return 0;
+        if (PyLong_CheckExact(x) || PyFloat_CheckExact(x)) {
+            int eq = PyObject_RichCompareBool(x, y, Py_EQ); /* int and float: no Python code */
+            if (eq < 0)
+                return -2;
+            if (!eq)
+                return 0;
+            continue;
+        }
+        int ident = PySet_Contains(identity_types, (PyObject *)Py_TYPE(x));
+        if (ident < 0)
+            return -2;
+        if (ident)
+            return 0;
+        undecided = 1;
+    }
+    return undecided ? -1 : 1;
+}
+
+static int
+append_index(PyObject *list, Py_ssize_t i)
+{
+    PyObject *at = PyLong_FromSsize_t(i);
+    if (at == NULL)
+        return -1;
+    int r = PyList_Append(list, at);
+    Py_DECREF(at);
+    return r;
+}
+
+/* The verdict on kernel node `node` against its state `s` (items of the caller's lists): 1 same, 0 changed
+ * (appended to `changed`), -1 the caller decides, -2 error. Records the node's new arguments in
+ * states[i] when it decides on them. */
+static int
+kernel_verdict(Layout *self, PyObject *node, PyObject *s, PyObject *states, Py_ssize_t i, PyObject *identity,
+               PyObject *changed)
+{
+    if (!(PyTuple_CheckExact(s) && PyTuple_GET_SIZE(s) == 6 && SLOT(node, self->kn.kernel) == PyTuple_GET_ITEM(s, 0) &&
+          SLOT(node, self->kn.grid) == PyTuple_GET_ITEM(s, 1) && SLOT(node, self->kn.block) == PyTuple_GET_ITEM(s, 2) &&
+          SLOT(node, self->kn.smem) == PyTuple_GET_ITEM(s, 3) && SLOT(node, self->kn.attrs) == PyTuple_GET_ITEM(s, 5)))
+        return -1;
+    PyObject *a = SLOT(node, self->kn.args), *sa = PyTuple_GET_ITEM(s, 4);
+    if (a == sa)
+        return 1;
+    if (a == NULL || !PyTuple_CheckExact(a) || !PyTuple_CheckExact(sa) || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(sa))
+        return -1;
+    int all_same = 1;
+    for (Py_ssize_t j = 0; all_same && j < PyTuple_GET_SIZE(a); j++)
+        all_same = PyTuple_GET_ITEM(a, j) == PyTuple_GET_ITEM(sa, j);
+    if (all_same)
+        return 1; /* the same objects in a new tuple: the recorded state stays */
+    /* Held from here: the Python code args_compare and the allocation may run can drop the lists' references. */
+    Py_INCREF(node);
+    Py_INCREF(s);
+    Py_INCREF(a);
+    int verdict = args_compare(a, sa, identity);
+    if (verdict >= 0) { /* decided here: record the new arguments */
+        PyObject *ns = PyTuple_New(6);
+        if (ns == NULL) {
+            verdict = -2;
+        } else {
+            for (Py_ssize_t j = 0; j < 6; j++)
+                PyTuple_SET_ITEM(ns, j, Py_NewRef(j == 4 ? a : PyTuple_GET_ITEM(s, j)));
+            if (i >= PyList_GET_SIZE(states)) {
+                PyErr_SetString(PyExc_RuntimeError, "diff: the list of states was shortened while it was read");
+                Py_DECREF(ns);
+                verdict = -2;
+            } else if (PyList_SetItem(states, i, ns) < 0) {
+                verdict = -2;
+            }
+        }
+    }
+    if (verdict == 0 && PyList_Append(changed, node) < 0)
+        verdict = -2;
+    Py_DECREF(a);
+    Py_DECREF(s);
+    Py_DECREF(node);
+    return verdict;
+}
+
+static PyObject *
+layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) || !PyAnySet_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "diff(nodes: list, states: list, identity_types: set)");
+        return NULL;
+    }
+    if (self->kernel_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
+        return NULL;
+    }
+    PyObject *nodes = argv[0], *states = argv[1], *identity = argv[2];
+    PyObject *changed = PyList_New(0), *suspects = PyList_New(0);
+    if (changed == NULL || suspects == NULL)
+        goto fail;
+    /* The lengths are read at every step: the Python code a comparison runs may shorten the lists. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes) && i < PyList_GET_SIZE(states); i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i), *s = PyList_GET_ITEM(states, i);
+        int verdict = -1; /* 1 same, 0 changed, -1 the caller decides (every node not a KernelNode) */
+        if (Py_TYPE(node) == self->kernel_type &&
+            (verdict = kernel_verdict(self, node, s, states, i, identity, changed)) == -2)
+            goto fail;
+        if (verdict == -1 && append_index(suspects, i) < 0)
+            goto fail;
+    }
+    PyObject *out = PyTuple_Pack(2, changed, suspects);
+    Py_DECREF(changed);
+    Py_DECREF(suspects);
+    return out;
+fail:
+    Py_XDECREF(changed);
+    Py_XDECREF(suspects);
+    return NULL;
+}
+
+static PyMethodDef layout_methods[] = {
+    {"signature", (PyCFunction)(void (*)(void))layout_signature, METH_FASTCALL, layout_signature_doc},
+    {"diff", (PyCFunction)(void (*)(void))layout_diff, METH_FASTCALL, layout_diff_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(layout_doc,
+             "Layout(kernel_type, node_type)\n\n"
+             "Reads the definition's nodes through their __slots__ (NATIVE_SLOTS['kernel_node'] of\n"
+             "kernel_type, NATIVE_SLOTS['node'] of node_type) to compare graphs quickly: topology\n"
+             "signatures and kernel-node differences, for rebuilt definitions of a known shape.");
+
+PyTypeObject cg_LayoutType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.driver._native.Layout",
+    .tp_basicsize = sizeof(Layout),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = layout_doc,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)layout_init,
+    .tp_dealloc = (destructor)layout_dealloc,
+    .tp_methods = layout_methods,
+};

@@ -27,18 +27,19 @@ this table; ``tests/test_native_schema.py`` imports every twin):
 =============================  ====================================================================
 Compiled (``_native``)         Python twin
 =============================  ====================================================================
-KernelLoop                     cudagraph.materialize.explicit.Lowering.lower_graph
-KernelLoop(set_mode=True)      cudagraph.ops.node_update.KernelParamsWriter.set
-set_kernel_node                cudagraph.ops.node_update.KernelParamsWriter.set
-rebind                         cudagraph.executable.bind_plan.BindPlan.apply
+KernelLoop                     cudagraph.materialize.kernel_loop.KernelLoopTwin
+KernelLoop(set_mode=True)      cudagraph.executable.kernel_writer.KernelWriter.write
+set_kernel_node                cudagraph.executable.kernel_writer.KernelWriter.write
+rebind                         cudagraph.executable.kernel_writer.KernelWriter.write_plan
 BindMethod                     cudagraph.executable.executable.Executable.bind
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
-kernel_args                    cudagraph.materialize.lift._KernelEntry.args
+kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
 =============================  ====================================================================
 
-(``KernelLoop``'s twins are the ``cuda.bindings`` branches of those loops;
+(``KernelLoop``'s twin is the class of the same interface that makes the same
+calls through ``cuda.bindings``; ``set_kernel_node``'s is the ``cuda.bindings`` branch of its caller;
 ``BindMethod`` wraps its twin, the Python method, as ``__wrapped__``.)
 
 The compiled module reads Python objects only through the ``__slots__`` named
@@ -95,15 +96,15 @@ SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
 #: Each compiled type, function or method (the table above) and its Python twin (``module:qualified name``).
 PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
     {
-        "KernelLoop": "cudagraph.materialize.explicit:Lowering.lower_graph",
-        "KernelLoop(set_mode=True)": "cudagraph.ops.node_update:KernelParamsWriter.set",
-        "set_kernel_node": "cudagraph.ops.node_update:KernelParamsWriter.set",
-        "rebind": "cudagraph.executable.bind_plan:BindPlan.apply",
+        "KernelLoop": "cudagraph.materialize.kernel_loop:KernelLoopTwin",
+        "KernelLoop(set_mode=True)": "cudagraph.executable.kernel_writer:KernelWriter.write",
+        "set_kernel_node": "cudagraph.executable.kernel_writer:KernelWriter.write",
+        "rebind": "cudagraph.executable.kernel_writer:KernelWriter.write_plan",
         "BindMethod": "cudagraph.executable.executable:Executable.bind",
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",
-        "kernel_args": "cudagraph.materialize.lift:_KernelEntry.args",
+        "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
     }
 )
 

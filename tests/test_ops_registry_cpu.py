@@ -12,8 +12,8 @@ import pytest
 
 import cudagraph as cg
 from cudagraph.definition import nodes as _nodes
+from cudagraph.definition.kinds.opaque import OpaqueNode
 from cudagraph.definition.nodes import KernelNode, MemsetNode, Node
-from cudagraph.definition.opaque import OpaqueNode
 from cudagraph.errors import DefinitionError, UnsupportedError
 from cudagraph.ops import registry
 from cudagraph.ops.kinds import base, control, kernel, memset

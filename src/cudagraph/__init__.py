@@ -44,7 +44,7 @@ from .errors import CudaGraphError
 from .executable.cache import ExecutableCache
 
 if TYPE_CHECKING:
-    from .definition.opaque import OpaqueNode
+    from .definition.kinds.opaque import OpaqueNode
     from .driver.graph_memory import graph_memory_usage, trim_graph_memory
     from .executable.executable import Executable, UpdateResult
     from .executable.node_view import ExecutableNode
@@ -125,7 +125,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(graph_memory, name)
     if name == "OpaqueNode":
-        from .definition.opaque import OpaqueNode
+        from .definition.kinds.opaque import OpaqueNode
 
         return OpaqueNode
     if name in ("CaptureRegion", "CaptureStream"):

@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 #: Every node class, the abstract bases (``ConditionalNode``, ``BatchMemOpNode``) and
-#: :class:`~cudagraph.definition.opaque.OpaqueNode` included.
+#: :class:`~cudagraph.definition.kinds.opaque.OpaqueNode` included.
 NODE_CLASSES: tuple[type[Node], ...] = (
     KernelNode,
     MemcpyNode,

@@ -18,7 +18,7 @@ from typing import Any, cast
 from ..definition.bindings import all_params, body_uses_params, resolve_bindings
 from ..definition.diff import describe_topology_diff, has_bodies, node_state, same_value
 from ..definition.graph import Graph
-from ..definition.node_update import rebuilt_node
+from ..definition.node import rebuilt_node
 from ..definition.nodes import KernelNode, Node
 from ..driver.calls import raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK

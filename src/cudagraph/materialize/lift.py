@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.graph import Graph
+from ..definition.kinds.opaque import OpaqueNode
 from ..definition.nodes import Node
-from ..definition.opaque import OpaqueNode
 from ..driver.calls import check, ensure_context, require_driver
 from ..driver.graph_reader import KERNEL_NODE_TYPE, graph_reader
 from ..driver.kernel_args import kernel_info

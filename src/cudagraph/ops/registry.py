@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from types import ModuleType
 
+from ..definition.kinds.opaque import OpaqueNode
 from ..definition.nodes import KernelNode, Node
-from ..definition.opaque import OpaqueNode
 from .kinds import control, copy, events, host, kernel, memop, memory, memset, opaque, structure
 from .kinds.base import KindOps
 from .kinds.kernel import KernelOps

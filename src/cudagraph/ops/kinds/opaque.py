@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...definition.kinds.opaque import OpaqueNode
 from ...definition.nodes import Node, _set_base
-from ...definition.opaque import OpaqueNode
 from ...driver.calls import check
 from .base import Builder, KindOps, Lifter
 

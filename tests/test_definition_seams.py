@@ -8,7 +8,8 @@ import pytest
 
 import cudagraph as cg
 from cudagraph.definition import seams
-from cudagraph.definition.seams import Seam, UnwiredSeamError
+from cudagraph.definition.seams import Seam
+from cudagraph.errors import UnwiredSeamError
 
 
 def test_an_unwired_seam_raises_a_cudagraph_error():

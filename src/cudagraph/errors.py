@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "UnwiredSeamError",
     "CudaGraphError",
     "DefinitionError",
     "CycleError",
@@ -134,6 +135,14 @@ class UnsupportedError(DriverError):
 
 class ExecutableClosedError(CudaGraphError):
     """An executable (or lowered graph) was used after ``close()``."""
+
+
+class UnwiredSeamError(CudaGraphError):
+    """A seam of the definition layer was called before anything was wired to it.
+
+    ``import cudagraph`` wires every seam; this is raised only when the
+    definition layer is used with the root package's wiring undone or skipped.
+    """
 
 
 class HostCallbackError(CudaGraphError):

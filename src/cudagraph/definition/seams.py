@@ -25,25 +25,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..errors import CudaGraphError
+from ..errors import UnwiredSeamError
 
 __all__ = [
     "Seam",
-    "UnwiredSeamError",
     "capture_function",
     "capture_region",
     "instantiate",
     "lift",
     "run",
 ]
-
-
-class UnwiredSeamError(CudaGraphError):
-    """A seam of the definition layer was called before anything was wired to it.
-
-    ``import cudagraph`` wires every seam; this is raised only when the
-    definition layer is used with the root package's wiring undone or skipped.
-    """
 
 
 class Seam:

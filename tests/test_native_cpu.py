@@ -155,6 +155,20 @@ def empty_params(*args: Any) -> Any:
     return p
 
 
+class EmptyParams:
+    """A kind's ops whose single-node parameters are those of an empty node (its lowering is its own)."""
+
+    def __init__(self, ops: Any) -> None:
+        self.ops = ops
+        self.lowers = ops.lowers
+
+    def lower(self, *args: Any) -> Any:
+        return self.ops.lower(*args)
+
+    def params(self, node: Any, env: Any) -> Any:
+        return empty_params()
+
+
 def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
     """A recording driver for lowering through ``path`` (``"native"`` or ``"bindings"``)."""
     d = Driver()
@@ -162,7 +176,8 @@ def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
         info._packers.clear()
         info._kinds.clear()
     monkeypatch.setattr(_explicit, "kernel_info", lambda k: INFOS[id(k)])
-    monkeypatch.setattr(_explicit, "node_params", empty_params)
+    real_ops_for = _explicit.ops_for
+    monkeypatch.setattr(_explicit, "ops_for", lambda node: EmptyParams(real_ops_for(node)))
     monkeypatch.setattr(drv, "cuGraphAddNode", d.add_bindings)
     if path == "native":
         address = ctypes.cast(d.cb, ctypes.c_void_p).value

@@ -25,7 +25,6 @@ from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, kernel_info
 from ..errors import OperandError
 from ..ops.lower_state import LowerState
-from ..ops.node_params import node_params
 from ..ops.registry import KERNEL, ops_for
 from .kernel_loop import KernelLoopTwin, driver_deps
 
@@ -180,7 +179,7 @@ class Lowering:
             r = ops.lower(self, node, handle, driver_deps(preds, dn, raw, make), len(preds))
             loop.args = None  # bodies may have packed other arguments into the kernels' shared buffers
         else:
-            p = node_params(node, self.ctx, self.bindings, self.sink, self.host_keys, self.state)
+            p = ops.params(node, self)
             if loop.add_with(node, raw, p.getPtr()):
                 if loop.rc:
                     raise_error(require_driver().CUresult(loop.rc), "cuGraphAddNode", node)

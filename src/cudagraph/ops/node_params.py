@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.nodes import Node
+from .kinds.base import NodeEnv
 from .lower_state import LowerState
 from .registry import ops_for
 
@@ -37,4 +38,4 @@ def node_params(
         The construction in progress, where graph allocations have their
         addresses (``None``: outside a construction, where they have none).
     """
-    return ops_for(node).params(node, ctx, bindings, sink, host_keys, state)
+    return ops_for(node).params(node, NodeEnv(ctx, bindings, sink, host_keys, state))

@@ -30,7 +30,52 @@ if TYPE_CHECKING:
     from ...definition.nodes import Node
     from ..lower_state import LowerState
 
-__all__ = ["Builder", "KindOps", "Lifter", "Replay", "StreamRun"]
+__all__ = ["Builder", "KindOps", "Lifter", "NodeEnv", "ParamsEnv", "Replay", "StreamRun"]
+
+
+class ParamsEnv(Protocol):
+    """What a node's driver parameters are made from (:meth:`KindOps.params`); read-only."""
+
+    @property
+    def ctx(self) -> Any:
+        """The context copies and fills run in."""
+
+    @property
+    def bindings(self) -> dict[str, Any]:
+        """Parameter values by name."""
+
+    @property
+    def sink(self) -> list[Any]:
+        """Where host callbacks append ``(node, exception)``."""
+
+    @property
+    def host_keys(self) -> list[int]:
+        """Where the keys of registered host callbacks are appended."""
+
+    @property
+    def state(self) -> LowerState | None:
+        """The construction in progress or that made the executable (graph allocations' addresses)."""
+
+
+class NodeEnv:
+    """A :class:`ParamsEnv` outside a construction (an executable's per-node update).
+
+    Parameters
+    ----------
+    ctx, bindings, sink, host_keys, state
+        See :class:`ParamsEnv`.
+    """
+
+    __slots__ = ("ctx", "bindings", "sink", "host_keys", "state")
+
+    def __init__(
+        self, ctx: Any, bindings: dict[str, Any], sink: list[Any], host_keys: list[int], state: LowerState | None
+    ) -> None:
+        self.ctx = ctx
+        self.bindings = bindings
+        self.sink = sink
+        self.host_keys = host_keys
+        self.state = state
 
 
 class Builder(Protocol):
@@ -104,37 +149,22 @@ class KindOps:
     #: The driver node type (``CUgraphNodeType`` member name) that :meth:`lift` reads, if any.
     lifts: ClassVar[str | None] = None
 
-    def params(
-        self,
-        node: Any,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: Any, env: ParamsEnv) -> Any:
         """Fresh ``CUgraphNodeParams`` for ``node``.
 
         Parameters
         ----------
         node : Node
             The node.
-        ctx : CUcontext
-            The context copies and fills run in.
-        bindings : dict
-            Parameter values.
-        sink : list
-            Where host callbacks append ``(node, exception)``.
-        host_keys : list of int
-            Where the keys of registered host callbacks are appended.
-        state : LowerState or None
-            The construction in progress (graph allocations); ``None`` outside one.
+        env : ParamsEnv
+            What the parameters are made from: the construction in progress (a
+            :class:`Builder`) or an executable's update (:class:`NodeEnv`).
         """
         raise TypeError(f"{node.label}: {type(node).__name__} has no single-node driver parameters")
 
     def lower(self, builder: Builder, node: Any, handle: Any, deps: Any, ndeps: int) -> Any:
         """Add ``node`` to the driver graph ``handle`` after ``deps``; return ``(CUresult, CUgraphNode)``."""
-        p = self.params(node, builder.ctx, builder.bindings, builder.sink, builder.host_keys, builder.state)
+        p = self.params(node, builder)
         return builder.add(handle, deps, ndeps, p)
 
     def issue(self, node: Any, stream: Any, run: StreamRun) -> None:

@@ -8,7 +8,7 @@ from ...definition.nodes import AllocNode, AllocOffset, Memcpy2DNode, Memcpy3DNo
 from ...driver.calls import check, require_driver
 from ..lower_state import LowerState
 from ..operands import endpoint, memory_type, pointer_value
-from .base import KindOps, Lifter, StreamRun
+from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
@@ -40,20 +40,12 @@ class _CopyOps(KindOps):
         """Fill the ``CUDA_MEMCPY3D`` ``c`` for ``node``."""
         raise NotImplementedError
 
-    def params(
-        self,
-        node: Any,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: Any, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY
-        self.fill(p.memcpy.copyParams, node, bindings, state)
-        p.memcpy.copyCtx = ctx
+        self.fill(p.memcpy.copyParams, node, env.bindings, env.state)
+        p.memcpy.copyCtx = env.ctx
         return p
 
 

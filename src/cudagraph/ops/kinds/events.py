@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import EventRecordNode, EventWaitNode, Node
 from ...driver.calls import check, require_driver
-from ..lower_state import LowerState
 from ..operands import event_handle
-from .base import KindOps, Lifter, StreamRun
+from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
@@ -23,15 +22,7 @@ class EventRecordOps(KindOps):
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_EVENT_RECORD"
 
-    def params(
-        self,
-        node: EventRecordNode,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: EventRecordNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EVENT_RECORD
@@ -53,15 +44,7 @@ class EventWaitOps(KindOps):
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_WAIT_EVENT"
 
-    def params(
-        self,
-        node: EventWaitNode,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: EventWaitNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_WAIT_EVENT

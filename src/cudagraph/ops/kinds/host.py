@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...definition.nodes import HostNode, Node
 from ...driver.calls import check, require_driver
 from ...driver.host_callbacks import HOST_FN_ADDRESS, callback, register
-from ..lower_state import LowerState
-from .base import KindOps, Lifter, StreamRun
+from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
@@ -23,21 +22,13 @@ class HostOps(KindOps):
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_HOST"
 
-    def params(
-        self,
-        node: HostNode,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: HostNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_HOST
         p.host.fn = drv.CUhostFn(HOST_FN_ADDRESS)
-        key = register(node.fn, node.args, sink, node)
-        host_keys.append(key)
+        key = register(node.fn, node.args, env.sink, node)
+        env.host_keys.append(key)
         p.host.userData = key
         return p
 

@@ -9,7 +9,7 @@ from ...driver.calls import check, require_driver
 from ...errors import OperandError
 from ..lower_state import LowerState
 from ..operands import pointer_attribute, pointer_value
-from .base import KindOps, StreamRun
+from .base import KindOps, ParamsEnv, StreamRun
 
 __all__ = ["OPS", "WaitValueOps", "WriteValueOps", "memop_address"]
 
@@ -42,20 +42,12 @@ class _MemOpOps(KindOps):
         """Set ``op``'s operation for ``node``; return the member of ``op`` that holds it."""
         raise NotImplementedError
 
-    def params(
-        self,
-        node: BatchMemOpNode,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: BatchMemOpNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP
         op = drv.CUstreamBatchMemOpParams()
-        addr = memop_address(node, bindings, state)
+        addr = memop_address(node, env.bindings, env.state)
         v = self.operation(node, op)
         v.address = addr
         if node.bits == 64:
@@ -64,7 +56,7 @@ class _MemOpOps(KindOps):
             v.value = node.value
         v.flags = node.flags
         m = p.memOp
-        m.ctx = ctx
+        m.ctx = env.ctx
         m.count = 1
         m.paramArray = [op]
         m.flags = 0

@@ -6,9 +6,8 @@ from typing import Any
 
 from ...definition.nodes import AllocNode, FreeNode, Node
 from ...driver.calls import check, require_driver
-from ..lower_state import LowerState
 from ..operands import pointer_value
-from .base import Builder, KindOps, StreamRun
+from .base import Builder, KindOps, ParamsEnv, StreamRun
 
 __all__ = ["OPS", "AllocOps", "FreeOps"]
 
@@ -47,19 +46,11 @@ class FreeOps(KindOps):
 
     __slots__ = ()
 
-    def params(
-        self,
-        node: FreeNode,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: FreeNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_FREE
-        p.free.dptr = pointer_value(node.alloc, bindings, f"{node.label}: alloc", state)
+        p.free.dptr = pointer_value(node.alloc, env.bindings, f"{node.label}: alloc", env.state)
         return p
 
     def issue(self, node: FreeNode, stream: Any, run: StreamRun) -> None:

@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import MemsetNode, Node
 from ...driver.calls import check, require_driver
-from ..lower_state import LowerState
 from ..operands import pointer_value
-from .base import KindOps, Lifter, StreamRun
+from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
@@ -23,26 +22,18 @@ class MemsetOps(KindOps):
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_MEMSET"
 
-    def params(
-        self,
-        node: MemsetNode,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: MemsetNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET
         m = p.memset
-        m.dst = pointer_value(node.dst, bindings, f"{node.label}: dst", state)
+        m.dst = pointer_value(node.dst, env.bindings, f"{node.label}: dst", env.state)
         m.pitch = node.pitch if node.height > 1 else 0
         m.value = node.value
         m.elementSize = node.element_size
         m.width = node.width
         m.height = node.height
-        m.ctx = ctx
+        m.ctx = env.ctx
         return p
 
     def issue(self, node: MemsetNode, stream: Any, run: StreamRun) -> None:

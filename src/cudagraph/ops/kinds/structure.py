@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import ChildGraphNode, EmptyNode, Node
 from ...driver.calls import check, require_driver
-from ..lower_state import LowerState
-from .base import Builder, KindOps, Lifter, Replay, StreamRun
+from .base import Builder, KindOps, Lifter, ParamsEnv, Replay, StreamRun
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
@@ -22,15 +21,7 @@ class EmptyOps(KindOps):
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_EMPTY"
 
-    def params(
-        self,
-        node: EmptyNode,
-        ctx: Any,
-        bindings: dict[str, Any],
-        sink: list[Any],
-        host_keys: list[int],
-        state: LowerState | None,
-    ) -> Any:
+    def params(self, node: EmptyNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EMPTY

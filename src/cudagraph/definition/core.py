@@ -90,6 +90,14 @@ class GraphCore:
         self._owner: ConditionalNode | None = None
         self._conditions: list[Condition] = []
 
+    def __copy__(self) -> GraphCore:
+        raise DefinitionError(
+            f"Graph {self.name!r} cannot be copied (its nodes and edges belong to it); build a new Graph instead"
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GraphCore:
+        return self.__copy__()
+
     def _blank(self, name: str) -> Graph:
         """A new empty :class:`~cudagraph.Graph` (a conditional body, or the scratch graph of an update)."""
         raise NotImplementedError

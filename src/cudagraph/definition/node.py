@@ -121,16 +121,29 @@ class Node:
         return f"{self.kind}#{self.index} {self.name!r}"
 
     def precede(self, *nodes: Node) -> Node:
-        """Make every node in ``nodes`` depend on this one; returns ``self``."""
-        for n in nodes:
-            self.graph.add_edge(self, n)
+        """Make every node in ``nodes`` depend on this one; returns ``self``.
+
+        All or nothing: if one edge is refused, none of the call's edges is kept.
+        """
+        _add_edges(self.graph, [(self, n) for n in nodes])
         return self
 
     def succeed(self, *nodes: Node) -> Node:
-        """Make this node depend on every node in ``nodes``; returns ``self``."""
-        for n in nodes:
-            self.graph.add_edge(n, self)
+        """Make this node depend on every node in ``nodes``; returns ``self``.
+
+        All or nothing: if one edge is refused, none of the call's edges is kept.
+        """
+        _add_edges(self.graph, [(n, self) for n in nodes])
         return self
+
+    def __copy__(self) -> Node:
+        raise DefinitionError(
+            f"{self.label} cannot be copied (its edges belong to Graph {self.graph.name!r}); "
+            f"add a new node with the graph's builder instead"
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Node:
+        return self.__copy__()
 
     def describe(self) -> str:
         """A one-line description of the node's parameters."""
@@ -170,6 +183,21 @@ class Node:
     def __repr__(self) -> str:
         d = self.describe()
         return f"<{type(self).__name__} #{self.index} {self.name!r}{' ' + d if d else ''} of Graph {self.graph.name!r}>"
+
+
+def _add_edges(graph: Graph, edges: list[tuple[Node, Node]]) -> None:
+    """Add ``edges`` with :meth:`Graph.add_edge`; on the first error, remove those added and re-raise."""
+    ordered = graph._ordered
+    done: list[tuple[Node, Node]] = []
+    try:
+        for src, dst in edges:
+            graph.add_edge(src, dst)
+            done.append((src, dst))
+    except BaseException:
+        for src, dst in reversed(done):
+            graph.remove_edge(src, dst)
+        graph._ordered = ordered
+        raise
 
 
 _PARAMETER_SLOTS: dict[type, tuple[str, ...]] = {}

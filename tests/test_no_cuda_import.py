@@ -120,3 +120,25 @@ def test_watch_detects_a_cuda_import():
     assert proc.returncode == 0, proc.stderr
     attempts = json.loads(proc.stdout.strip().splitlines()[-1])
     assert attempts and attempts[0] == "cuda"
+
+
+def test_dir_lists_every_public_name_loaded_or_not():
+    """``dir(cudagraph)`` lists the lazily loaded names (Executable, lift, ...) before their first use."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, cudagraph as cg; print(json.dumps([sorted(cg.__all__), dir(cg), "
+            "sorted(m for m in sys.modules if m.startswith(('cuda.', 'cudagraph.executable.executable', 'cudagraph.materialize')))]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])},
+    )
+    assert proc.returncode == 0, proc.stderr
+    public, listed, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [n for n in public if n not in listed] == []
+    assert {"Executable", "lift", "CaptureRegion", "trim_graph_memory"} <= set(listed)
+    assert loaded == []  # listing them loaded neither the driver nor the layers that use it

@@ -106,6 +106,11 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:
+    # The lazily loaded public names are listed too, before they are first used.
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
     # The executable layer imports cuda.bindings; load it only when asked.
     if name in ("Executable", "UpdateResult"):

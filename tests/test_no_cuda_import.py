@@ -129,7 +129,8 @@ def test_dir_lists_every_public_name_loaded_or_not():
             sys.executable,
             "-c",
             "import json, sys, cudagraph as cg; print(json.dumps([sorted(cg.__all__), dir(cg), "
-            "sorted(m for m in sys.modules if m.startswith(('cuda.', 'cudagraph.executable.executable', 'cudagraph.materialize')))]))",
+            "sorted(m for m in sys.modules if m.startswith(('cuda.', 'cudagraph.executable.executable', "
+         "'cudagraph.materialize')))]))",
         ],
         capture_output=True,
         text=True,

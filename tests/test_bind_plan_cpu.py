@@ -18,7 +18,7 @@ import pytest
 
 import cudagraph as cg
 import cudagraph.executable.executable as _executable
-import cudagraph.executable.kernel_writer as _kernel_writer
+import cudagraph.ops.kinds.kernel as _kernel_writer
 from cudagraph.driver.kernel_args import KernelInfo
 from cudagraph.errors import DriverError, ExecutableClosedError, OperandError
 from cudagraph.executable.executable import Executable

@@ -25,9 +25,9 @@ from cudagraph.definition.nodes import ChildGraphNode, EmptyNode, KernelNode, Me
 from cudagraph.errors import DefinitionError, OperandError
 from cudagraph.executable import compare as _compare
 from cudagraph.executable.executable import Executable, UpdateResult
-from cudagraph.executable.kernel_writer import KernelWriter
 from cudagraph.executable.updating import _moved_users, _NodeMap
 from cudagraph.materialize.explicit import LoweredGraph, node_params_uses
+from cudagraph.ops.kinds.kernel import KernelWriter
 from random_graphs import random_graph
 
 

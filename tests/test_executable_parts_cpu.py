@@ -3,7 +3,7 @@
 ``Executable`` is assembled from parts (``executable/base.py``, ``binding.py``,
 ``updating.py``, ``executable.py``); the compiled ``Executable.bind`` reads some
 of its slots by name, and every kernel-node update goes through
-``executable/kernel_writer.py``.
+``ops/kinds/kernel.py`` (``KernelWriter``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import types
 
 import import_graph as ig
-from cudagraph.executable import base, binding, kernel_writer, updating
+from cudagraph.executable import base, binding, updating
 from cudagraph.executable.executable import Executable
+from cudagraph.ops.kinds import kernel as kernel_writer
 
 #: The modules this layer's rules are checked for.
 _OWN = ("cudagraph.executable", "cudagraph.ops.node_update")

@@ -277,8 +277,8 @@ def test_executable_cache_hits_misses_evictions(gpu, kernels, stream):
 @pytest.mark.parametrize("path", ["native", "bindings"])
 def test_native_and_bindings_paths_agree(gpu, kernels, stream, monkeypatch, path):
     """Kernel nodes are added and rebound through the compiled module or cuda.bindings, alike."""
-    import cudagraph.executable.kernel_writer as kernel_writer
     import cudagraph.materialize.explicit as explicit
+    import cudagraph.ops.kinds.kernel as kernel_writer
 
     if path == "bindings":
         monkeypatch.setattr(explicit, "kernel_loop", lambda graph, params: None)

@@ -512,7 +512,7 @@ def test_compiled_diff_equals_the_definition_layers():
 @pytest.mark.parametrize("path", ["native", "bindings"])
 def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
     """Executable.update of a rebuilt definition: the changed kernel nodes get their new launch."""
-    import cudagraph.executable.kernel_writer as _kernel_writer
+    import cudagraph.ops.kinds.kernel as _kernel_writer
     from cudagraph.executable.executable import Executable
     from test_bind_plan_cpu import make_exe
 

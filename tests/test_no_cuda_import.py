@@ -130,7 +130,7 @@ def test_dir_lists_every_public_name_loaded_or_not():
             "-c",
             "import json, sys, cudagraph as cg; print(json.dumps([sorted(cg.__all__), dir(cg), "
             "sorted(m for m in sys.modules if m.startswith(('cuda.', 'cudagraph.executable.executable', "
-         "'cudagraph.materialize')))]))",
+            "'cudagraph.materialize')))]))",
         ],
         capture_output=True,
         text=True,

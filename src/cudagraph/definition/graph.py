@@ -18,7 +18,7 @@ from . import seams
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
 from .core import After, DimLike
-from .launch_attrs import PROGRAMMATIC_PORTS, LaunchAttrs
+from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
 from .param import Param
 from .path import Path

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError, ForeignNodeError
 from .condition import Condition
+from .kinds.kernel import check_launch_attrs as check_launch_attrs
 from .kinds.kernel import placeholder_args as placeholder_args
-from .launch_attrs import check_launch_attrs as check_launch_attrs
 from .node import Node, bodies_of, graph_address
 from .nodes import NODE_CLASSES, AllocNode
 

@@ -28,9 +28,9 @@ this table; ``tests/test_native_schema.py`` imports every twin):
 Compiled (``_native``)         Python twin
 =============================  ====================================================================
 KernelLoop                     cudagraph.materialize.kernel_loop.KernelLoopTwin
-KernelLoop(set_mode=True)      cudagraph.executable.kernel_writer.KernelWriter.write
-set_kernel_node                cudagraph.executable.kernel_writer.KernelWriter.write
-rebind                         cudagraph.executable.kernel_writer.KernelWriter.write_plan
+KernelLoop(set_mode=True)      cudagraph.ops.kinds.kernel.KernelWriter.write
+set_kernel_node                cudagraph.ops.kinds.kernel.KernelWriter.write
+rebind                         cudagraph.ops.kinds.kernel.KernelWriter.write_plan
 BindMethod                     cudagraph.executable.executable.Executable.bind
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
@@ -97,9 +97,9 @@ SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
 PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
     {
         "KernelLoop": "cudagraph.materialize.kernel_loop:KernelLoopTwin",
-        "KernelLoop(set_mode=True)": "cudagraph.executable.kernel_writer:KernelWriter.write",
-        "set_kernel_node": "cudagraph.executable.kernel_writer:KernelWriter.write",
-        "rebind": "cudagraph.executable.kernel_writer:KernelWriter.write_plan",
+        "KernelLoop(set_mode=True)": "cudagraph.ops.kinds.kernel:KernelWriter.write",
+        "set_kernel_node": "cudagraph.ops.kinds.kernel:KernelWriter.write",
+        "rebind": "cudagraph.ops.kinds.kernel:KernelWriter.write_plan",
         "BindMethod": "cudagraph.executable.executable:Executable.bind",
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",

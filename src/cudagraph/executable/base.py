@@ -20,8 +20,8 @@ from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
 from ..errors import ExecutableClosedError
 from ..materialize.explicit import LoweredGraph, Lowering
+from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from ..ops.node_update import set_node_params
-from .kernel_writer import KernelWriter, PreparedKernel
 
 if TYPE_CHECKING:
     from .bind_plan import BindPlan
@@ -87,7 +87,7 @@ class ExecutableBase:
     _flags: int
     _ctx: Any
     _lock: threading.Lock
-    _writer: KernelWriter  # the one writer of kernel nodes (see kernel_writer)
+    _writer: KernelWriter  # the one writer of kernel nodes (see ops.kinds.kernel)
     _updaters: dict[int, PreparedKernel]  # id(node) -> its prepared parameters
     _shared: dict[tuple[Any, ...], tuple[PreparedKernel, Node]]
     _plans: dict[str, BindPlan]

@@ -2,11 +2,11 @@
 
 A plan is made the first time a parameter is rebound and kept until the
 executable's nodes change. Kernel nodes that share a prepared parameter
-structure (:class:`~cudagraph.executable.kernel_writer.PreparedKernel`) form one
+structure (:class:`~cudagraph.executable.kernel_ops.PreparedKernel`) form one
 group: the parameter's bytes are written into the group's argument buffer
 once, then each node of the group costs one ``cuGraphExecKernelNodeSetParams``
 call. A plan is data: the executable's kernel writer runs it
-(:meth:`~cudagraph.executable.kernel_writer.KernelWriter.write_plan`: with the
+(:meth:`~cudagraph.executable.kernel_ops.KernelWriter.write_plan`: with the
 compiled module every group in one C call, ``rebind``; without it, through
 ``cuda.bindings``), and users that are not kernel nodes (copies, fills) get
 their parameters in full from the executable.
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.nodes import Node
-from . import kernel_writer
-from .kernel_writer import CompiledGroup, Group, PreparedKernel
+from ..ops.kinds import kernel as kernel_ops
+from ..ops.kinds.kernel import CompiledGroup, Group, PreparedKernel
 
 __all__ = ["BindPlan"]
 
@@ -39,7 +39,7 @@ class BindPlan:
         Per kernel group, for the compiled loop: ``(argument buffer address,
         its size, offsets of the parameter in it, parameter structure address,
         driver node handles)`` (see :meth:`KernelWriter.write_plan
-        <cudagraph.executable.kernel_writer.KernelWriter.write_plan>`).
+        <cudagraph.executable.kernel_ops.KernelWriter.write_plan>`).
     group_nodes : list of list of Node
         The nodes of each group of :attr:`groups` (named in errors).
     bindings_groups : list of tuple
@@ -53,7 +53,7 @@ class BindPlan:
         :attr:`groups`, set by :meth:`finish` when the plan is a pointer's and
         only sets kernel nodes through the compiled loop: then the compiled
         ``Executable.bind`` (``_native_bind.c``) runs it itself, with :attr:`set_address`,
-        as :meth:`KernelWriter.write_plan <cudagraph.executable.kernel_writer.KernelWriter.write_plan>`
+        as :meth:`KernelWriter.write_plan <cudagraph.executable.kernel_ops.KernelWriter.write_plan>`
         does through the compiled ``rebind``.
     set_address : int or None
         The address of ``cuGraphExecKernelNodeSetParams_v2`` the plan was made for.
@@ -112,7 +112,7 @@ class BindPlan:
     def finish(self) -> BindPlan:
         """Mark the plan complete (no more users are added); return it."""
         self._open.clear()
-        self.set_address = kernel_writer._SET_KERNEL_ADDR
+        self.set_address = kernel_ops._SET_KERNEL_ADDR
         if self.native and self.code is None and self.groups and not self.others:
             self.pointer_groups = self.groups
         return self

@@ -3,7 +3,7 @@
 One parameter rebound alone goes through its prepared
 :class:`~cudagraph.executable.bind_plan.BindPlan` (made on first use, kept until
 the executable's nodes change); several at once refresh each user. Kernel nodes
-are written by the executable's :class:`~cudagraph.executable.kernel_writer.KernelWriter`.
+are written by the executable's :class:`~cudagraph.ops.kinds.kernel.KernelWriter`.
 With the compiled module, ``Executable.bind`` itself is replaced by the compiled
 ``BindMethod`` (see ``_install_compiled_bind`` in :mod:`cudagraph.executable.executable`),
 which takes the one-pointer case before :meth:`Binding.bind` here, its Python twin.
@@ -19,9 +19,9 @@ from ..definition.nodes import KernelNode, Node
 from ..definition.operands import buffer_like
 from ..driver.kernel_args import _STRUCT_CODES
 from ..errors import OperandError
+from ..ops.kinds.kernel import PreparedKernel, native_rebind
 from .base import _UNSET, ExecutableBase
 from .bind_plan import BindPlan
-from .kernel_writer import PreparedKernel, native_rebind
 
 __all__ = ["Binding"]
 

@@ -4,7 +4,7 @@
 (:mod:`~cudagraph.executable.base`), binding (:mod:`~cudagraph.executable.binding`,
 with :mod:`~cudagraph.executable.bind_plan`), updating
 (:mod:`~cudagraph.executable.updating`), and the one kernel-node writer they all
-use (:mod:`~cudagraph.executable.kernel_writer`). This module holds the core.
+use (:mod:`~cudagraph.ops.kinds.kernel`). This module holds the core.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from ..driver.host_callbacks import unregister
 from ..driver.streams import stream_handle
 from ..errors import DriverError, HostCallbackError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
+from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from .base import _UNSET, _instantiate_lowered
 from .bind_plan import BindPlan
 from .binding import BUFFER_TYPES, Binding
 from .compare import topology_signature
-from .kernel_writer import KernelWriter, PreparedKernel
 from .node_view import ExecutableNode
 from .updating import UpdateResult, Updating, _Shape
 

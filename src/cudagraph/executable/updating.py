@@ -3,7 +3,7 @@
 ``update(g2)`` diffs the new definition against the states recorded at the last
 instantiation or update (:mod:`cudagraph.executable.compare`), then sets the
 changed nodes one by one (kernel nodes through the executable's
-:class:`~cudagraph.executable.kernel_writer.KernelWriter`), or rebuilds the graph
+:class:`~cudagraph.ops.kinds.kernel.KernelWriter`), or rebuilds the graph
 and applies it with ``cuGraphExecUpdate`` when a rebound parameter is used
 inside a body or the driver refuses a node's update, or re-instantiates when
 asked to and the topology differs.
@@ -24,9 +24,9 @@ from ..driver.calls import raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
 from ..errors import DefinitionError, DriverError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
+from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from .base import _STALE, ExecutableBase, _instantiate_lowered
 from .compare import diff_states, topology_signature
-from .kernel_writer import KernelWriter, PreparedKernel
 
 __all__ = ["UpdateResult", "Updating", "WHOLE_GRAPH_THRESHOLD"]
 

@@ -1,7 +1,7 @@
 """Setting a node's parameters in an instantiated graph (``cuGraphExecNodeSetParams``).
 
 Kernel nodes are set by the executable layer's one kernel writer
-(:mod:`cudagraph.executable.kernel_writer`) and child graphs there too (their
+(:mod:`cudagraph.ops.kinds.kernel`) and child graphs there too (their
 body is lowered afresh); every other kind is set here from its
 :func:`~cudagraph.ops.node_params.node_params`.
 """

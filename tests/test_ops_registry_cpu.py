@@ -188,3 +188,40 @@ def test_kernel_args_of_a_lifted_kernel_are_read_by_their_sizes():
     entry = registry.KERNEL.lifted_kernel(K, "k", (8, 4))
     assert entry.args(ctypes.addressof(argv)) == (values[0].value.to_bytes(8, "little"), bytes(values[1]))
     assert np.frombuffer(entry.args(ctypes.addressof(argv))[1], np.float32)[0] == np.float32(2.5)
+
+
+class _RecordingSetter:
+    """An :class:`~cudagraph.ops.kinds.base.ExecSetter` that records which of its ways was asked for."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def set_params(self, node: Any, driver_node: Any) -> None:
+        self.calls.append(("set_params", node, driver_node))
+
+    def write_kernel(self, node: Any, driver_node: Any) -> None:
+        self.calls.append(("write_kernel", node, driver_node))
+
+    def set_child_graph(self, node: Any, driver_node: Any) -> None:
+        self.calls.append(("set_child_graph", node, driver_node))
+
+
+def test_each_kind_says_how_an_executable_sets_it():
+    """Per-node executable updates read the registry: kernels go to the writer, child graphs are re-lowered."""
+    g = cg.Graph()
+    x = g.param("x")
+    k = g.kernel(K, grid=1, block=1, args=(x,))
+    body = cg.Graph()
+    body.empty()
+    child = g.child(body)
+    fill = g.memset(x, np.uint32(0), 4)
+    setter = _RecordingSetter()
+    for i, node in enumerate((k, child, fill)):
+        registry.ops_for(node).exec_set(setter, node, i)
+    assert setter.calls == [("write_kernel", k, 0), ("set_child_graph", child, 1), ("set_params", fill, 2)]
+
+
+def test_toggleable_kinds_are_exactly_those_the_driver_can_enable():
+    """``exe[node].enable()/disable()`` read the spec attribute; cuGraphNodeSetEnabled takes kernels, memcpy, memset."""
+    toggleable = {cls.__name__ for cls in _node_classes() if cls.toggleable}
+    assert toggleable == {"KernelNode", "MemcpyNode", "MemsetNode"}

@@ -92,6 +92,8 @@ class Node:
     in_conditional_body: ClassVar[bool] = False
     #: The kind may be the source or target of a programmatic (dependent launch) edge.
     programmatic_edges: ClassVar[bool] = False
+    #: ``exe[node].enable()`` / ``.disable()`` apply (``cuGraphNodeSetEnabled``: kernel, memcpy, memset).
+    toggleable: ClassVar[bool] = False
     #: The builder's keywords :meth:`update` accepts; ``None``: the kind cannot be updated.
     update_fields: ClassVar[tuple[str, ...] | None] = None
     #: Graphviz attributes of the node in :func:`~cudagraph.definition.render.to_dot`.

@@ -22,6 +22,7 @@ from ..errors import ExecutableClosedError
 from ..materialize.explicit import LoweredGraph, Lowering
 from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from ..ops.node_update import set_node_params
+from ..ops.registry import ops_for
 
 if TYPE_CHECKING:
     from .bind_plan import BindPlan
@@ -129,7 +130,8 @@ class ExecutableBase:
     ) -> None:
         """Give ``driver_node`` the parameters of ``node`` (under ``bindings``), whatever its kind.
 
-        Kernel nodes go through the kernel writer (from ``prepared``, or from
+        The node's kind says how (:meth:`KindOps.exec_set <cudagraph.ops.kinds.base.KindOps.exec_set>`):
+        kernel nodes go through the kernel writer (from ``prepared``, or from
         a structure prepared now); child graphs get their body lowered afresh;
         the other kinds are set by :func:`~cudagraph.ops.node_update.set_node_params`.
 
@@ -138,28 +140,43 @@ class ExecutableBase:
         DriverError
             The driver refused the update; the message names the node.
         """
-        ctx = self._context()
-        if type(node) is KernelNode:
-            assert isinstance(node, KernelNode)
-            up = prepared if prepared is not None else PreparedKernel(node, bindings)
-            self._writer.write_prepared(up, node, driver_node)
-        elif type(node) is ChildGraphNode:
-            assert isinstance(node, ChildGraphNode)
-            self._set_child_graph(node, driver_node, ctx, bindings)
-        else:
-            lowered = self._lowered
-            set_node_params(self._exec, node, driver_node, ctx, bindings, self._sink, lowered.host_keys, lowered.state)
+        ops_for(node).exec_set(_NodeSetter(self, bindings, prepared), node, driver_node)
 
-    def _set_child_graph(self, node: ChildGraphNode, driver_node: Any, ctx: Any, bindings: dict[str, Any]) -> None:
+
+class _NodeSetter:
+    """One node update of an executable (:class:`~cudagraph.ops.kinds.base.ExecSetter`)."""
+
+    __slots__ = ("bindings", "exe", "prepared")
+
+    def __init__(self, exe: ExecutableBase, bindings: dict[str, Any], prepared: PreparedKernel | None) -> None:
+        self.exe = exe
+        self.bindings = bindings
+        self.prepared = prepared
+
+    def set_params(self, node: Node, driver_node: Any) -> None:
+        exe = self.exe
+        lowered = exe._lowered
+        set_node_params(
+            exe._exec, node, driver_node, exe._context(), self.bindings, exe._sink, lowered.host_keys, lowered.state
+        )
+
+    def write_kernel(self, node: Node, driver_node: Any) -> None:
+        assert isinstance(node, KernelNode)
+        up = self.prepared if self.prepared is not None else PreparedKernel(node, self.bindings)
+        self.exe._writer.write_prepared(up, node, driver_node)
+
+    def set_child_graph(self, node: Node, driver_node: Any) -> None:
         """Lower the body of ``node`` afresh and give it to ``driver_node``."""
+        assert isinstance(node, ChildGraphNode)
+        exe = self.exe
         drv = require_driver()
         body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
         try:
-            lowering = Lowering(ctx, bindings, self._sink)
+            lowering = Lowering(exe._context(), self.bindings, exe._sink)
             with PACKING_LOCK:
                 lowering.lower_graph(node.body, body, track=False)
-            self._lowered.host_keys.extend(lowering.host_keys)
-            (err,) = drv.cuGraphExecChildGraphNodeSetParams(self._exec, driver_node, body)
+            exe._lowered.host_keys.extend(lowering.host_keys)
+            (err,) = drv.cuGraphExecChildGraphNodeSetParams(exe._exec, driver_node, body)
             if err:
                 raise_error(err, "cuGraphExecChildGraphNodeSetParams", node)
         finally:

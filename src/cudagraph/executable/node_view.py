@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..definition.nodes import KernelNode, MemcpyNode, MemsetNode, Node
+from ..definition.nodes import Node
 from ..errors import UnsupportedError
 
 if TYPE_CHECKING:
     from .executable import Executable
 
 __all__ = ["ExecutableNode"]
-
-_TOGGLEABLE = (KernelNode, MemcpyNode, MemsetNode)
 
 
 class ExecutableNode:
@@ -54,7 +52,7 @@ class ExecutableNode:
         return self
 
     def _toggle(self, enabled: bool) -> None:
-        if not isinstance(self.node, _TOGGLEABLE):
+        if not self.node.toggleable:
             raise UnsupportedError(
                 f"{self.node.label}: only kernel, memcpy and memset nodes can be enabled or disabled in an executable",
                 call="cuGraphNodeSetEnabled",

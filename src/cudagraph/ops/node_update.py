@@ -1,9 +1,9 @@
 """Setting a node's parameters in an instantiated graph (``cuGraphExecNodeSetParams``).
 
-Kernel nodes are set by the executable layer's one kernel writer
-(:mod:`cudagraph.ops.kinds.kernel`) and child graphs there too (their
-body is lowered afresh); every other kind is set here from its
-:func:`~cudagraph.ops.node_params.node_params`.
+Kernel nodes are set by the one kernel writer (:mod:`cudagraph.ops.kinds.kernel`)
+and child graphs by the executable (their body is lowered afresh); every
+other kind is set here from its :func:`~cudagraph.ops.node_params.node_params`
+(each kind's :meth:`~cudagraph.ops.kinds.base.KindOps.exec_set` says which).
 """
 
 from __future__ import annotations
@@ -15,18 +15,7 @@ from ..driver.calls import raise_error, require_driver
 from .lower_state import LowerState
 from .node_params import node_params
 
-__all__ = ["set_function", "set_node_params"]
-
-
-def set_function(p: Any, info: Any) -> None:
-    """Point kernel parameters ``p`` at ``info``'s kernel (``kern`` or ``func``; the other cleared)."""
-    drv = require_driver()
-    if info.is_library_kernel:
-        p.func = drv.CUfunction(0)
-        p.kern = info.handle
-    else:
-        p.kern = drv.CUkernel(0)
-        p.func = info.handle
+__all__ = ["set_node_params"]
 
 
 def set_node_params(

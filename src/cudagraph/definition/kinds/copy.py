@@ -22,6 +22,7 @@ class MemcpyNode(Node):
 
     __slots__ = ("dst", "src", "nbytes", "_keep")
     kind = "memcpy"
+    toggleable = True
     pointer_fields = ("dst", "src")
     in_conditional_body = True
     update_fields = ("dst", "src", "nbytes")

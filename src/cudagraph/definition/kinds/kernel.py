@@ -135,6 +135,7 @@ class KernelNode(Node):
 
     __slots__ = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
     kind = "kernel"
+    toggleable = True
     arg_fields = ("args",)
     in_conditional_body = True
     programmatic_edges = True

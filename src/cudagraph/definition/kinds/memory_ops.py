@@ -33,6 +33,7 @@ class MemsetNode(Node):
 
     __slots__ = ("dst", "value", "element_size", "width", "height", "pitch", "_keep")
     kind = "memset"
+    toggleable = True
     pointer_fields = ("dst",)
     in_conditional_body = True
     update_fields = ("dst", "value", "element_size", "width", "height", "pitch")

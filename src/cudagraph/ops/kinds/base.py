@@ -11,11 +11,13 @@ work in each materializer:
 - :meth:`KindOps.issue`: the stream calls that do the node's work now
   (``Graph.run``) or under stream capture;
 - :meth:`KindOps.capture`: how the capture materializer expresses the node;
-- :meth:`KindOps.lift`: a typed node read back from a driver node.
+- :meth:`KindOps.lift`: a typed node read back from a driver node;
+- :meth:`KindOps.exec_set`: how an executable gives one of its driver nodes
+  the node's parameters (``exe[node].update``, ``exe.update(g2)``).
 
 The generic loops of :mod:`cudagraph.materialize` pass themselves down as the
 protocols below (:class:`Builder`, :class:`StreamRun`, :class:`Replay`,
-:class:`Lifter`), so ops never import the layer above.
+:class:`Lifter`, :class:`ExecSetter`), so ops never import the layers above.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from ...definition.nodes import Node
     from ..lower_state import LowerState
 
-__all__ = ["Builder", "KindOps", "Lifter", "NodeEnv", "ParamsEnv", "Replay", "StreamRun"]
+__all__ = ["Builder", "ExecSetter", "KindOps", "Lifter", "NodeEnv", "ParamsEnv", "Replay", "StreamRun"]
 
 
 class ParamsEnv(Protocol):
@@ -137,6 +139,22 @@ class Lifter(Protocol):
         ...
 
 
+class ExecSetter(Protocol):
+    """An executable setting one node's parameters, as :meth:`KindOps.exec_set` sees it."""
+
+    def set_params(self, node: Node, driver_node: Any) -> None:
+        """``cuGraphExecNodeSetParams`` with the node's :meth:`KindOps.params`."""
+        ...
+
+    def write_kernel(self, node: Node, driver_node: Any) -> None:
+        """Set a kernel node through the executable's one kernel writer."""
+        ...
+
+    def set_child_graph(self, node: Node, driver_node: Any) -> None:
+        """Lower the body of a child-graph node afresh and give it to ``driver_node``."""
+        ...
+
+
 class KindOps:
     """The driver behaviour of one node kind; each method's default says the kind does not do it."""
 
@@ -186,6 +204,10 @@ class KindOps:
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
         """Add to ``g`` the typed node of the driver node ``dn`` (``None``: not expressible, kept opaque)."""
         return None
+
+    def exec_set(self, setter: ExecSetter, node: Any, driver_node: Any) -> None:
+        """Give ``driver_node`` of an executable the parameters of ``node`` (by default its :meth:`params`)."""
+        setter.set_params(node, driver_node)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"

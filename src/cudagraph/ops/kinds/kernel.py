@@ -54,7 +54,7 @@ from ...driver.compat import BINDINGS_MAJOR
 from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
 from ...errors import DriverError, OperandError
 from ..lower_state import LowerState, is_late, late_kernel_args
-from .base import Builder, KindOps, StreamRun
+from .base import Builder, ExecSetter, KindOps, StreamRun
 
 if TYPE_CHECKING:
     from ...executable.bind_plan import BindPlan
@@ -385,6 +385,9 @@ class KernelOps(KindOps):
         return None
 
     # ---------------------------------------------------------------- lifting
+    def exec_set(self, setter: ExecSetter, node: KernelNode, driver_node: Any) -> None:
+        setter.write_kernel(node, driver_node)
+
     def lifted_kernel(self, handle: Any, name: str, sizes: tuple[int, ...]) -> LiftedKernel:
         """The :class:`LiftedKernel` of ``handle`` (one per kernel per lift)."""
         return LiftedKernel(handle, name, sizes)

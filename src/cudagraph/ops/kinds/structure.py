@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import ChildGraphNode, EmptyNode, Node
 from ...driver.calls import check, require_driver
-from .base import Builder, KindOps, Lifter, ParamsEnv, Replay, StreamRun
+from .base import Builder, ExecSetter, KindOps, Lifter, ParamsEnv, Replay, StreamRun
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
@@ -48,6 +48,9 @@ class ChildGraphOps(KindOps):
     lowers = True
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_GRAPH"
+
+    def exec_set(self, setter: ExecSetter, node: ChildGraphNode, driver_node: Any) -> None:
+        setter.set_child_graph(node, driver_node)
 
     def lower(self, builder: Builder, node: ChildGraphNode, handle: Any, deps: Any, ndeps: int) -> Any:
         drv = require_driver()

@@ -107,6 +107,8 @@ def has_bodies(signature: tuple[Any, ...]) -> bool:
 #: type -> whether its values are equal only when they are the same object (kept for
 #: types that have an interface on the class, or whose instances hold no attributes).
 _BY_IDENTITY: dict[type, bool] = {}
+#: The types of :data:`_BY_IDENTITY` whose answer is yes (handed to the compiled diff as they are).
+IDENTITY_TYPES: set[type] = set()
 
 
 def _compared_by_identity(a: Any) -> bool:
@@ -137,6 +139,8 @@ def same_value(a: Any, b: Any) -> bool:
         by_identity = _compared_by_identity(a)
         if by_identity or not hasattr(a, "__dict__"):
             _BY_IDENTITY[type(a)] = by_identity  # instances cannot add the interfaces: one answer per type
+            if by_identity:
+                IDENTITY_TYPES.add(type(a))
     if by_identity:
         return False  # arrays and buffers: only the same object (their == compares elements)
     try:

@@ -77,20 +77,6 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
     return _diff.topology_signature(graph)
 
 
-def _identity_types() -> set[type]:
-    """The types :func:`cudagraph.definition.diff.same_value` has found to be equal only to themselves."""
-    global _IDENTITY_SEEN
-    known = _diff._BY_IDENTITY
-    if len(known) != _IDENTITY_SEEN:
-        _IDENTITY.update(t for t, by_identity in known.items() if by_identity)
-        _IDENTITY_SEEN = len(known)
-    return _IDENTITY
-
-
-_IDENTITY: set[type] = set()
-_IDENTITY_SEEN = 0
-
-
 def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[Node], list[tuple[Any, ...]]]:
     """:func:`cudagraph.definition.diff.diff_states`, with the kernel nodes decided in C where their fields
     are the very objects recorded and their arguments are the same objects, or differ plainly
@@ -100,7 +86,7 @@ def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[N
         return _diff.diff_states(old_states, graph)
     nodes = graph._nodes
     states = old_states[: len(nodes)]
-    found, suspects = layout.diff(nodes, states, _identity_types())
+    found, suspects = layout.diff(nodes, states, _diff.IDENTITY_TYPES)
     if not suspects:
         return found, states
     more, states = _diff.diff_states(states, graph, suspects)

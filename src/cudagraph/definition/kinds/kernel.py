@@ -40,19 +40,20 @@ __all__ = [
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _MAX_BLOCK = (1024, 1024, 64)
 _KERNEL_TYPES = ("CUkernel", "CUfunction")
-# Types already accepted as kernels: the hot path of Graph.kernel tests
-# membership only.
+# Types already accepted as kernels: the hot path of Graph.kernel tests membership only
+# (bench/define_tricks.py: define costs 1.43x per node without it).
 _KERNEL_TYPES_SEEN: set[type] = set()
-_new = object.__new__
+_new = object.__new__  # the hot path sets every slot itself: no Node.__init__ call
 
 
 # One shared (n, 1, 1) tuple per 1-D size: nodes of the same shape hold the
 # same object, so lowering compares dimensions by identity. _BLOCKS holds every
-# valid 1-D block; _GRIDS the 1-D grids seen (and the block sizes), all valid.
+# valid 1-D block; _GRIDS the 1-D grids seen (and the block sizes), all valid
+# (bench/define_tricks.py: define costs 4.7x per node when every size is checked and built).
 _BLOCKS: dict[int, tuple[int, int, int]] = {n: (n, 1, 1) for n in range(1, 1025)}
 _GRIDS: dict[int, tuple[int, int, int]] = dict(_BLOCKS)
-_ZERO = 0
-# Node classes already accepted as after= of Graph.kernel (then one set lookup).
+# Node classes already accepted as after= of Graph.kernel, then one set lookup
+# (bench/define_tricks.py: define costs 1.45x per node without it).
 _NODE_TYPES: set[type] = set()
 
 
@@ -286,7 +287,7 @@ class KernelBuilders(GraphCore):
         b = _BLOCKS.get(block) if type(block) is int else None
         if b is None:
             b = self._kernel_field("block", block, name)
-        if shared_mem is not _ZERO:  # the default 0 is one cached int object
+        if shared_mem or type(shared_mem) is not int:
             shared_mem = self._kernel_field("shared_mem", shared_mem, name)
         if type(args) is not tuple:
             args = self._kernel_field("args", args, name)

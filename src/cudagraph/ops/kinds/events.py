@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...definition.nodes import EventRecordNode, EventWaitNode, Node
 from ...driver.calls import check, require_driver
@@ -15,48 +15,54 @@ if TYPE_CHECKING:
 __all__ = ["OPS", "EventRecordOps", "EventWaitOps"]
 
 
-class EventRecordOps(KindOps):
-    """Records an event (``cuEventRecord`` on a stream)."""
+class _EventOps(KindOps):
+    """An event node; the subclasses name its fields, its stream call and its builder."""
 
     __slots__ = ()
     capturable = True
-    lifts = "CU_GRAPH_NODE_TYPE_EVENT_RECORD"
+    #: The member of ``CUgraphNodeParams`` that holds the event.
+    field: ClassVar[str]
+    #: The driver call that reads a driver node's event back (lifting).
+    get_event: ClassVar[str]
+    #: The ``Graph`` builder that makes the node.
+    builder: ClassVar[str]
 
-    def params(self, node: EventRecordNode, env: ParamsEnv) -> Any:
+    def params(self, node: EventRecordNode | EventWaitNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EVENT_RECORD
-        p.eventRecord.event = event_handle(node.event)
+        p.type = getattr(drv.CUgraphNodeType, self.lifts or "")
+        getattr(p, self.field).event = event_handle(node.event)
         return p
+
+    def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
+        ev = check(getattr(lifter.drv, self.get_event)(dn), self.get_event)
+        return getattr(g, self.builder)(ev, after=after)  # type: ignore[no-any-return]
+
+
+class EventRecordOps(_EventOps):
+    """Records an event (``cuEventRecord`` on a stream)."""
+
+    __slots__ = ()
+    lifts = "CU_GRAPH_NODE_TYPE_EVENT_RECORD"
+    field = "eventRecord"
+    get_event = "cuGraphEventRecordNodeGetEvent"
+    builder = "record"
 
     def issue(self, node: EventRecordNode, stream: Any, run: StreamRun) -> None:
         check(require_driver().cuEventRecord(event_handle(node.event), stream), "cuEventRecord", node)
 
-    def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
-        ev = check(lifter.drv.cuGraphEventRecordNodeGetEvent(dn), "cuGraphEventRecordNodeGetEvent")
-        return g.record(ev, after=after)
 
-
-class EventWaitOps(KindOps):
+class EventWaitOps(_EventOps):
     """Waits for an event (``cuStreamWaitEvent`` on a stream)."""
 
     __slots__ = ()
-    capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_WAIT_EVENT"
-
-    def params(self, node: EventWaitNode, env: ParamsEnv) -> Any:
-        drv = require_driver()
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_WAIT_EVENT
-        p.eventWait.event = event_handle(node.event)
-        return p
+    field = "eventWait"
+    get_event = "cuGraphEventWaitNodeGetEvent"
+    builder = "wait"
 
     def issue(self, node: EventWaitNode, stream: Any, run: StreamRun) -> None:
         check(require_driver().cuStreamWaitEvent(stream, event_handle(node.event), 0), "cuStreamWaitEvent", node)
-
-    def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
-        ev = check(lifter.drv.cuGraphEventWaitNodeGetEvent(dn), "cuGraphEventWaitNodeGetEvent")
-        return g.wait(ev, after=after)
 
 
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.

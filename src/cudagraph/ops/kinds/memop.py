@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ...definition.nodes import BatchMemOpNode, Node, WaitValueNode, WriteValueNode
 from ...driver.calls import check, require_driver
@@ -36,11 +36,15 @@ def memop_address(node: BatchMemOpNode, bindings: dict[str, Any], state: LowerSt
 
 
 class _MemOpOps(KindOps):
-    __slots__ = ()
+    """A one-word memory operation; the subclasses name its fields and driver calls."""
 
-    def operation(self, node: BatchMemOpNode, op: Any) -> Any:
-        """Set ``op``'s operation for ``node``; return the member of ``op`` that holds it."""
-        raise NotImplementedError
+    __slots__ = ()
+    #: The member of ``CUstreamBatchMemOpParams`` that holds the operation.
+    field: ClassVar[str]
+    #: ``CUstreamBatchMemOpType`` member name without the ``_32``/``_64`` width.
+    op: ClassVar[str]
+    #: The stream call is ``cuStream{stream_verb}Value{32,64}``.
+    stream_verb: ClassVar[str]
 
     def params(self, node: BatchMemOpNode, env: ParamsEnv) -> Any:
         drv = require_driver()
@@ -62,46 +66,34 @@ class _MemOpOps(KindOps):
         m.flags = 0
         return p
 
-    def stream_call(self, node: BatchMemOpNode) -> Any:
-        """The ``cuStream{Write,Wait}Value{32,64}`` function for ``node``."""
-        raise NotImplementedError
+    def operation(self, node: BatchMemOpNode, op: Any) -> Any:
+        """Fill in ``op`` (a ``CUstreamBatchMemOpParams``) for ``node``; return its part that holds the operands."""
+        v = getattr(op, self.field)
+        v.operation = getattr(require_driver().CUstreamBatchMemOpType, f"CU_STREAM_MEM_OP_{self.op}_{node.bits}")
+        return v
 
     def issue(self, node: BatchMemOpNode, stream: Any, run: StreamRun) -> None:
         addr = memop_address(node, run.bindings, run.state)
-        fn = self.stream_call(node)
-        check(fn(stream, addr, node.value, node.flags), fn.__name__, node)
+        name = f"cuStream{self.stream_verb}Value{node.bits}"
+        check(getattr(require_driver(), name)(stream, addr, node.value, node.flags), name, node)
 
 
 class WriteValueOps(_MemOpOps):
     """Writes a word (``CU_STREAM_MEM_OP_WRITE_VALUE_{32,64}``)."""
 
     __slots__ = ()
-
-    def operation(self, node: BatchMemOpNode, op: Any) -> Any:
-        T = require_driver().CUstreamBatchMemOpType
-        v = op.writeValue
-        v.operation = T.CU_STREAM_MEM_OP_WRITE_VALUE_64 if node.bits == 64 else T.CU_STREAM_MEM_OP_WRITE_VALUE_32
-        return v
-
-    def stream_call(self, node: BatchMemOpNode) -> Any:
-        drv = require_driver()
-        return drv.cuStreamWriteValue64 if node.bits == 64 else drv.cuStreamWriteValue32
+    field = "writeValue"
+    op = "WRITE_VALUE"
+    stream_verb = "Write"
 
 
 class WaitValueOps(_MemOpOps):
     """Waits for a word (``CU_STREAM_MEM_OP_WAIT_VALUE_{32,64}``)."""
 
     __slots__ = ()
-
-    def operation(self, node: BatchMemOpNode, op: Any) -> Any:
-        T = require_driver().CUstreamBatchMemOpType
-        v = op.waitValue
-        v.operation = T.CU_STREAM_MEM_OP_WAIT_VALUE_64 if node.bits == 64 else T.CU_STREAM_MEM_OP_WAIT_VALUE_32
-        return v
-
-    def stream_call(self, node: BatchMemOpNode) -> Any:
-        drv = require_driver()
-        return drv.cuStreamWaitValue64 if node.bits == 64 else drv.cuStreamWaitValue32
+    field = "waitValue"
+    op = "WAIT_VALUE"
+    stream_verb = "Wait"
 
 
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.

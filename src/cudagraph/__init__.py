@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .driver.graph_memory import graph_memory_usage, trim_graph_memory
     from .executable.executable import Executable, UpdateResult
     from .executable.node_view import ExecutableNode
+    from .frontends.launch import ForkedStream, fork, host, join, launch, memcpy, memset, record, wait
     from .materialize.capture_region import CaptureRegion, CaptureStream
     from .materialize.lift import lift
 
@@ -100,6 +101,15 @@ __all__ = [
     "OpaqueNode",
     "lift",
     "UpdateResult",
+    "launch",
+    "memcpy",
+    "memset",
+    "host",
+    "record",
+    "wait",
+    "fork",
+    "join",
+    "ForkedStream",
     "CudaGraphError",
     "errors",
     "__version__",
@@ -137,4 +147,12 @@ def __getattr__(name: str) -> Any:
         from .materialize import capture_region as _capture_region
 
         return getattr(_capture_region, name)
+    if name in _LAUNCH_NAMES:
+        from .frontends import launch as _launch
+
+        return getattr(_launch, name)
     raise AttributeError(f"module 'cudagraph' has no attribute {name!r}")
+
+
+# The free functions whose first argument is a stream, a stream under capture or a Path.
+_LAUNCH_NAMES = frozenset({"launch", "memcpy", "memset", "host", "record", "wait", "fork", "join", "ForkedStream"})

@@ -67,12 +67,34 @@ class ForkedStream:
 
     def __del__(self) -> None:
         try:
-            require_driver().cuStreamDestroy(self.handle)
+            _release(self.handle)
         except Exception:  # interpreter shutdown or no driver: nothing to release
             pass
 
     def __repr__(self) -> str:
         return f"<ForkedStream {int(self.handle):#x}>"
+
+
+# Forked streams collected while a capture still held them: destroyed once it has ended.
+_PENDING: list[Any] = []
+
+
+def _release(handle: Any) -> None:
+    """Destroy a forked stream, or keep it until the capture it joined has ended."""
+    drv = require_driver()
+    (err, status) = drv.cuStreamIsCapturing(handle)
+    if not err and int(status) != int(drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE):
+        _PENDING.append(handle)
+        return
+    drv.cuStreamDestroy(handle)
+
+
+def _sweep() -> None:
+    if _PENDING:
+        pending = list(_PENDING)
+        del _PENDING[:]
+        for h in pending:
+            _release(h)
 
 
 def _refusal(call: str, target: Any) -> OperandError:
@@ -504,6 +526,7 @@ def fork(target: Any) -> Any:
         return Path(target.graph, list(target._tail))
     h = _stream(target, "fork")
     ensure_context()
+    _sweep()
     drv = require_driver()
     new = check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
     forked = ForkedStream(new)

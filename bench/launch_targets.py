@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from _common import fmt, import_cudagraph, no_gc, verdict, versions
 
 SOURCE = r"""

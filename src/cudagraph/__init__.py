@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .driver.graph_memory import graph_memory_usage, trim_graph_memory
     from .executable.executable import Executable, UpdateResult
     from .executable.node_view import ExecutableNode
+    from .frontends import compat
     from .frontends.launch import ForkedStream, fork, host, join, launch, memcpy, memset, record, wait
     from .materialize.capture_region import CaptureRegion, CaptureStream
     from .materialize.lift import lift
@@ -110,6 +111,7 @@ __all__ = [
     "fork",
     "join",
     "ForkedStream",
+    "compat",
     "CudaGraphError",
     "errors",
     "__version__",
@@ -147,6 +149,10 @@ def __getattr__(name: str) -> Any:
         from .materialize import capture_region as _capture_region
 
         return getattr(_capture_region, name)
+    if name == "compat":  # cuda.core's GraphDefinition API, built explicitly
+        from .frontends import compat
+
+        return compat
     if name in _LAUNCH_NAMES:
         from .frontends import launch as _launch
 

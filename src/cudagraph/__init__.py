@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from .driver.graph_memory import graph_memory_usage, trim_graph_memory
     from .executable.executable import Executable, UpdateResult
     from .executable.node_view import ExecutableNode
+    from .frontends import compat
+    from .frontends.launch import ForkedStream, fork, host, join, launch, memcpy, memset, record, wait
     from .materialize.capture_region import CaptureRegion, CaptureStream
     from .materialize.lift import lift
 
@@ -100,6 +102,16 @@ __all__ = [
     "OpaqueNode",
     "lift",
     "UpdateResult",
+    "launch",
+    "memcpy",
+    "memset",
+    "host",
+    "record",
+    "wait",
+    "fork",
+    "join",
+    "ForkedStream",
+    "compat",
     "CudaGraphError",
     "errors",
     "__version__",
@@ -137,4 +149,16 @@ def __getattr__(name: str) -> Any:
         from .materialize import capture_region as _capture_region
 
         return getattr(_capture_region, name)
+    if name == "compat":  # cuda.core's GraphDefinition API, built explicitly
+        from .frontends import compat
+
+        return compat
+    if name in _LAUNCH_NAMES:
+        from .frontends import launch as _launch
+
+        return getattr(_launch, name)
     raise AttributeError(f"module 'cudagraph' has no attribute {name!r}")
+
+
+# The free functions whose first argument is a stream, a stream under capture or a Path.
+_LAUNCH_NAMES = frozenset({"launch", "memcpy", "memset", "host", "record", "wait", "fork", "join", "ForkedStream"})

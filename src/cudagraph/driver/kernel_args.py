@@ -15,6 +15,7 @@ from ..definition.operands import Deferred, buffer_like, normalize_kernel_args
 from ..definition.param import Param
 from ..errors import KernelArgumentError, OperandError
 from .calls import check, error_name, require_driver
+from .foreign_kernels import FOREIGN_KERNEL_TYPES, foreign_handle
 
 __all__ = ["PACKING_LOCK", "KernelInfo", "kernel_info", "resolve_deferred"]
 
@@ -295,6 +296,8 @@ _NO_PARAM_COUNT: set[str] = set()
 def kernel_info(kernel: Any) -> KernelInfo:
     """Return the (cached) :class:`KernelInfo` of a ``cuda.core`` Kernel or raw handle."""
     drv = require_driver()
+    if type(kernel).__name__ in FOREIGN_KERNEL_TYPES:  # Numba, CuPy, int handle: converted once, cached
+        kernel = foreign_handle(kernel)
     handle = kernel if isinstance(kernel, (drv.CUkernel, drv.CUfunction)) else kernel.handle
     key = (isinstance(handle, drv.CUkernel), int(handle))
     info = _INFO.get(key)

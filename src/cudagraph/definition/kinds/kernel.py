@@ -39,7 +39,7 @@ __all__ = [
 
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _MAX_BLOCK = (1024, 1024, 64)
-_KERNEL_TYPES = ("CUkernel", "CUfunction")
+_KERNEL_TYPES = ("CUkernel", "CUfunction", "CUDADispatcher", "RawKernel", "Function")  # + Numba, CuPy kernels
 # Types already accepted as kernels: the hot path of Graph.kernel tests membership only
 # (bench/define_tricks.py: define costs 1.43x per node without it).
 _KERNEL_TYPES_SEEN: set[type] = set()

@@ -1,0 +1,583 @@
+"""``cudagraph.compat``: cuda.core 1.2's explicit graph API (``GraphDefinition`` and its nodes), built on a
+cudagraph :class:`~cudagraph.Graph` underneath.
+
+A program written against ``cuda.core.graph.GraphDefinition`` runs unchanged with
+``from cudagraph.compat import GraphDefinition``: the same method names (``launch``, ``memcpy``,
+``memset``, ``allocate``, ``deallocate``, ``record``, ``wait``, ``empty``, ``join``, ``embed``,
+``callback``, ``create_condition``, ``if_then``, ``if_else``, ``while_loop``, ``switch``,
+``instantiate``, ``debug_dot_print``, ``nodes``, ``edges``), the same node classes with the fluent
+``node.launch(...)`` chaining, and :class:`GraphCompleteOptions`. Nothing touches the driver until
+``instantiate()``, which builds the graph explicitly and returns an :class:`~cudagraph.Executable`
+(``launch(stream)``, ``upload``-free). A signature this layer does not support raises
+:class:`~cudagraph.errors.OperandError` naming the call and the argument, and adds nothing.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from ..definition.condition import Condition
+from ..definition.graph import Graph
+from ..definition.node import Node
+from ..errors import OperandError
+from .launch import _config, _kernel
+
+__all__ = [
+    "AllocNode",
+    "ChildGraphNode",
+    "ConditionalNode",
+    "EmptyNode",
+    "EventRecordNode",
+    "EventWaitNode",
+    "FreeNode",
+    "GraphCompleteOptions",
+    "GraphCondition",
+    "GraphDefinition",
+    "GraphNode",
+    "HostCallbackNode",
+    "IfElseNode",
+    "IfNode",
+    "KernelNode",
+    "MemcpyNode",
+    "MemsetNode",
+    "SwitchNode",
+    "WhileNode",
+]
+
+
+class GraphCompleteOptions:
+    """Instantiation options, as in cuda.core (``auto_free_on_launch``, ``upload_stream``,
+    ``device_launch``, ``use_node_priority``)."""
+
+    __slots__ = ("auto_free_on_launch", "upload_stream", "device_launch", "use_node_priority")
+
+    def __init__(
+        self,
+        auto_free_on_launch: bool = False,
+        upload_stream: Any = None,
+        device_launch: bool = False,
+        use_node_priority: bool = False,
+    ) -> None:
+        self.auto_free_on_launch = auto_free_on_launch
+        self.upload_stream = upload_stream
+        self.device_launch = device_launch
+        self.use_node_priority = use_node_priority
+
+
+class GraphCondition:
+    """A condition variable (``create_condition``); pass it (or its ``handle``) to the kernel that sets it."""
+
+    __slots__ = ("condition",)
+
+    def __init__(self, condition: Condition) -> None:
+        self.condition = condition
+
+    @property
+    def handle(self) -> Condition:
+        """The condition as a kernel argument (its driver handle is made when the graph is built)."""
+        return self.condition
+
+    def __repr__(self) -> str:
+        return f"<GraphCondition {self.condition.name!r}>"
+
+
+def _unsupported(call: str, arg: str, why: str) -> OperandError:
+    return OperandError(f"compat {call}: {arg}: {why} (not supported by cudagraph.compat)")
+
+
+def _args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    if any(type(a) is GraphCondition for a in args):
+        return tuple(a.condition if type(a) is GraphCondition else a for a in args)
+    return args
+
+
+def _owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
+    if owner is not None and type(value).__name__ == "Buffer":
+        raise OperandError(f"compat {call}: {arg}_owner: must not be given when {arg} is a Buffer")
+
+
+def _memset_value(call: str, value: Any) -> tuple[int, int]:
+    """``(value, element size)`` from an int (one byte) or a 1-, 2- or 4-byte buffer-protocol object."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 256:
+            raise OperandError(f"compat {call}: value: an int fills bytes: expected 0..255, got {value}")
+        return value, 1
+    try:
+        raw = bytes(memoryview(value).cast("B"))
+    except TypeError:
+        raise OperandError(
+            f"compat {call}: value: expected an int or a buffer-protocol object of 1, 2 or 4 bytes, "
+            f"got {type(value).__name__}"
+        ) from None
+    if len(raw) not in (1, 2, 4):
+        raise OperandError(f"compat {call}: value: a fill value of {len(raw)} bytes; expected 1, 2 or 4")
+    return int.from_bytes(raw, "little"), len(raw)
+
+
+class GraphNode:
+    """A node of a :class:`GraphDefinition` (the entry point when it wraps no node).
+
+    Each builder method adds a node depending on this one and returns it, so calls chain:
+    ``g.launch(cfg, k).launch(cfg, k2).memcpy(dst, src, n)``.
+    """
+
+    __slots__ = ("_def", "_node", "__weakref__")
+
+    def __init__(self, definition: GraphDefinition, node: Node | None) -> None:
+        self._def = definition
+        self._node = node
+
+    @property
+    def graph(self) -> GraphDefinition:
+        """The definition this node belongs to."""
+        return self._def
+
+    @property
+    def node(self) -> Node | None:
+        """The cudagraph node underneath (``None`` for the entry point)."""
+        return self._node
+
+    @property
+    def pred(self) -> set[GraphNode]:
+        """The nodes this one depends on."""
+        if self._node is None:
+            return set()
+        return {self._def._wrap(p) for p in self._node.predecessors}
+
+    @property
+    def succ(self) -> set[GraphNode]:
+        """The nodes depending on this one."""
+        if self._node is None:
+            return set()
+        return {self._def._wrap(s) for s in self._node._succs}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GraphNode) and other._def is self._def and other._node is self._node
+
+    def __hash__(self) -> int:
+        return hash((id(self._def), id(self._node)))
+
+    def __repr__(self) -> str:
+        what = "entry" if self._node is None else self._node.label
+        return f"<{type(self).__name__} {what}>"
+
+    # ---------------------------------------------------------------------------------------- builders
+    def _after(self) -> Any:
+        return None if self._node is None else self._node
+
+    def _add(self, cls: type[GraphNode], node: Node) -> Any:
+        return self._def._wrap(node, cls)
+
+    def launch(self, config: Any, kernel: Any, *args: Any) -> KernelNode:
+        """Add a kernel launch depending on this node (``config`` is a cuda.core ``LaunchConfig``)."""
+        c = _config(config, "GraphDefinition.launch")
+        k, a = _kernel(kernel, _args(args), "GraphDefinition.launch")
+        prev = self._node
+        node = self._def._g.kernel(
+            k,
+            c.grid,
+            c.block,
+            a,
+            shared_mem=c.smem,
+            cluster=c.cluster,
+            cooperative=c.cooperative,
+            programmatic=True if c.pdl and prev is not None and prev.kind == "kernel" else None,
+            after=self._after(),
+        )
+        return self._add(KernelNode, node)  # type: ignore[no-any-return]
+
+    def empty(self) -> EmptyNode:
+        """Add an empty node depending on this node."""
+        return self._add(EmptyNode, self._def._g.empty(after=self._after()))  # type: ignore[no-any-return]
+
+    def join(self, *nodes: GraphNode) -> EmptyNode:
+        """Add an empty node depending on this node and on ``nodes``."""
+        deps = [] if self._node is None else [self._node]
+        for i, n in enumerate(nodes):
+            if not isinstance(n, GraphNode):
+                raise OperandError(f"compat GraphNode.join: nodes[{i}]: expected a GraphNode, got {type(n).__name__}")
+            if n._def is not self._def:
+                raise OperandError(f"compat GraphNode.join: nodes[{i}]: a node of another GraphDefinition")
+            if n._node is not None and not any(n._node is d for d in deps):
+                deps.append(n._node)
+        return self._add(EmptyNode, self._def._g.join(*deps))  # type: ignore[no-any-return]
+
+    def memset(
+        self, dst: Any, value: Any, width: int, height: int = 1, pitch: int = 0, *, dst_owner: Any = None
+    ) -> MemsetNode:
+        """Fill ``width`` x ``height`` elements at ``dst`` (an int ``value`` fills bytes)."""
+        call = "GraphNode.memset"
+        _owner_check(call, dst_owner, dst, "dst")
+        v, es = _memset_value(call, value)
+        if height > 1:
+            node = self._def._g.memset(
+                dst, v, element_size=es, width=width, height=height, pitch=pitch, after=self._after()
+            )
+        else:
+            node = self._def._g.memset(dst, v, count=width, element_size=es, after=self._after())
+        self._def._keep(dst_owner)
+        return self._add(MemsetNode, node)  # type: ignore[no-any-return]
+
+    def memcpy(self, dst: Any, src: Any, size: int, *, dst_owner: Any = None, src_owner: Any = None) -> MemcpyNode:
+        """Copy ``size`` bytes from ``src`` to ``dst`` (device or pinned host memory)."""
+        call = "GraphNode.memcpy"
+        _owner_check(call, dst_owner, dst, "dst")
+        _owner_check(call, src_owner, src, "src")
+        node = self._def._g.memcpy(dst, src, operator.index(size), after=self._after())
+        self._def._keep(dst_owner, src_owner)
+        return self._add(MemcpyNode, node)  # type: ignore[no-any-return]
+
+    def allocate(self, size: int, *, device: Any = None, memory_type: Any = None, peer_access: Any = None) -> AllocNode:
+        """Add a graph allocation of ``size`` bytes; its :attr:`AllocNode.dptr` is passed to later nodes."""
+        call = "GraphNode.allocate"
+        if peer_access:
+            raise _unsupported(call, "peer_access", "access from peer devices")
+        if memory_type is not None and str(getattr(memory_type, "name", memory_type)).upper() not in ("DEVICE",):
+            raise _unsupported(call, "memory_type", f"{memory_type!r}; only device memory")
+        if device is not None and int(getattr(device, "device_id", device)) != 0:
+            raise _unsupported(call, "device", f"device {device!r}; allocations are made on the current device")
+        return self._add(AllocNode, self._def._g.alloc(size, after=self._after()))  # type: ignore[no-any-return]
+
+    def deallocate(self, dptr: Any) -> FreeNode:
+        """Free a graph allocation (the ``dptr`` of an :class:`AllocNode` of this definition)."""
+        alloc: Any = dptr._node if isinstance(dptr, AllocNode) else dptr
+        if getattr(alloc, "kind", None) != "alloc":
+            raise _unsupported(
+                "GraphNode.deallocate", "dptr", f"{type(dptr).__name__}; only the dptr of an allocate() node"
+            )
+        return self._add(FreeNode, self._def._g.free(alloc, after=self._after()))  # type: ignore[no-any-return]
+
+    def embed(self, child: GraphDefinition) -> ChildGraphNode:
+        """Add ``child`` as a child graph node."""
+        if not isinstance(child, GraphDefinition):
+            raise _unsupported("GraphNode.embed", "child", f"{type(child).__name__}; only a compat GraphDefinition")
+        return self._add(ChildGraphNode, self._def._g.child(child._g, after=self._after()))  # type: ignore[no-any-return]
+
+    def record(self, event: Any) -> EventRecordNode:
+        """Record ``event``."""
+        return self._add(EventRecordNode, self._def._g.record(event, after=self._after()))  # type: ignore[no-any-return]
+
+    def wait(self, event: Any) -> EventWaitNode:
+        """Wait for ``event``."""
+        return self._add(EventWaitNode, self._def._g.wait(event, after=self._after()))  # type: ignore[no-any-return]
+
+    def callback(self, fn: Any, *, user_data: Any = None) -> HostCallbackNode:
+        """Call the Python callable ``fn()`` on the host (ctypes function pointers are not supported)."""
+        call = "GraphNode.callback"
+        if user_data is not None:
+            raise _unsupported(call, "user_data", "user data for a ctypes function pointer")
+        if not callable(fn) or type(fn).__name__.startswith("CFunctionType"):
+            raise _unsupported(call, "fn", f"{type(fn).__name__}; only a Python callable")
+        return self._add(HostCallbackNode, self._def._g.host(fn, after=self._after()))  # type: ignore[no-any-return]
+
+    def _cond(self, call: str, condition: Any) -> Condition:
+        if type(condition) is not GraphCondition:
+            raise OperandError(
+                f"compat {call}: condition: expected a GraphCondition from this definition's create_condition, "
+                f"got {type(condition).__name__}"
+            )
+        return condition.condition
+
+    def if_then(self, condition: GraphCondition) -> IfNode:
+        """Add an if node; fill its :attr:`IfNode.then` definition."""
+        cond = self._cond("GraphNode.if_then", condition)
+        return self._add(IfNode, self._def._g.if_(cond, after=self._after()))  # type: ignore[no-any-return]
+
+    def if_else(self, condition: GraphCondition) -> IfElseNode:
+        """Add an if/else node; fill :attr:`IfElseNode.then` and :attr:`IfElseNode.else_`."""
+        cond = self._cond("GraphNode.if_else", condition)
+        return self._add(IfElseNode, self._def._g.if_else(cond, after=self._after()))  # type: ignore[no-any-return]
+
+    def while_loop(self, condition: GraphCondition) -> WhileNode:
+        """Add a while node; fill its :attr:`WhileNode.body` definition."""
+        cond = self._cond("GraphNode.while_loop", condition)
+        return self._add(WhileNode, self._def._g.while_(cond, after=self._after()))  # type: ignore[no-any-return]
+
+    def switch(self, condition: GraphCondition, count: int) -> SwitchNode:
+        """Add a switch node of ``count`` branches (:attr:`SwitchNode.branches`)."""
+        cond = self._cond("GraphNode.switch", condition)
+        return self._add(SwitchNode, self._def._g.switch(cond, count, after=self._after()))  # type: ignore[no-any-return]
+
+
+class KernelNode(GraphNode):
+    """A kernel launch."""
+
+    __slots__ = ()
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """Grid dimensions in blocks."""
+        g: Any = self._node
+        return (int(g.grid[0]), int(g.grid[1]), int(g.grid[2]))
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        """Block dimensions."""
+        b: Any = self._node
+        return (int(b.block[0]), int(b.block[1]), int(b.block[2]))
+
+    @property
+    def shmem_size(self) -> int:
+        """Dynamic shared memory in bytes."""
+        n: Any = self._node
+        return int(n.shared_mem)
+
+    @property
+    def kernel(self) -> Any:
+        """The kernel."""
+        return self._node.kernel  # type: ignore[union-attr]
+
+
+class EmptyNode(GraphNode):
+    """An empty node."""
+
+    __slots__ = ()
+
+
+class MemsetNode(GraphNode):
+    """A memset node."""
+
+    __slots__ = ()
+
+
+class MemcpyNode(GraphNode):
+    """A memcpy node."""
+
+    __slots__ = ()
+
+
+class AllocNode(GraphNode):
+    """A graph allocation."""
+
+    __slots__ = ()
+
+    @property
+    def dptr(self) -> Any:
+        """The allocation as an operand of later nodes (its address is known once the graph is built)."""
+        return self._node
+
+    @property
+    def bytesize(self) -> int:
+        """Size in bytes."""
+        return self._node.nbytes  # type: ignore[union-attr, no-any-return]
+
+
+class FreeNode(GraphNode):
+    """A graph free."""
+
+    __slots__ = ()
+
+
+class ChildGraphNode(GraphNode):
+    """A child graph."""
+
+    __slots__ = ()
+
+
+class EventRecordNode(GraphNode):
+    """An event record."""
+
+    __slots__ = ()
+
+
+class EventWaitNode(GraphNode):
+    """An event wait."""
+
+    __slots__ = ()
+
+
+class HostCallbackNode(GraphNode):
+    """A host callback."""
+
+    __slots__ = ()
+
+
+class ConditionalNode(GraphNode):
+    """A conditional node; its bodies are :class:`GraphDefinition` objects."""
+
+    __slots__ = ()
+
+    @property
+    def branches(self) -> tuple[GraphDefinition, ...]:
+        """The bodies, in order."""
+        return tuple(self._def._child(b) for b in self._node.bodies)  # type: ignore[union-attr]
+
+
+class IfNode(ConditionalNode):
+    """An if node."""
+
+    __slots__ = ()
+
+    @property
+    def then(self) -> GraphDefinition:
+        """The body run when the condition is non-zero."""
+        return self.branches[0]
+
+
+class IfElseNode(ConditionalNode):
+    """An if/else node."""
+
+    __slots__ = ()
+
+    @property
+    def then(self) -> GraphDefinition:
+        """The body run when the condition is non-zero."""
+        return self.branches[0]
+
+    @property
+    def else_(self) -> GraphDefinition:
+        """The body run when the condition is zero."""
+        return self.branches[1]
+
+
+class WhileNode(ConditionalNode):
+    """A while node."""
+
+    __slots__ = ()
+
+    @property
+    def body(self) -> GraphDefinition:
+        """The body run while the condition is non-zero."""
+        return self.branches[0]
+
+
+class SwitchNode(ConditionalNode):
+    """A switch node."""
+
+    __slots__ = ()
+
+
+_BUILDERS = (
+    "launch",
+    "empty",
+    "memset",
+    "memcpy",
+    "allocate",
+    "deallocate",
+    "embed",
+    "record",
+    "wait",
+    "callback",
+    "if_then",
+    "if_else",
+    "while_loop",
+    "switch",
+)
+
+
+class GraphDefinition:
+    """cuda.core's ``GraphDefinition``, built explicitly on a cudagraph :class:`~cudagraph.Graph`.
+
+    Its builder methods add entry-point nodes (no dependencies); a node's methods add nodes
+    depending on it. :attr:`graph` is the cudagraph definition underneath.
+    """
+
+    __slots__ = ("_g", "_wrappers", "_children", "_owners", "_parent", "__weakref__")
+
+    def __init__(self, _graph: Graph | None = None, _parent: GraphDefinition | None = None) -> None:
+        self._g = _graph if _graph is not None else Graph("GraphDefinition")
+        self._wrappers: dict[int, GraphNode] = {}
+        self._children: dict[int, GraphDefinition] = {}
+        self._owners: list[Any] = [] if _parent is None else _parent._owners
+        self._parent = _parent
+
+    @property
+    def graph(self) -> Graph:
+        """The cudagraph definition underneath."""
+        return self._g
+
+    def is_valid(self) -> bool:
+        """Always ``True`` (the definition lives as long as this object)."""
+        return True
+
+    def _keep(self, *owners: Any) -> None:
+        self._owners.extend(o for o in owners if o is not None)
+
+    def _wrap(self, node: Node, cls: type[GraphNode] | None = None) -> GraphNode:
+        w = self._wrappers.get(id(node))
+        if w is None or w._node is not node:
+            w = (cls or _CLASSES.get(node.kind, GraphNode))(self, node)
+            self._wrappers[id(node)] = w
+        return w
+
+    def _child(self, body: Graph) -> GraphDefinition:
+        w = self._children.get(id(body))
+        if w is None or w._g is not body:
+            w = GraphDefinition(body, self)
+            self._children[id(body)] = w
+        return w
+
+    @property
+    def _entry(self) -> GraphNode:
+        return GraphNode(self, None)
+
+    def join(self, *nodes: GraphNode) -> EmptyNode:
+        """Add an empty node depending on every node in ``nodes``."""
+        return self._entry.join(*nodes)
+
+    def create_condition(self, default_value: int | None = None) -> GraphCondition:
+        """A condition variable, set from device code (``cudaGraphSetConditional``)."""
+        return GraphCondition(self._g.condition(default=default_value))
+
+    def nodes(self) -> set[GraphNode]:
+        """Every node."""
+        return {self._wrap(n) for n in self._g.nodes}
+
+    def edges(self) -> set[tuple[GraphNode, GraphNode]]:
+        """Every edge as ``(from, to)``."""
+        return {(self._wrap(a), self._wrap(b)) for a, b in self._g.edges}
+
+    def instantiate(self, options: GraphCompleteOptions | None = None) -> Any:
+        """Build the graph explicitly and instantiate it; returns an :class:`~cudagraph.Executable`."""
+        o = options if options is not None else GraphCompleteOptions()
+        return self._g.instantiate(
+            upload_stream=o.upload_stream,
+            auto_free_on_launch=o.auto_free_on_launch,
+            device_launch=o.device_launch,
+            use_node_priority=o.use_node_priority,
+        )
+
+    def debug_dot_print(self, path: str, options: Any = None) -> None:
+        """Write the graph in Graphviz dot to ``path`` (``options`` are not supported)."""
+        if options is not None:
+            raise _unsupported("GraphDefinition.debug_dot_print", "options", "debug print flags")
+        with open(path, "w") as f:
+            f.write(self._g.to_dot())
+
+    def __repr__(self) -> str:
+        return f"<compat GraphDefinition {len(self._g)} nodes>"
+
+
+def _entry_method(name: str) -> Any:
+    method = getattr(GraphNode, name)
+
+    def entry(self: GraphDefinition, *args: Any, **kwargs: Any) -> Any:
+        return method(GraphNode(self, None), *args, **kwargs)
+
+    entry.__name__ = name
+    entry.__qualname__ = f"GraphDefinition.{name}"
+    entry.__doc__ = f"{(method.__doc__ or '').splitlines()[0].replace(' depending on this node', '')} (an entry point)."
+    return entry
+
+
+for _name in _BUILDERS:
+    setattr(GraphDefinition, _name, _entry_method(_name))
+del _name
+
+_CLASSES: dict[str, type[GraphNode]] = {
+    "kernel": KernelNode,
+    "empty": EmptyNode,
+    "memset": MemsetNode,
+    "memcpy": MemcpyNode,
+    "alloc": AllocNode,
+    "free": FreeNode,
+    "child": ChildGraphNode,
+    "record": EventRecordNode,
+    "wait": EventWaitNode,
+    "host": HostCallbackNode,
+    "if": IfNode,
+    "if_else": IfElseNode,
+    "while": WhileNode,
+    "switch": SwitchNode,
+}

@@ -1,0 +1,571 @@
+"""One program, every target: free functions whose first argument says where the work goes.
+
+``target`` is one of:
+
+- a **stream** (a ``cuda.core`` ``Stream``, a torch or CuPy stream, anything with ``__cuda_stream__``,
+  a ``CUstream`` or an int handle): the work is issued now, eagerly;
+- a **stream under capture** (a capture region's stream, a ``cuda.core`` ``GraphBuilder`` while
+  building, any stream whose capture is active): the same driver calls, which the capture records;
+- a :class:`~cudagraph.Path` of a :class:`~cudagraph.Graph`: the work becomes a node after the path's
+  last op, and the node is returned.
+
+So a step function written once (``cg.launch``, ``cg.memcpy``, ``cg.fork``, ``cg.join``, ...) runs
+eagerly, is recorded by stream capture, and builds an explicit graph, with the same results.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from ..definition.graph import Graph
+from ..definition.node import Node
+from ..definition.path import Path
+from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.foreign_kernels import FOREIGN_KERNEL_TYPES, resolve
+from ..driver.host_callbacks import retire
+from ..driver.kernel_args import PACKING_LOCK, kernel_info
+from ..driver.streams import stream_handle
+from ..errors import DefinitionError, ForeignNodeError, HostCallbackError, OperandError
+from ..materialize.eager import StreamIssue, issue_node
+from ..ops.lower_state import LowerState
+
+__all__ = ["ForkedStream", "fork", "host", "join", "launch", "memcpy", "memset", "record", "wait"]
+
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+_MAX_BLOCK = (1024, 1024, 64)
+_SMEM_PLAIN = 48 * 1024
+
+
+# ------------------------------------------------------------------------------------------------ targets
+
+
+class ForkedStream:
+    """A stream made by :func:`fork` from a stream: ordered after the work queued on its origin so far.
+
+    It has ``__cuda_stream__`` (every library takes it) and ``handle``; the driver stream is
+    destroyed when the object is collected (work already queued still completes).
+
+    Attributes
+    ----------
+    handle : CUstream
+        The driver stream.
+    """
+
+    __slots__ = ("handle", "__weakref__")
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The stream protocol: ``(0, address)``."""
+        return (0, int(self.handle))
+
+    def __int__(self) -> int:
+        return int(self.handle)
+
+    def __del__(self) -> None:
+        try:
+            _release(self.handle)
+        except Exception:  # interpreter shutdown or no driver: nothing to release
+            pass
+
+    def __repr__(self) -> str:
+        return f"<ForkedStream {int(self.handle):#x}>"
+
+
+# Forked streams collected while a capture still held them: destroyed once it has ended.
+_PENDING: list[Any] = []
+
+
+def _release(handle: Any) -> None:
+    """Destroy a forked stream, or keep it until the capture it joined has ended."""
+    drv = require_driver()
+    (err, status) = drv.cuStreamIsCapturing(handle)
+    if not err and int(status) != int(drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE):
+        _PENDING.append(handle)
+        return
+    drv.cuStreamDestroy(handle)
+
+
+def _sweep() -> None:
+    if _PENDING:
+        pending = list(_PENDING)
+        del _PENDING[:]
+        for h in pending:
+            _release(h)
+
+
+def _refusal(call: str, target: Any) -> OperandError:
+    return OperandError(
+        f"cudagraph.{call}: target: expected a stream (cuda.core Stream, torch/CuPy stream, an object with "
+        f"__cuda_stream__, a CUstream or an int handle), a stream under capture, or a cudagraph Path; "
+        f"got {type(target).__name__}"
+    )
+
+
+# type -> the function reading an int stream handle from a target of that type (learned on first use)
+_HANDLE_OF: dict[type, Callable[[Any], int]] = {}
+
+
+def _by_protocol(t: Any) -> int:
+    return int(t.__cuda_stream__()[1])
+
+
+def _stream(target: Any, call: str) -> int:
+    """The int handle of a stream target, or the typed refusal."""
+    get = _HANDLE_OF.get(type(target))
+    if get is not None:
+        return get(target)
+    if target is None or isinstance(target, (bool, Node, Graph)) or type(target).__name__ == "Path":
+        raise _refusal(call, target)
+    try:
+        h = int(stream_handle(target))
+    except OperandError:
+        raise _refusal(call, target) from None
+    if callable(getattr(target, "__cuda_stream__", None)):
+        _HANDLE_OF[type(target)] = _by_protocol
+    elif type(target) is int:
+        _HANDLE_OF[int] = int
+    return h
+
+
+def _capturing(h: int) -> bool:
+    drv = require_driver()
+    status = check(drv.cuStreamIsCapturing(h), "cuStreamIsCapturing")
+    return bool(int(status) != int(drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE))
+
+
+# ------------------------------------------------------------------------------------------------ configs
+
+
+def _dims(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
+    if isinstance(value, (tuple, list)):
+        if not 1 <= len(value) <= 3:
+            raise DefinitionError(f"{what} must have 1 to 3 dimensions, got {len(value)}")
+        items = list(value)
+    else:
+        items = [value]
+    try:
+        dims = [operator.index(v) for v in items]
+    except TypeError:
+        raise OperandError(f"{what} must be an int or a tuple of ints, got {value!r}") from None
+    dims += [1] * (3 - len(dims))
+    for axis, (d, lim) in enumerate(zip(dims, limits)):
+        if not 0 < d <= lim:
+            raise DefinitionError(f"{what}[{axis}] = {d} is outside 1..{lim}")
+    return (dims[0], dims[1], dims[2])
+
+
+class _Config:
+    """A launch configuration read once: dimensions in blocks, launch attributes."""
+
+    __slots__ = ("source", "grid_obj", "block_obj", "grid", "block", "smem", "cluster", "cooperative", "pdl", "plain")
+
+    def __init__(self, source: Any, call: str) -> None:
+        self.source = source
+        self.grid_obj: Any = None
+        self.block_obj: Any = None
+        self.cluster: tuple[int, int, int] | None = None
+        self.cooperative = False
+        self.pdl = False
+        if type(source) is tuple or type(source) is list:
+            if len(source) != 2:
+                raise OperandError(
+                    f"cudagraph.{call}: config: expected a cuda.core LaunchConfig or (grid, block), "
+                    f"got a sequence of {len(source)}"
+                )
+            grid, block, smem = source[0], source[1], 0
+        elif type(source).__name__ == "LaunchConfig":
+            grid, block = source.grid, source.block
+            self.grid_obj, self.block_obj = grid, block
+            smem = source.shmem_size or 0
+            cluster = getattr(source, "cluster", None)
+            if cluster is not None:
+                self.cluster = _dims(cluster, f"cudagraph.{call}: config.cluster", _MAX_BLOCK)
+            self.cooperative = bool(getattr(source, "is_cooperative", False))
+            self.pdl = bool(getattr(source, "programmatic_stream_serialization", False))
+        else:
+            raise OperandError(
+                f"cudagraph.{call}: config: expected a cuda.core LaunchConfig or (grid, block), "
+                f"got {type(source).__name__}"
+            )
+        if grid is None or block is None:
+            raise OperandError(f"cudagraph.{call}: config: grid and block must both be given")
+        g = _dims(grid, f"cudagraph.{call}: config.grid", _MAX_GRID)
+        if self.cluster is not None:  # as in cuda.core: with a cluster, the grid counts clusters
+            g = (g[0] * self.cluster[0], g[1] * self.cluster[1], g[2] * self.cluster[2])
+            for axis, (d, lim) in enumerate(zip(g, _MAX_GRID)):
+                if d > lim:
+                    raise DefinitionError(
+                        f"cudagraph.{call}: config.grid: {grid} clusters of {self.cluster} blocks make "
+                        f"{d} blocks on axis {axis}, over the CUDA limit {lim}"
+                    )
+        self.grid = g
+        self.block = _dims(block, f"cudagraph.{call}: config.block", _MAX_BLOCK)
+        try:
+            self.smem = operator.index(smem)
+        except TypeError:
+            raise OperandError(f"cudagraph.{call}: config.shmem_size must be an int, got {smem!r}") from None
+        if self.smem < 0:
+            raise DefinitionError(f"cudagraph.{call}: config.shmem_size must be >= 0, got {self.smem}")
+
+        # No launch attribute and no large shared memory: one cuLaunchKernel.
+        self.plain = self.cluster is None and not self.cooperative and self.smem <= _SMEM_PLAIN
+
+
+# id(config) -> _Config of a plain LaunchConfig (the entry holds the config: its id stays its own)
+_CONFIGS: dict[int, _Config] = {}
+
+
+def _config(config: Any, call: str) -> _Config:
+    if type(config) is tuple:
+        return _Config(config, call)
+    c = _CONFIGS.get(id(config))
+    # A LaunchConfig is mutable: an entry is used while it holds the same objects and values.
+    if (
+        c is not None
+        and c.source is config
+        and config.grid is c.grid_obj
+        and config.block is c.block_obj
+        and config.shmem_size == c.smem
+        and config.cluster is None
+        and not config.is_cooperative
+    ):
+        return c
+    c = _Config(config, call)
+    if c.plain and c.grid_obj is not None and config.shmem_size == c.smem:
+        if len(_CONFIGS) > 1024:
+            _CONFIGS.clear()
+        _CONFIGS[id(config)] = c
+    return c
+
+
+# ------------------------------------------------------------------------------------------------ kernels
+
+
+def _kernel(kernel: Any, args: tuple[Any, ...], call: str) -> tuple[Any, tuple[Any, ...]]:
+    """``(kernel the machinery takes, arguments)``: foreign kernels converted."""
+    if type(kernel).__name__ in FOREIGN_KERNEL_TYPES and type(kernel) is not bool:
+        fk = resolve(kernel, args, f"cudagraph.{call}: kernel")
+        return fk.kernel, (args if fk.convert is None else fk.convert(args, f"cudagraph.{call}"))
+    tname = type(kernel).__name__
+    if tname not in ("Kernel", "CUkernel", "CUfunction"):
+        raise OperandError(
+            f"cudagraph.{call}: kernel: expected a cuda.core Kernel, a CUkernel/CUfunction, a Numba @cuda.jit "
+            f"kernel, a CuPy RawKernel/RawModule function or an int CUkernel handle, got {tname}"
+        )
+    return kernel, args
+
+
+class _Launcher:
+    """A kernel ready for stream launches: its argument layout and the function handle to launch.
+
+    A Numba dispatcher (``info`` is ``None``) is specialised from each call's arguments: slow path.
+    """
+
+    __slots__ = ("source", "info", "func")
+
+    def __init__(self, source: Any, call: str) -> None:
+        self.source = source
+        self.info: Any = None
+        self.func: Any = None
+        if type(source).__name__ == "CUDADispatcher":
+            return
+        kernel = _kernel(source, (), call)[0]
+        self.info = kernel_info(kernel)
+        # A CUkernel is launched as a CUfunction of the current context, as cuda.core does.
+        self.func = require_driver().CUfunction(int(self.info.handle))
+
+
+# id(kernel) -> _Launcher (the entry holds the kernel: its id stays its own)
+_LAUNCHERS: dict[int, _Launcher] = {}
+
+
+def _launcher(kernel: Any, call: str) -> _Launcher:
+    entry = _LAUNCHERS.get(id(kernel))
+    if entry is not None and entry.source is kernel:
+        return entry
+    entry = _Launcher(kernel, call)
+    if len(_LAUNCHERS) > 4096:
+        _LAUNCHERS.clear()
+    _LAUNCHERS[id(kernel)] = entry
+    return entry
+
+
+def _scratch_issue(call: str, build: Callable[[Graph], Node], h: int) -> None:
+    """Issue one node, built by ``build`` on a scratch graph, on stream ``h`` with its kind's ``issue``."""
+    g = Graph(f"cudagraph.{call}")
+    node = build(g)
+    g._validate_structure()
+    ensure_context()
+    with PACKING_LOCK:
+        state = LowerState(ensure_context(), eager=True)
+        run = StreamIssue({}, _HOST_ERRORS, _HOST_KEYS, state)
+        issue_node(node, require_driver().CUstream(h), run)
+    _retire_host_keys(h)
+
+
+def launch(target: Any, config: Any, kernel: Any, *args: Any) -> Node | None:
+    """Launch ``kernel(*args)`` on ``target`` with ``config``.
+
+    Parameters
+    ----------
+    target : stream, stream under capture, or Path
+        Where the launch goes (see :mod:`cudagraph.frontends.launch`).
+    config : cuda.core LaunchConfig or (grid, block)
+        Grid, block, ``shmem_size``, ``cluster`` (then the grid counts clusters, as in cuda.core),
+        ``is_cooperative``; ``programmatic_stream_serialization`` makes the edge from a path's
+        previous kernel programmatic (on a stream the launch is ordered normally).
+    kernel : cuda.core Kernel, CUkernel, CUfunction, Numba @cuda.jit kernel, CuPy RawKernel / Function, or int
+        The kernel (an int is a ``CUkernel`` handle).
+    *args
+        The kernel arguments (those of :meth:`Graph.kernel <cudagraph.Graph.kernel>`; Numba kernels
+        take their Python arguments, arrays included).
+
+    Returns
+    -------
+    KernelNode or None
+        The node added on a Path; ``None`` on a stream.
+
+    Raises
+    ------
+    OperandError
+        ``target``, ``config`` or ``kernel`` of the wrong kind, or bad arguments.
+    DefinitionError
+        Dimensions the kernel cannot take.
+    """
+    if type(target) is Path:
+        return _launch_path(target, config, kernel, args)
+    h = _stream(target, "launch")
+    c = _config(config, "launch")
+    entry = _launcher(kernel, "launch")
+    info = entry.info
+    if info is None or not c.plain:
+        _launch_slow(h, c, kernel, args)
+        return None
+    with PACKING_LOCK:
+        params = info.pack(args, "cudagraph.launch", _NO_BINDINGS)
+        g, b = c.grid, c.block
+        (err,) = require_driver().cuLaunchKernel(entry.func, g[0], g[1], g[2], b[0], b[1], b[2], c.smem, h, params, 0)
+    if err:
+        raise_error(err, "cuLaunchKernel", None, f"cudagraph.launch of kernel {info.name!r}")
+    return None
+
+
+_NO_BINDINGS: dict[str, Any] = {}
+
+
+def _launch_slow(h: int, c: _Config, kernel: Any, args: tuple[Any, ...]) -> None:
+    """A launch with attributes or a foreign kernel: one node on a scratch graph, issued by the kernel ops."""
+    k, a = _kernel(kernel, args, "launch")
+    _scratch_issue(
+        "launch",
+        lambda g: g.kernel(
+            k, c.grid, c.block, a, shared_mem=c.smem, cluster=c.cluster, cooperative=c.cooperative, name="launch"
+        ),
+        h,
+    )
+
+
+def _launch_path(p: Path, config: Any, kernel: Any, args: tuple[Any, ...]) -> Node:
+    c = _config(config, "launch")
+    k, a = _kernel(kernel, args, "launch")
+    programmatic = None
+    if c.pdl and p.last is not None and p.last.kind == "kernel":
+        programmatic = True
+    return p.kernel(  # type: ignore[no-any-return]
+        k,
+        c.grid,
+        c.block,
+        a,
+        shared_mem=c.smem,
+        cluster=c.cluster,
+        cooperative=c.cooperative,
+        programmatic=programmatic,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ other ops
+
+
+def memcpy(target: Any, dst: Any, src: Any, nbytes: int) -> Node | None:
+    """Copy ``nbytes`` bytes from ``src`` to ``dst`` (device or host memory) on ``target``.
+
+    Operands are those of :meth:`Graph.memcpy <cudagraph.Graph.memcpy>`: Buffers, arrays with
+    ``__cuda_array_interface__`` or DLPack, numpy arrays (host), int addresses, Params on a Path.
+
+    Returns
+    -------
+    MemcpyNode or None
+        The node added on a Path; ``None`` on a stream.
+    """
+    if type(target) is Path:
+        return target.memcpy(dst, src, nbytes)  # type: ignore[no-any-return]
+    h = _stream(target, "memcpy")
+    _scratch_issue("memcpy", lambda g: g.memcpy(dst, src, nbytes, name="memcpy"), h)
+    return None
+
+
+def memset(target: Any, dst: Any, value: Any, count: int, *, element_size: int | None = None) -> Node | None:
+    """Fill ``count`` elements of ``dst`` with ``value`` on ``target``.
+
+    ``value`` is a numpy scalar (its size is the element size: 1, 2 or 4 bytes) or an int with
+    ``element_size``, as in :meth:`Graph.memset <cudagraph.Graph.memset>`.
+
+    Returns
+    -------
+    MemsetNode or None
+        The node added on a Path; ``None`` on a stream.
+    """
+    if type(target) is Path:
+        return target.memset(dst, value, count=count, element_size=element_size)  # type: ignore[no-any-return]
+    h = _stream(target, "memset")
+    _scratch_issue("memset", lambda g: g.memset(dst, value, count=count, element_size=element_size), h)
+    return None
+
+
+# Host callbacks issued on streams: where their exceptions go, and their registry keys until they ran.
+_HOST_ERRORS: list[Any] = []
+_HOST_KEYS: list[int] = []
+
+
+def _retire_host_keys(h: int) -> None:
+    if not _HOST_KEYS:
+        return
+    keys = list(_HOST_KEYS)
+    _HOST_KEYS.clear()
+    if _capturing(h):
+        return  # recorded by a capture: the callable stays registered for the graphs made from it
+    retire(keys, [require_driver().CUstream(h)])
+
+
+def host(target: Any, fn: Callable[..., Any], *args: Any) -> Node | None:
+    """Call ``fn(*args)`` on a driver thread, in order on ``target``.
+
+    The callable must not call CUDA. On a stream, an exception it raises is raised as
+    :class:`~cudagraph.errors.HostCallbackError` by the next :func:`host` call on a stream.
+
+    Returns
+    -------
+    HostNode or None
+        The node added on a Path; ``None`` on a stream.
+    """
+    if type(target) is Path:
+        return target.host(fn, *args)  # type: ignore[no-any-return]
+    h = _stream(target, "host")
+    if _HOST_ERRORS:
+        node, exc = _HOST_ERRORS.pop(0)
+        del _HOST_ERRORS[:]
+        raise HostCallbackError(
+            f"cudagraph.host: an earlier callback raised {type(exc).__name__}: {exc}", node
+        ) from exc
+    if not callable(fn):
+        raise OperandError(f"cudagraph.host: fn: expected a callable, got {type(fn).__name__}")
+    _scratch_issue("host", lambda g: g.host(fn, *args, name="host"), h)
+    return None
+
+
+def record(target: Any, event: Any) -> Node | None:
+    """Record ``event`` (a cuda.core Event or CUevent) on ``target``.
+
+    Returns
+    -------
+    EventRecordNode or None
+        The node added on a Path; ``None`` on a stream.
+    """
+    if type(target) is Path:
+        return target.record(event)  # type: ignore[no-any-return]
+    h = _stream(target, "record")
+    _scratch_issue("record", lambda g: g.record(event, name="record"), h)
+    return None
+
+
+def wait(target: Any, event: Any) -> Node | None:
+    """Make the work that follows on ``target`` wait for ``event``.
+
+    Returns
+    -------
+    EventWaitNode or None
+        The node added on a Path; ``None`` on a stream.
+    """
+    if type(target) is Path:
+        return target.wait(event)  # type: ignore[no-any-return]
+    h = _stream(target, "wait")
+    _scratch_issue("wait", lambda g: g.wait(event, name="wait"), h)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ fork / join
+
+
+def _event_between(src: int, dst: int) -> None:
+    """Order the work queued next on stream ``dst`` after what is queued on ``src`` now."""
+    drv = require_driver()
+    ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        check(drv.cuEventRecord(ev, src), "cuEventRecord")
+        check(drv.cuStreamWaitEvent(dst, ev, 0), "cuStreamWaitEvent")
+    finally:
+        drv.cuEventDestroy(ev)  # released once the wait is done
+
+
+def fork(target: Any) -> Any:
+    """A new target that starts after the work queued on ``target`` so far and runs beside it.
+
+    On a Path: a new :class:`~cudagraph.Path` of the same graph, after the path's last op. On a
+    stream (under capture or not): a new :class:`ForkedStream` that waits on an event recorded on
+    ``target`` (under capture, it joins the capture).
+
+    Returns
+    -------
+    Path or ForkedStream
+    """
+    if type(target) is Path:
+        return Path(target.graph, list(target._tail))
+    h = _stream(target, "fork")
+    ensure_context()
+    _sweep()
+    drv = require_driver()
+    new = check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+    forked = ForkedStream(new)
+    _event_between(h, int(new))
+    return forked
+
+
+def join(target: Any, other: Any) -> Node | None:
+    """Make the work that follows on ``target`` wait for everything queued on ``other``.
+
+    Both are Paths of the same graph (then ``target`` continues after an empty node that depends on
+    both, which is returned), or both are streams (an event recorded on ``other`` is waited on by
+    ``target``).
+
+    Raises
+    ------
+    ForeignNodeError
+        Paths of two different graphs.
+    OperandError
+        A Path joined with a stream, or a target of the wrong kind.
+    """
+    if type(target) is Path or type(other) is Path:
+        if type(target) is not Path or type(other) is not Path:
+            raise OperandError(
+                f"cudagraph.join: target and other must both be Paths or both streams, got "
+                f"{type(target).__name__} and {type(other).__name__}"
+            )
+        if other.graph is not target.graph:
+            raise ForeignNodeError(
+                f"cudagraph.join: other: a Path of Graph {other.graph.name!r}, but target is a Path of Graph "
+                f"{target.graph.name!r}"
+            )
+        extra = [n for n in other._tail if not any(n is t for t in target._tail)]
+        if not extra:
+            return None
+        return target.join(*extra)  # type: ignore[no-any-return]
+    h = _stream(target, "join")
+    o = _stream(other, "join")
+    ensure_context()
+    if o != h:
+        _event_between(o, h)
+    return None

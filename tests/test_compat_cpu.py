@@ -1,0 +1,169 @@
+"""cudagraph.compat without a GPU: cuda.core's GraphDefinition API builds the expected cudagraph definition
+(exact nodes and edges), and unsupported signatures are refused by name with nothing added."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.bindings.driver")
+
+import cudagraph as cg
+from cudagraph.errors import DefinitionError, OperandError
+
+compat = cg.compat
+
+
+class CUkernel:  # the definition layer recognises kernels by type name
+    pass
+
+
+class LaunchConfig:  # a stand-in for cuda.core's (same attribute names)
+    def __init__(self, grid: Any = None, block: Any = None, shmem_size: int = 0, cluster: Any = None) -> None:
+        self.grid, self.block, self.shmem_size, self.cluster = grid, block, shmem_size, cluster
+        self.is_cooperative = False
+        self.programmatic_stream_serialization = False
+
+
+K = CUkernel()
+CFG = LaunchConfig(grid=4, block=64)
+
+
+def pairs(gd: Any) -> set[tuple[int, int]]:
+    return {(a.node.index, b.node.index) for a, b in gd.edges()}
+
+
+def test_a_fluent_chain_is_a_path():
+    gd = compat.GraphDefinition()
+    a = gd.launch(CFG, K, np.int32(1))
+    c = a.launch(CFG, K, np.int32(2)).memset(0x1000, np.float32(1.0), 8).memcpy(0x2000, 0x1000, 32)
+    assert isinstance(a, compat.KernelNode) and isinstance(c, compat.MemcpyNode)
+    assert [n.kind for n in gd.graph.nodes] == ["kernel", "kernel", "memset", "memcpy"]
+    assert pairs(gd) == {(0, 1), (1, 2), (2, 3)}
+    m = gd.graph.nodes[2]
+    assert m.element_size == 4 and m.value == int.from_bytes(np.float32(1.0).tobytes(), "little") and m.width == 8
+    assert a.grid == (4, 1, 1) and a.block == (64, 1, 1) and a.shmem_size == 0 and a.kernel is K
+    assert len(gd.nodes()) == 4 and a in gd.nodes() and a.succ == {gd._wrap(gd.graph.nodes[1])}
+
+
+def test_entry_points_and_join():
+    gd = compat.GraphDefinition()
+    a = gd.launch(CFG, K)
+    b = gd.launch(CFG, K)
+    j = gd.join(a, b)
+    d = j.launch(CFG, K)
+    e = a.join(d)
+    assert isinstance(j, compat.EmptyNode) and isinstance(e, compat.EmptyNode)
+    assert pairs(gd) == {(0, 2), (1, 2), (2, 3), (0, 4), (3, 4)}
+    assert a.pred == set() and j.pred == {a, b}
+
+
+def test_conditionals_have_definition_bodies():
+    gd = compat.GraphDefinition()
+    cond = gd.create_condition(default_value=1)
+    setter = gd.launch(CFG, K, cond)
+    assert setter.node.args == (cond.condition,)
+    w = setter.while_loop(cond)
+    w.body.launch(CFG, K, cond.handle).launch(CFG, K)
+    ie = w.if_else(gd.create_condition())
+    ie.then.launch(CFG, K)
+    ie.else_.memset(0x1000, 0, 4)
+    sw = ie.switch(gd.create_condition(0), 3)
+    assert isinstance(w, compat.WhileNode) and isinstance(ie, compat.IfElseNode) and isinstance(sw, compat.SwitchNode)
+    assert len(sw.branches) == 3 and w.body is w.body
+    assert [n.kind for n in w.node.body.nodes] == ["kernel", "kernel"]
+    assert [n.kind for n in ie.node.else_.nodes] == ["memset"]
+    assert pairs(gd) == {(0, 1), (1, 2), (2, 3)}
+    gd.graph.validate()
+
+
+def test_child_graph_callback_events_allocations():
+    child = compat.GraphDefinition()
+    child.launch(CFG, K)
+    gd = compat.GraphDefinition()
+
+    class CUevent:
+        pass
+
+    ev = CUevent()
+    alloc = gd.allocate(1024)
+    k = alloc.launch(CFG, K, alloc.dptr)
+    emb = k.embed(child)
+    cb = emb.callback(print)
+    r = cb.record(ev)
+    w = r.wait(ev)
+    f = w.deallocate(alloc.dptr)
+    kinds = [type(x).__name__ for x in (alloc, k, emb, cb, r, w, f)]
+    assert kinds == [
+        "AllocNode",
+        "KernelNode",
+        "ChildGraphNode",
+        "HostCallbackNode",
+        "EventRecordNode",
+        "EventWaitNode",
+        "FreeNode",
+    ]
+    assert alloc.bytesize == 1024 and emb.node.body is child.graph
+    assert pairs(gd) == {(i, i + 1) for i in range(6)}
+    gd.graph.validate()
+
+
+def test_debug_dot_print_writes_the_dot(tmp_path):
+    gd = compat.GraphDefinition()
+    gd.launch(CFG, K).empty()
+    out = tmp_path / "g.dot"
+    gd.debug_dot_print(str(out))
+    assert out.read_text() == gd.graph.to_dot()
+
+
+@pytest.mark.parametrize(
+    "call, text",
+    [
+        (lambda gd: gd.callback(print, user_data=b"x"), "compat GraphNode.callback: user_data: user data"),
+        (lambda gd: gd.callback(42), "compat GraphNode.callback: fn: int; only a Python callable"),
+        (lambda gd: gd.allocate(64, peer_access=[1]), "compat GraphNode.allocate: peer_access: access from peer"),
+        (lambda gd: gd.allocate(64, memory_type="host"), "compat GraphNode.allocate: memory_type: 'host'"),
+        (lambda gd: gd.deallocate(0x1000), "compat GraphNode.deallocate: dptr: int; only the dptr of an allocate()"),
+        (lambda gd: gd.embed(cg.Graph("x")), "compat GraphNode.embed: child: Graph; only a compat GraphDefinition"),
+        (lambda gd: gd.memset(0x1000, 300, 4), "compat GraphNode.memset: value: an int fills bytes: expected 0..255"),
+        (lambda gd: gd.memset(0x1000, np.float64(1), 4), "compat GraphNode.memset: value: a fill value of 8 bytes"),
+        (lambda gd: gd.memset(0x1000, "a", 4), "compat GraphNode.memset: value: expected an int or a buffer"),
+        (lambda gd: gd.while_loop(1), "compat GraphNode.while_loop: condition: expected a GraphCondition"),
+        (lambda gd: gd.debug_dot_print("x", options=1), "compat GraphDefinition.debug_dot_print: options"),
+        (lambda gd: gd.join(1), "compat GraphNode.join: nodes[0]: expected a GraphNode, got int"),
+        (lambda gd: gd.join(compat.GraphDefinition().empty()), "nodes[0]: a node of another GraphDefinition"),
+        (lambda gd: gd.launch({"grid": 1}, K), "cudagraph.GraphDefinition.launch: config: expected a cuda.core"),
+        (lambda gd: gd.launch(CFG, "k"), "cudagraph.GraphDefinition.launch: kernel: expected a cuda.core Kernel"),
+    ],
+)
+def test_unsupported_signatures_are_refused_by_name_and_add_nothing(call, text):
+    gd = compat.GraphDefinition()
+    gd.launch(CFG, K)
+    with pytest.raises(OperandError) as info:
+        call(gd)
+    assert text in str(info.value)
+    assert len(gd.graph) == 1 and len(gd.nodes()) == 1
+
+
+def test_a_config_the_kernel_cannot_take_adds_nothing():
+    gd = compat.GraphDefinition()
+    with pytest.raises(DefinitionError, match=r"GraphDefinition.launch: config.block\[0\] = 2000"):
+        gd.launch(LaunchConfig(grid=1, block=2000), K)
+    assert len(gd.graph) == 0
+
+
+def test_instantiate_passes_the_options(monkeypatch):
+    seen: dict[str, Any] = {}
+    gd = compat.GraphDefinition()
+    gd.launch(CFG, K)
+    monkeypatch.setattr(cg.Graph, "instantiate", lambda self, **kw: seen.update(kw) or "exe")
+    opts = compat.GraphCompleteOptions(auto_free_on_launch=True, upload_stream="s", use_node_priority=True)
+    assert gd.instantiate(opts) == "exe"
+    assert seen == {
+        "upload_stream": "s",
+        "auto_free_on_launch": True,
+        "device_launch": False,
+        "use_node_priority": True,
+    }

@@ -132,7 +132,7 @@ def test_torch_binds_are_checked(gpu, stream):
             cg.errors.OperandError, match=r"bind 'x': the new memory has 2048 bytes, fewer than the 4096"
         ):
             exe.launch(stream, x=torch.randn(N // 2, device="cuda"), out=torch.empty(N, device="cuda"))
-        with pytest.raises(cg.errors.OperandError, match="dtype torch.float64 differs"):
+        with pytest.raises(cg.errors.OperandError, match=r"dtype torch\.float64 differs"):
             exe.bind(x=torch.randn(N, device="cuda", dtype=torch.float64))
         with pytest.raises(cg.errors.OperandError, match="host memory"):
             exe.bind(x=torch.randn(N))

@@ -153,6 +153,26 @@ def test_a_pointer_inside_an_opaque_node_is_refused_naming_it_and_nothing_change
     assert k.args == (q(X),) and "x" not in g.params and g.parametrizations == []
 
 
+class CUdeviceptr:  # a driver handle type: an int through __int__, with methods of its own
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __int__(self) -> int:
+        return self.v
+
+    def getPtr(self) -> int:
+        return 0
+
+
+def test_a_driver_pointer_type_inside_an_opaque_node_is_seen():
+    g = cg.Graph("g")
+    fill = SimpleNamespace(dst=CUdeviceptr(X + 8), value=0, elementSize=4)
+    op = opaque(g, "CU_GRAPH_NODE_TYPE_MEMSET", SimpleNamespace(memset=fill, kernel=SimpleNamespace(func=X)))
+    with pytest.raises(OperandError, match=r"memset\.dst = 0x7f0000000008 points into 'x' \(offset 8\)") as e:
+        g.parametrize(x=(X, 64))
+    assert op.label in str(e.value)
+
+
 def test_opaque_nodes_outside_the_ranges_stay():
     g = cg.Graph("g")
     op = opaque(g, "CU_GRAPH_NODE_TYPE_MEM_ALLOC", SimpleNamespace(alloc=SimpleNamespace(dptr=POOL, bytesize=64)))

@@ -394,7 +394,7 @@ def _ints(obj: Any, path: str, depth: int) -> Iterator[tuple[str, int]]:
             continue
         if isinstance(v, int):
             yield where, v
-        elif type(v).__name__.startswith("CU") and hasattr(v, "__int__") and not hasattr(v, "getPtr"):
+        elif hasattr(v, "__int__"):  # driver handle types (CUdeviceptr, ...)
             try:
                 yield where, int(v)
             except Exception:

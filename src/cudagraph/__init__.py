@@ -39,6 +39,7 @@ from .definition.nodes import (
     WriteValueNode,
 )
 from .definition.param import Param
+from .definition.parametrize import ParametrizeReport
 from .definition.path import Path
 from .errors import CudaGraphError
 from .executable.cache import ExecutableCache
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from .frontends import compat
     from .frontends.launch import ForkedStream, fork, host, join, launch, memcpy, memset, record, wait
     from .materialize.capture_region import CaptureRegion, CaptureStream
-    from .materialize.lift import lift
+    from .materialize.lift import lift, lift_exact
 
 # The definition layer reaches the layers above it only through its seams, wired here by module
 # name: each module is imported on the first call, so importing cudagraph stays GPU-free.
@@ -101,6 +102,8 @@ __all__ = [
     "CaptureStream",
     "OpaqueNode",
     "lift",
+    "lift_exact",
+    "ParametrizeReport",
     "UpdateResult",
     "launch",
     "memcpy",
@@ -133,10 +136,10 @@ def __getattr__(name: str) -> Any:
         from .executable.node_view import ExecutableNode
 
         return ExecutableNode
-    if name == "lift":
-        from .materialize.lift import lift
+    if name in ("lift", "lift_exact"):
+        from .materialize import lift as _lift
 
-        return lift
+        return getattr(_lift, name)
     if name in ("graph_memory_usage", "trim_graph_memory"):
         from .driver import graph_memory
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DefinitionError, OperandError
 from .node import Node, bodies_of, child_graphs
 from .param import Param
+from .param_offset import ParamAt, ParamBytes
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -19,10 +20,13 @@ def node_params_uses(node: Node) -> list[str]:
     names: list[str] = []
     for field in node.arg_fields:
         names += [a.name for a in getattr(node, field) if type(a) is Param]
+        names += [n for a in getattr(node, field) if type(a) is ParamBytes for n in a.names()]
     for field in node.pointer_fields:
         v = getattr(node, field)
         if type(v) is Param:
             names.append(v.name)
+        elif type(v) is ParamAt:
+            names.append(v.param.name)
     return names
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 from ..errors import DefinitionError, DuplicateEdgeError, ForeignNodeError, OperandError
 from .node import Node, bodies_of, graph_address
 from .operands import resolve_pointer
+from .param_offset import ParamAt
 
 if TYPE_CHECKING:
     from .condition import Condition
@@ -146,6 +147,8 @@ class GraphCore:
         """:func:`resolve_pointer`, plus graph allocations (whose address exists only once built)."""
         if graph_address(obj):
             return obj, None, obj.nbytes
+        if type(obj) is ParamAt:
+            return obj, None, None
         return resolve_pointer(obj, what, allow_null)
 
     def _note_late(self, *ptrs: Any) -> None:

@@ -21,6 +21,7 @@ from .core import After, DimLike
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
 from .param import Param
+from .parametrize import ParametrizeMixin
 from .path import Path
 from .topology import find_cycle, find_path, format_cycle, kahn_order
 from .validation import check_tree
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["After", "DimLike", "Graph"]
 
 
-class Graph(Builders):
+class Graph(Builders, ParametrizeMixin):
     """A CUDA graph definition: nodes, their parameters and dependency edges.
 
     Building a definition needs no GPU. Nodes are added with the builders

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..definition.operands import Deferred, buffer_like, normalize_kernel_args
 from ..definition.param import Param
+from ..definition.param_offset import ParamBytes
 from ..errors import KernelArgumentError, OperandError
 from .calls import check, error_name, require_driver
 from .foreign_kernels import FOREIGN_KERNEL_TYPES, foreign_handle
@@ -227,6 +228,8 @@ class KernelInfo:
                 expected=len(sizes),
                 given=len(args),
             )
+        if ParamBytes in map(type, args):  # pointers into parameters' memory: written from the bindings
+            args = tuple(a.resolve(bindings) if type(a) is ParamBytes else a for a in args)
         nargs = normalize_kernel_args(args, label)
         data = bytearray(self.total)
         for i, a in enumerate(nargs):

@@ -57,6 +57,14 @@ class BindPlan:
         does through the compiled ``rebind``.
     set_address : int or None
         The address of ``cuGraphExecKernelNodeSetParams_v2`` the plan was made for.
+    shifted : list of PreparedKernel
+        The groups whose structure also holds the pointer at an offset (``ParamBytes`` of
+        :meth:`Graph.parametrize <cudagraph.Graph.parametrize>`): the caller writes those
+        slots (:meth:`PreparedKernel.write_shifted`) before the plan is run.
+    memory : Memory or None
+        The memory the parameter was made from by ``Graph.parametrize``: every new
+        value is checked against it (then the compiled ``Executable.bind`` leaves the
+        plan to the Python method).
     """
 
     __slots__ = (
@@ -69,6 +77,8 @@ class BindPlan:
         "count",
         "pointer_groups",
         "set_address",
+        "shifted",
+        "memory",
         "_open",
     )
 
@@ -82,6 +92,8 @@ class BindPlan:
         self.count = 0
         self.pointer_groups: list[CompiledGroup] | None = None
         self.set_address: int | None = None
+        self.shifted: list[PreparedKernel] = []
+        self.memory: Any = None
         self._open: dict[int, int] = {}  # id(updater) -> position of its group, while adding
 
     def add_kernel(self, up: PreparedKernel, name: str, node: Node, dnode: Any) -> None:
@@ -90,6 +102,8 @@ class BindPlan:
         if at is None:
             at = self._open[id(up)] = len(self.group_nodes)
             slots = up.slots.get(name, [])
+            if up.shifted.get(name):
+                self.shifted.append(up)
             if self.native:
                 offsets = tuple(off for off, _code in slots)
                 self.groups.append((up.buf_address, up.buf_size, offsets, up.params_address, []))
@@ -113,6 +127,7 @@ class BindPlan:
         """Mark the plan complete (no more users are added); return it."""
         self._open.clear()
         self.set_address = kernel_ops._SET_KERNEL_ADDR
-        if self.native and self.code is None and self.groups and not self.others:
-            self.pointer_groups = self.groups
+        if self.native and self.code is None and self.groups and not self.others and not self.shifted:
+            if self.memory is None:
+                self.pointer_groups = self.groups
         return self

@@ -17,10 +17,12 @@ from ..definition.bindings import all_params
 from ..definition.diff import same_value
 from ..definition.nodes import KernelNode, Node
 from ..definition.operands import buffer_like
+from ..definition.parametrize import param_memory
 from ..driver.kernel_args import _STRUCT_CODES
 from ..errors import OperandError
 from ..ops.kinds.kernel import PreparedKernel, native_rebind
 from .base import _UNSET, ExecutableBase
+from .bind_checks import checked_address
 from .bind_plan import BindPlan
 
 __all__ = ["Binding"]
@@ -119,7 +121,11 @@ class Binding(ExecutableBase):
             p = self._param(name)
         if p.dtype is None:
             t = type(value)
-            if t is int and 0 < value < 1 << 64:
+            plan = self._plans.get(name)
+            memory = param_memory(self.graph).get(name) if plan is None else plan.memory
+            if memory is not None:
+                v = checked_address(name, memory, value, self.graph.name)
+            elif t is int and 0 < value < 1 << 64:
                 v = value
             elif t in BUFFER_TYPES:
                 v = int(value.handle) or _pointer(p, value)
@@ -139,6 +145,8 @@ class Binding(ExecutableBase):
         plan = self._plans.get(name)
         if plan is None:
             plan = self._plans[name] = self._make_plan(name)
+        for up in plan.shifted:
+            up.write_shifted(name, value)
         self._writer.write_plan(plan, value)
         if plan.others:
             bindings = self._bindings
@@ -156,6 +164,8 @@ class Binding(ExecutableBase):
         if native and not self._exec_addr:
             self._exec_addr = int(self._exec)
         plan = BindPlan(code, native)
+        if code is None:
+            plan.memory = param_memory(self.graph).get(name)
         for node in self._lowered.param_users.get(name, ()):
             current, dnode, up, _fresh = self._prepared(node)
             if up is None:

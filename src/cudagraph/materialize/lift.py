@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..definition.graph import Graph
 from ..definition.kinds.opaque import OpaqueNode
 from ..definition.nodes import Node
+from ..definition.parametrize import keep_alive, moving_slots, parametrize
 from ..driver.calls import check, ensure_context, require_driver
 from ..driver.graph_reader import KERNEL_NODE_TYPE, graph_reader
 from ..driver.kernel_args import kernel_info
@@ -15,7 +17,7 @@ from ..ops.kinds.base import KindOps
 from ..ops.kinds.kernel import LiftedKernel
 from ..ops.registry import KERNEL, LIFTS, OPAQUE
 
-__all__ = ["cuda_graph_handle", "lift"]
+__all__ = ["cuda_graph_handle", "lift", "lift_exact"]
 
 
 class _BindingsReader:
@@ -233,7 +235,7 @@ def cuda_graph_handle(obj: Any) -> Any:
     raise OperandError(f"cannot find a CUgraph in {type(obj).__name__}")
 
 
-def lift(obj: Any, name: str = "lifted") -> Graph:
+def lift(obj: Any, name: str = "lifted", *, params: dict[str, Any] | None = None) -> Graph:
     """Read a driver graph back into a typed definition.
 
     Kernels (handle, grid, block, shared memory, argument bytes), 1-D copies,
@@ -250,11 +252,32 @@ def lift(obj: Any, name: str = "lifted") -> Graph:
         The graph to read.
     name : str
         The definition's name.
+    params : dict, optional
+        ``{name: memory}``: then :meth:`Graph.parametrize` runs on the result
+        (range mode): every operand pointing into that memory (a tensor, an
+        array, a Buffer, an ``(address, nbytes)`` pair) becomes a use of the
+        named parameter, so ``exe.launch(stream, x=new_x)`` runs on new memory.
+        The source object (a PyTorch graph owning the intermediate memory
+        its kernels use) is kept alive with the definition; the report is
+        ``g.parametrizations[-1]``.
 
     Returns
     -------
     Graph
+
+    Raises
+    ------
+    OperandError
+        As :meth:`Graph.parametrize` (nothing is lifted then).
     """
+    g = _lift(obj, name)
+    if params:
+        parametrize(g, params)
+        keep_alive(g, obj)
+    return g
+
+
+def _lift(obj: Any, name: str) -> Graph:
     drv = require_driver()
     ensure_context()
     handle = cuda_graph_handle(obj)
@@ -272,3 +295,61 @@ def lift(obj: Any, name: str = "lifted") -> Graph:
     g = Graph(name)
     _Lifter(reader, keep).into(g, int(clone))
     return g
+
+
+def lift_exact(
+    fn: Callable[..., Any],
+    params: dict[str, tuple[Any, Any]],
+    *,
+    stream: Any = None,
+    name: str = "lifted",
+) -> Graph:
+    """Capture ``fn`` twice on two sets of memory; parametrize only the slots that move with the memory.
+
+    ``fn(stream, **first)`` and ``fn(stream, **second)`` are each recorded with
+    :meth:`Graph.capture` and lifted. The two definitions must have the same
+    nodes. A slot (a copy endpoint, a fill destination, an aligned 8-byte slot
+    of kernel-argument bytes) of the first whose value lies in the memory of a
+    name becomes a use of that name only if the second capture holds, at the
+    same slot, the second memory's address plus the same offset. A scalar that
+    happens to equal an address keeps its value (range mode,
+    :meth:`Graph.parametrize`, would rewrite it). The result is the first
+    capture, parametrized; its report (``g.parametrizations[-1]``) says the
+    slots were verified.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(stream, **buffers)``: enqueues the work on ``stream`` (a
+        :class:`~cudagraph.CaptureStream`), using the buffers given by keyword.
+    params : dict
+        ``{name: (first, second)}``: two memory objects per name, at different
+        addresses, of the same size.
+    stream : optional
+        The stream to capture on (default: a new one).
+    name : str
+        The definition's name.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    OperandError
+        A name without two memory objects, two objects at the same address, or
+        the two captures differ in their nodes (named).
+    """
+    if not params:
+        raise OperandError("lift_exact: params= needs at least one name=(first, second)")
+    first: dict[str, Any] = {}
+    second: dict[str, Any] = {}
+    for key, pair in params.items():
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise OperandError(f"lift_exact: params[{key!r}] must be a (first, second) pair of memory objects")
+        first[key], second[key] = pair
+    g1 = Graph.capture(lambda s: fn(s, **first), stream, name=name)
+    g2 = Graph.capture(lambda s: fn(s, **second), stream, name=name)
+    only = moving_slots(g1, g2, first, second)
+    parametrize(g1, first, only)
+    return g1

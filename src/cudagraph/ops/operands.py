@@ -7,6 +7,7 @@ from typing import Any
 from ..definition.nodes import AllocNode, AllocOffset
 from ..definition.operands import Deferred
 from ..definition.param import Param
+from ..definition.param_offset import ParamAt
 from ..driver.calls import require_driver
 from ..driver.kernel_args import resolve_deferred
 from ..errors import DefinitionError, OperandError
@@ -50,6 +51,8 @@ def pointer_value(value: Any, bindings: dict[str, Any], what: str, state: LowerS
         return value  # type: ignore[no-any-return]
     if t is Param:
         return bindings[value.name]  # type: ignore[no-any-return]
+    if t is ParamAt:
+        return value.value(bindings)  # type: ignore[no-any-return]
     if t is Deferred:
         return resolve_deferred(value.obj, what)
     if t is AllocNode or t is AllocOffset:

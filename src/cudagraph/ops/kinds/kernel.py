@@ -48,6 +48,7 @@ import numpy as np
 from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, LaunchAttrs
 from ...definition.nodes import KernelNode, Node
 from ...definition.param import Param
+from ...definition.param_offset import ParamBytes
 from ...driver.c_entry import NATIVE, c_address, kernel_loop, use_kernel
 from ...driver.calls import check, raise_error, require_driver
 from ...driver.compat import BINDINGS_MAJOR
@@ -426,7 +427,7 @@ class PreparedKernel:
         ``param name -> [(offset, struct code), ...]`` for arguments that are parameters.
     """
 
-    __slots__ = ("params", "params_address", "_buf", "buf_address", "buf_size", "_ptrs", "slots")
+    __slots__ = ("params", "params_address", "_buf", "buf_address", "buf_size", "_ptrs", "slots", "shifted")
 
     def __init__(self, node: KernelNode, bindings: dict[str, Any]) -> None:
         drv = require_driver()
@@ -447,10 +448,18 @@ class PreparedKernel:
         self.params = p
         self.params_address = int(p.getPtr())
         self.slots: dict[str, list[tuple[int, str]]] = {}
+        #: ``param name -> [(offset, addend), ...]``: pointers into a parameter's memory (``ParamBytes``)
+        self.shifted: dict[str, list[tuple[int, int]]] = {}
         for a, off in zip(node.args, info.offsets):
             if type(a) is Param:
                 code = "<Q" if a.dtype is None else "<" + _STRUCT_CODES[(a.dtype.kind, a.dtype.itemsize)]
                 self.slots.setdefault(a.name, []).append((off, code))
+            elif type(a) is ParamBytes:
+                for pos, p, add in a.patches:
+                    if add:
+                        self.shifted.setdefault(p.name, []).append((off + pos, add))
+                    else:
+                        self.slots.setdefault(p.name, []).append((off + pos, "<Q"))
 
     def rebind(self, name: str, value: Any) -> None:
         """Write a parameter's new value into the argument buffer (no driver call)."""
@@ -458,6 +467,12 @@ class PreparedKernel:
             if isinstance(value, np.generic):
                 value = value.item()
             struct.pack_into(code, self._buf, off, value)
+        self.write_shifted(name, value)
+
+    def write_shifted(self, name: str, address: int) -> None:
+        """Write ``address + addend`` at the shifted slots of pointer parameter ``name`` (no driver call)."""
+        for off, add in self.shifted.get(name, ()):
+            struct.pack_into("<Q", self._buf, off, int(address) + add)
 
 
 #: A group of a plan run in Python: ``(prepared structure, driver nodes, nodes,

@@ -29,6 +29,14 @@ def _numba():
     numba_cuda = pytest.importorskip("numba.cuda")
     if not numba_cuda.is_available():
         pytest.skip("numba.cuda finds no GPU")
+
+    def probe(x):  # type: ignore[no-untyped-def]
+        pass
+
+    try:  # numba-cuda releases lag numpy's: one that cannot compile at all here is skipped, with its reason
+        numba_cuda.jit("void(int32[:])")(probe)
+    except Exception as exc:
+        pytest.skip(f"numba-cuda cannot compile a kernel with this numpy: {type(exc).__name__}: {exc}")
     return numba_cuda
 
 

@@ -419,6 +419,25 @@ def test_lift_with_an_opaque_node_reads_a_kept_clone(fake):
     assert b.destroyed == [clone]
 
 
+def test_an_opaque_node_on_a_driver_without_cuGraphNodeGetParams_is_refused_by_name(fake, monkeypatch):
+    """cuda.bindings raises RuntimeError('Function ... not found') for a call the driver lacks (CUDA 13.0 drivers)."""
+    f, b, _infos = fake
+
+    def missing(node: Any) -> Any:
+        raise RuntimeError('Function "cuGraphNodeGetParams" not found')
+
+    monkeypatch.setattr(b, "cuGraphNodeGetParams", missing, raising=False)
+    g = f.graph()
+    k = f.kernel(g, ARGS)
+    f.node(g, MEM_ALLOC, (k,))
+    with pytest.raises(
+        cg.errors.UnsupportedError,
+        match=r"node #1 of .*mem_alloc node \(CU_GRAPH_NODE_TYPE_MEM_ALLOC\).*"
+        r"cuGraphNodeGetParams, which this driver does not provide",
+    ):
+        cg.lift(g)
+
+
 @pytest.mark.parametrize("how", ["ctypes", "cuda.bindings"])
 def test_both_readers_lift_the_same_definition(fake, monkeypatch, how):
     f, _b, _infos = fake

@@ -57,3 +57,36 @@ def test_lift_rejects_objects_without_a_graph():
 def test_lift_is_exported():
     assert cg.lift.__name__ == "lift"
     assert cg.Graph.from_cuda_graph.__doc__ and "typed definition" in cg.Graph.from_cuda_graph.__doc__
+
+
+def test_capture_pauses_the_garbage_collector_and_restores_it(monkeypatch):
+    """A collection during capture may free device memory (cuMemFreeAsync) and invalidate the capture."""
+    import gc
+    import types
+
+    from cudagraph.materialize import capture_region, lift
+
+    fake = types.SimpleNamespace(cuGraphDestroy=lambda g: None)
+    monkeypatch.setattr(capture_region, "require_driver", lambda: fake)
+    monkeypatch.setattr(capture_region, "ensure_context", lambda: None)
+    monkeypatch.setattr(capture_region, "_begin", lambda h: None)
+    monkeypatch.setattr(capture_region, "_end", lambda h, what: "graph")
+    monkeypatch.setattr(capture_region, "_abandon", lambda h: None)
+    monkeypatch.setattr(lift, "lift", lambda graph, name: cg.Graph(name))
+    seen: list[bool] = []
+    assert gc.isenabled()
+    g = capture_region.capture_function(lambda s: seen.append(gc.isenabled()), stream=0, name="c")
+    assert seen == [False] and gc.isenabled() and g.name == "c"
+
+    def fails(s):
+        raise ValueError("in the captured function")
+
+    with pytest.raises(ValueError, match="in the captured function"):
+        capture_region.capture_function(fails, stream=0, name="c")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        capture_region.capture_function(lambda s: None, stream=0, name="c")
+        assert not gc.isenabled()  # a collector the caller stopped stays stopped
+    finally:
+        gc.enable()

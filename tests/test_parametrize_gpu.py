@@ -215,9 +215,14 @@ def test_cuda_core_graph_builder_runs_on_new_buffers(gpu, kernels, device):
             data = np.random.default_rng(i).standard_normal(N).astype(np.float32)
             nx, ny = gpu.upload(data), gpu.alloc(4 * N)
             exe.launch(s, x=nx, y=ny)
+            # The same two kernels launched eagerly on the new memory: the bits to match (fused multiply-adds).
+            rmid, ry = gpu.alloc(4 * N), gpu.alloc(4 * N)
+            launch(s, cfg, kernels.axpb, rmid, nx, np.float32(2.0), np.float32(1.0), np.int32(N))
+            launch(s, cfg, kernels.axpb, ry, rmid, np.float32(3.0), np.float32(-1.0), np.int32(N))
             s.sync()
+            np.testing.assert_array_equal(gpu.read(ny, N), gpu.read(ry, N))
             expected = (np.float32(2.0) * data + np.float32(1.0)) * np.float32(3.0) + np.float32(-1.0)
-            np.testing.assert_array_equal(gpu.read(ny, N), expected)
+            np.testing.assert_allclose(gpu.read(ny, N), expected, rtol=1e-5, atol=1e-6)
         with pytest.raises(cg.errors.OperandError, match="fewer than the 4096 bytes"):
             exe.launch(s, x=gpu.alloc(4 * N - 4))
     np.testing.assert_array_equal(gpu.read(x, N), host)

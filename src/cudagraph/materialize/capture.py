@@ -21,6 +21,7 @@ from ..driver.kernel_args import PACKING_LOCK
 from ..errors import UnsupportedError
 from ..ops.lower_state import LowerState
 from ..ops.registry import ops_for
+from .capture_region import pause_collector, resume_collector
 from .eager import StreamIssue
 from .explicit import LoweredGraph, Lowering, node_params_uses
 
@@ -135,6 +136,7 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
     origin = rp.origin.handle
     mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
     captured = None
+    collecting = pause_collector()
     try:
         check(drv.cuStreamBeginCapture(origin, mode), "cuStreamBeginCapture")
         try:
@@ -154,6 +156,8 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
         unregister(lowering.host_keys)
         rp.close()
         raise
+    finally:
+        resume_collector(collecting)
     rp.close()
     top = [lowering.driver_nodes.get(id(n), (n, None))[1] for n in graph._nodes]
     return LoweredGraph(captured, graph, top, lowering)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,25 @@ class CaptureStream:
 
     def __repr__(self) -> str:
         return f"<CaptureStream {int(self.handle):#x}>"
+
+
+def pause_collector() -> bool:
+    """Stop the garbage collector for a capture; return whether it was running (for :func:`resume_collector`).
+
+    A collection during capture may free device memory (a ``cuda.core`` Buffer
+    in a reference cycle frees itself with ``cuMemFreeAsync`` on its own
+    stream), which invalidates the capture. Memory freed by reference count
+    is freed at a place the user chose, as it would be outside capture.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    return was
+
+
+def resume_collector(was_running: bool) -> None:
+    """Restart the garbage collector if :func:`pause_collector` found it running."""
+    if was_running:
+        gc.enable()
 
 
 def _begin(stream_handle: Any) -> None:
@@ -116,13 +136,17 @@ def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "
         h = owner.handle
     else:
         h = stream_handle(stream)
-    _begin(h)
+    collecting = pause_collector()
     try:
-        fn(CaptureStream(h, owner))
-    except BaseException:
-        _abandon(h)
-        raise
-    graph = _end(h, f"capture of {name!r}")
+        _begin(h)
+        try:
+            fn(CaptureStream(h, owner))
+        except BaseException:
+            _abandon(h)
+            raise
+        graph = _end(h, f"capture of {name!r}")
+    finally:
+        resume_collector(collecting)
     try:
         return lift(graph, name=name)
     finally:
@@ -143,7 +167,7 @@ class CaptureRegion:
         The node, once the region has been recorded.
     """
 
-    __slots__ = ("_after", "_graph", "_name", "_owner", "_stream", "node")
+    __slots__ = ("_after", "_collecting", "_graph", "_name", "_owner", "_stream", "node")
 
     def __init__(self, graph: Graph, after: Any, name: str | None, stream: Any = None) -> None:
         self._graph = graph
@@ -152,6 +176,7 @@ class CaptureRegion:
         self.node: ChildGraphNode | None = None
         self._owner: Any = stream
         self._stream: CaptureStream | None = None
+        self._collecting = False
 
     @property
     def body(self) -> Graph | None:
@@ -173,7 +198,13 @@ class CaptureRegion:
                 "pass a stream you created"
             )
         check(require_driver().cuStreamSynchronize(h), "cuStreamSynchronize")
-        _begin(h)
+        collecting = pause_collector()
+        try:
+            _begin(h)
+        except BaseException:
+            resume_collector(collecting)
+            raise
+        self._collecting = collecting
         self._stream = CaptureStream(h, self._owner)
         return self._stream
 
@@ -182,10 +213,13 @@ class CaptureRegion:
 
         drv = require_driver()
         assert self._stream is not None
-        if exc_type is not None:
-            _abandon(self._stream.handle)
-            return
-        graph = _end(self._stream.handle, f"capture region {self._name!r}")
+        try:
+            if exc_type is not None:
+                _abandon(self._stream.handle)
+                return
+            graph = _end(self._stream.handle, f"capture region {self._name!r}")
+        finally:
+            resume_collector(self._collecting)
         try:
             body = lift(graph, name=self._name)
         finally:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...definition.kinds.opaque import OpaqueNode
 from ...definition.nodes import Node, _set_base
 from ...driver.calls import check
+from ...errors import UnsupportedError
 from .base import Builder, KindOps, Lifter
 
 if TYPE_CHECKING:
@@ -42,7 +43,20 @@ class OpaqueOps(KindOps):
         keep : object
             What keeps the graph of ``dn`` alive (the definition holds it).
         """
-        params = check(lifter.drv.cuGraphNodeGetParams(dn), "cuGraphNodeGetParams")
+        get_params = getattr(lifter.drv, "cuGraphNodeGetParams", None)
+        try:
+            params = check(get_params(dn), "cuGraphNodeGetParams") if get_params is not None else None
+        except RuntimeError as exc:  # cuda.bindings: the driver library does not export the call
+            if "not found" not in str(exc):
+                raise
+            params = None
+        if params is None:
+            kind = type_name.replace("CU_GRAPH_NODE_TYPE_", "").lower()
+            raise UnsupportedError(
+                f"node #{len(g._nodes)} of {g.name!r}: a {kind} node ({type_name}) can be kept only as an opaque node, "
+                "read with cuGraphNodeGetParams, which this driver does not provide",
+                call="cuGraphNodeGetParams",
+            )
         node = OpaqueNode.__new__(OpaqueNode)
         _set_base(node, g, len(g._nodes), type_name.replace("CU_GRAPH_NODE_TYPE_", "").lower())
         node.driver_type = type_name

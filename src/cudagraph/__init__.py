@@ -58,6 +58,8 @@ _seams.run.wire("cudagraph.materialize.eager", "run")
 _seams.lift.wire("cudagraph.materialize.lift", "lift")
 _seams.capture_region.wire("cudagraph.materialize.capture_region", "CaptureRegion")
 _seams.capture_function.wire("cudagraph.materialize.capture_region", "capture_function")
+_seams.profile.wire("cudagraph.executable.profile", "profile_graph")
+_seams.kernel_info.wire("cudagraph.driver.kernel_args", "kernel_info")
 
 __version__ = "0.1.0"
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .driver.graph_memory import graph_memory_usage, trim_graph_memory
     from .executable.executable import Executable, UpdateResult
     from .executable.node_view import ExecutableNode
+    from .executable.profile import ProfileResult
     from .materialize.capture_region import CaptureRegion, CaptureStream
     from .materialize.lift import lift
 
@@ -102,6 +103,7 @@ __all__ = [
     "OpaqueNode",
     "lift",
     "UpdateResult",
+    "ProfileResult",
     "CudaGraphError",
     "errors",
     "__version__",
@@ -119,6 +121,10 @@ def __getattr__(name: str) -> Any:
         from .executable import executable as _executable
 
         return getattr(_executable, name)
+    if name == "ProfileResult":
+        from .executable.profile import ProfileResult
+
+        return ProfileResult
     if name == "ExecutableNode":
         from .executable.node_view import ExecutableNode
 

@@ -167,7 +167,7 @@ def load_target(spec: str) -> Any:
     except (TypeError, ValueError):
         required = []
     try:
-        result = Graph.capture(fn) if len(required) == 1 else fn()
+        result = Graph.capture(fn, name=func) if len(required) == 1 else fn()
     except Exception as exc:
         raise CommandError(f"{func}() raised {type(exc).__name__}: {exc}") from exc
     if isinstance(result, Graph):

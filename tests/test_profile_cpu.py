@@ -113,3 +113,98 @@ def test_profile_repeats_are_checked_before_the_driver(bad):
     g, _ = diamond()
     with pytest.raises(OperandError, match=rf"profile: repeats must be a positive int, got {bad!r}"):
         g.profile(None, repeats=bad)
+
+
+class FakeClockDriver:
+    """Events that read a fake GPU clock; each issued node advances it by its duration (ms)."""
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.calls: list[str] = []
+        self.live: set[int] = set()
+        self.next = 0
+
+    def cuEventCreate(self, flags):
+        self.next += 1
+        self.live.add(self.next)
+        self.calls.append("create")
+        return (0, {"id": self.next, "t": None})
+
+    def cuEventRecord(self, event, stream):
+        event["t"] = self.clock
+        self.calls.append("record")
+        return (0,)
+
+    def cuEventElapsedTime(self, start, end):
+        return (0, end["t"] - start["t"])
+
+    def cuEventSynchronize(self, event):
+        return (0,)
+
+    def cuStreamSynchronize(self, stream):
+        self.calls.append("sync")
+        return (0,)
+
+    def cuEventDestroy(self, event):
+        self.live.discard(event["id"])
+        return (0,)
+
+
+def test_profile_graph_times_each_node_between_its_events(monkeypatch):
+    from cudagraph.executable import profile as prof
+
+    drv = FakeClockDriver()
+    durations = {"a": 0.001, "slow": 0.5, "fast": 0.02, "d": 0.003}  # ms
+    issued = []
+
+    def issue(node, stream, run):
+        issued.append(node.name)
+        drv.clock += durations[node.name]
+
+    launches = []
+
+    class FakeExe:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            launches.append("closed")
+
+        def launch(self, stream):
+            launches.append(stream)
+            drv.clock += 0.51
+
+        def check(self):
+            pass
+
+    monkeypatch.setattr(prof, "require_driver", lambda: drv)
+    monkeypatch.setattr(prof, "ensure_context", lambda: "ctx")
+    monkeypatch.setattr(prof, "stream_handle", lambda s: f"h({s})")
+    monkeypatch.setattr(prof, "issue_node", issue)
+    monkeypatch.setattr(seams, "instantiate", lambda graph, **kw: FakeExe())
+    g, (a, slow, _fast, d) = diamond()
+    r = g.profile("s", repeats=3)
+    assert issued == ["a", "slow", "fast", "d"] * 4  # one warm-up run, then 3 timed
+    assert [t.samples_us for t in r.nodes] == [pytest.approx([us] * 3) for us in (1.0, 500.0, 20.0, 3.0)]
+    assert r.critical_path == [a, slow, d]
+    assert r.critical_path_us == pytest.approx(504.0)
+    assert r.launch_samples_us == pytest.approx([510.0] * 3)
+    assert launches == ["s"] * 4 + ["closed"]
+    assert not drv.live  # every event destroyed
+
+
+def test_profile_refuses_conditional_nodes_before_running(monkeypatch):
+    from cudagraph.executable import profile as prof
+
+    drv = FakeClockDriver()
+    monkeypatch.setattr(prof, "require_driver", lambda: drv)
+    monkeypatch.setattr(prof, "ensure_context", lambda: "ctx")
+    monkeypatch.setattr(prof, "stream_handle", lambda s: s)
+    g = cg.Graph("loop")
+    c = g.condition(default=1, name="more")
+    g.while_(c, name="w").body.empty()
+    with pytest.raises(
+        cg.errors.DefinitionError, match=r"profile: while#0 'w' of Graph 'loop' runs only inside a graph"
+    ):
+        g.profile(None, repeats=2)
+    assert drv.calls == []

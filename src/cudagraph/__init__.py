@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .driver.graph_memory import graph_memory_usage, trim_graph_memory
     from .executable.executable import Executable, UpdateResult
     from .executable.node_view import ExecutableNode
+    from .executable.profile import ProfileResult
     from .frontends import compat
     from .frontends.launch import ForkedStream, fork, host, join, launch, memcpy, memset, record, wait
     from .materialize.capture_region import CaptureRegion, CaptureStream
@@ -61,6 +62,8 @@ _seams.run.wire("cudagraph.materialize.eager", "run")
 _seams.lift.wire("cudagraph.materialize.lift", "lift")
 _seams.capture_region.wire("cudagraph.materialize.capture_region", "CaptureRegion")
 _seams.capture_function.wire("cudagraph.materialize.capture_region", "capture_function")
+_seams.profile.wire("cudagraph.executable.profile", "profile_graph")
+_seams.kernel_info.wire("cudagraph.driver.kernel_args", "kernel_info")
 
 __version__ = "0.1.0"
 
@@ -115,6 +118,7 @@ __all__ = [
     "join",
     "ForkedStream",
     "compat",
+    "ProfileResult",
     "CudaGraphError",
     "errors",
     "__version__",
@@ -132,6 +136,10 @@ def __getattr__(name: str) -> Any:
         from .executable import executable as _executable
 
         return getattr(_executable, name)
+    if name == "ProfileResult":
+        from .executable.profile import ProfileResult
+
+        return ProfileResult
     if name == "ExecutableNode":
         from .executable.node_view import ExecutableNode
 

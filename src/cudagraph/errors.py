@@ -28,6 +28,7 @@ __all__ = [
     "UnsupportedError",
     "ExecutableClosedError",
     "HostCallbackError",
+    "MissingDependencyError",
 ]
 
 
@@ -157,3 +158,7 @@ class HostCallbackError(CudaGraphError):
     def __init__(self, message: str, node: object) -> None:
         super().__init__(message)
         self.node = node
+
+
+class MissingDependencyError(CudaGraphError, ImportError):
+    """An optional package or program a feature needs (``graphviz``, ``matplotlib``) is not installed."""

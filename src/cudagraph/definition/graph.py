@@ -18,6 +18,7 @@ from . import seams
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
 from .core import After, DimLike
+from .drawing import Drawing
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
 from .param import Param
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["After", "DimLike", "Graph"]
 
 
-class Graph(Builders, ParametrizeMixin):
+class Graph(Builders, ParametrizeMixin, Drawing):
     """A CUDA graph definition: nodes, their parameters and dependency edges.
 
     Building a definition needs no GPU. Nodes are added with the builders

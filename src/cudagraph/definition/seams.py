@@ -15,7 +15,11 @@ first call only, so ``import cudagraph`` stays GPU-free.
 - :data:`capture_region`, called by ``g.capture(after=...)``, wired to
   ``cudagraph.materialize.capture_region:CaptureRegion``;
 - :data:`capture_function`, called by ``Graph.capture(fn, stream)``, wired to
-  ``cudagraph.materialize.capture_region:capture_function``.
+  ``cudagraph.materialize.capture_region:capture_function``;
+- :data:`profile`, called by ``Graph.profile(stream)``, wired to
+  ``cudagraph.executable.profile:profile_graph``;
+- :data:`kernel_info`, called by the renderings for the name of a ``cuda.core``
+  kernel, wired to ``cudagraph.driver.kernel_args:kernel_info``.
 
 A hook called before it is wired raises :class:`UnwiredSeamError`.
 """
@@ -32,7 +36,9 @@ __all__ = [
     "capture_function",
     "capture_region",
     "instantiate",
+    "kernel_info",
     "lift",
+    "profile",
     "run",
 ]
 
@@ -119,3 +125,7 @@ lift = Seam("lift", "Read a driver graph back into a definition; called by Graph
 capture_region = Seam("capture_region", "Make a capture region on a graph; called by g.capture(...).")
 #: ``capture_function(fn, stream, name)`` -> Graph; called by ``Graph.capture(fn, stream)``.
 capture_function = Seam("capture_function", "Capture a function into a new graph; called by Graph.capture(fn).")
+#: ``profile(graph, stream, repeats, params)`` -> ProfileResult; called by ``Graph.profile()``.
+profile = Seam("profile", "Time every node and the whole launch of a definition; called by Graph.profile().")
+#: ``kernel_info(kernel)`` -> an object whose ``name`` is the kernel function's name; called by the renderings.
+kernel_info = Seam("kernel_info", "Read a driver kernel's name; called by to_dot() and to_mermaid().")

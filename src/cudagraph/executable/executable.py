@@ -10,12 +10,15 @@ use (:mod:`~cudagraph.ops.kinds.kernel`). This module holds the core.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import weakref
+from pathlib import Path
 from typing import Any
 
 from ..definition.bindings import resolve_bindings
 from ..definition.diff import node_state
+from ..definition.drawing import mimebundle
 from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver.c_entry import NATIVE
@@ -30,6 +33,7 @@ from .bind_plan import BindPlan
 from .binding import BUFFER_TYPES, Binding
 from .compare import topology_signature
 from .node_view import ExecutableNode
+from .profile import ProfileResult, profile_executable
 from .updating import UpdateResult, Updating, _Shape
 
 __all__ = ["Executable", "UpdateResult", "instantiate"]
@@ -283,6 +287,43 @@ class Executable(Binding, Updating):
         drv = require_driver()
         dnode = self.driver_node(node)
         return bool(check(drv.cuGraphNodeGetEnabled(self._exec, dnode), "cuGraphNodeGetEnabled", node))
+
+    # ----------------------------------------------------------- inspection
+    def debug_dot(self, path: str | os.PathLike[str], *, verbose: bool = True) -> Path:
+        """Write the driver's own picture of the built graph (``cuGraphDebugDotPrint``) to ``path``.
+
+        Unlike :meth:`Graph.to_dot <cudagraph.Graph.to_dot>`, this is what the
+        driver holds: its node handles, kernel names and, with ``verbose``,
+        every node's parameters (kernel arguments, copy descriptors).
+
+        Returns
+        -------
+        pathlib.Path
+            The file written.
+        """
+        self._require_open()
+        drv = require_driver()
+        flags = int(drv.CUgraphDebugDot_flags.CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE) if verbose else 0
+        out = Path(path)
+        check(drv.cuGraphDebugDotPrint(self._lowered.handle, os.fsencode(out), flags), "cuGraphDebugDotPrint")
+        return out
+
+    def profile(self, stream: Any = None, *, repeats: int = 20) -> ProfileResult:
+        """Time every node of the definition (eagerly, with the bound parameters) and this executable's launch.
+
+        See :meth:`Graph.profile <cudagraph.Graph.profile>`; the launches timed
+        are launches of this executable.
+
+        Returns
+        -------
+        ProfileResult
+        """
+        return profile_executable(self, stream, repeats)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Jupyter shows the picture of the definition the executable was made from."""
+        graph = self.graph
+        return mimebundle(graph.to_dot(), repr(self), graph._picture_nodes())
 
     # ------------------------------------------------------------ lifetime
     def close(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import sys
 import time
 from importlib import resources
 from typing import Any
@@ -12,11 +13,12 @@ import numpy as np
 
 from ..definition.graph import Graph
 from ..errors import DriverUnavailableError
+from .environment import KernelsUnavailable, probe
 
-__all__ = ["build_demo_graph", "main"]
+__all__ = ["add_arguments", "build_demo_graph", "load_kernels", "main", "run"]
 
 KERNEL_NAMES = ("scale", "square", "offset", "combine")
-_NEEDS_GPU = "Running the graph needs an NVIDIA GPU and driver"
+_NEEDS_GPU = "The definition was built and drawn; running it needs an NVIDIA GPU and driver"
 
 
 def build_demo_graph(kernels: dict[str, Any], n: int, x_host: Any, out_host: Any) -> Graph:
@@ -42,18 +44,45 @@ def build_demo_graph(kernels: dict[str, Any], n: int, x_host: Any, out_host: Any
     return g
 
 
-def _load_kernels() -> dict[str, Any]:
-    from cuda.core import Device, ObjectCode, Program, ProgramOptions
+def _load_ptx() -> dict[str, Any]:
+    from cuda.core import ObjectCode
 
     ptx = resources.files("cudagraph").joinpath("_kernels/demo.ptx").read_bytes()
+    code = ObjectCode.from_ptx(ptx)
+    return {name: code.get_kernel(name) for name in KERNEL_NAMES}
+
+
+def _compile_source() -> dict[str, Any]:
+    from cuda.core import Device, Program, ProgramOptions
+
+    src = resources.files("cudagraph").joinpath("_kernels/demo.cu").read_text()
+    code = Program(src, "c++", ProgramOptions(arch=f"sm_{Device().arch}")).compile("cubin")
+    return {name: code.get_kernel(name) for name in KERNEL_NAMES}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:160]}" if text else type(exc).__name__
+
+
+def load_kernels(load_ptx: Any = _load_ptx, compile_source: Any = _compile_source) -> dict[str, Any]:
+    """The demo's kernels: the shipped PTX, else its source compiled with NVRTC.
+
+    Raises
+    ------
+    KernelsUnavailable
+        Neither works; the message says why each failed, in one sentence.
+    """
     try:
-        code = ObjectCode.from_ptx(ptx)
-        return {name: code.get_kernel(name) for name in KERNEL_NAMES}
-    except Exception:
-        src = resources.files("cudagraph").joinpath("_kernels/demo.cu").read_text()
-        arch = Device().arch
-        code = Program(src, "c++", ProgramOptions(arch=f"sm_{arch}")).compile("cubin")
-        return {name: code.get_kernel(name) for name in KERNEL_NAMES}
+        return load_ptx()  # type: ignore[no-any-return]
+    except Exception as ptx_exc:
+        try:
+            return compile_source()  # type: ignore[no-any-return]
+        except Exception as nvrtc_exc:
+            raise KernelsUnavailable(
+                f"No NVRTC and no usable PTX: the shipped PTX did not load ({_first_line(ptx_exc)}) and the "
+                f"source could not be compiled with NVRTC ({_first_line(nvrtc_exc)})."
+            ) from nvrtc_exc
 
 
 def _pinned_array(n: int) -> tuple[Any, np.ndarray]:
@@ -65,37 +94,80 @@ def _pinned_array(n: int) -> tuple[Any, np.ndarray]:
 
 
 def _placeholder_kernels() -> dict[str, Any]:
-    from cuda.bindings import driver
-
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return {name: _Placeholder() for name in KERNEL_NAMES}
     return {name: driver.CUkernel(0) for name in KERNEL_NAMES}
+
+
+class _Placeholder:
+    """Stands for a kernel where cuda-bindings is missing (the definition is only drawn)."""
+
+
+_Placeholder.__name__ = "CUkernel"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0 or value >= 1 << 31:
+        raise argparse.ArgumentTypeError(f"expected a positive integer below 2**31, got {value}")
+    return value
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The demo's options."""
+    ap.add_argument("-n", type=_positive, default=1 << 16, help="elements per buffer (default 65536)")
+    ap.add_argument("--iterations", type=_positive, default=200, help="launches timed (default 200)")
+    ap.add_argument("--dot", default="cudagraph-demo.dot", help="where to write the DOT picture ('-': standard output)")
+
+
+def _show(g: Graph, dot: str) -> None:
+    print(g.summary())
+    if dot == "-":
+        sys.stdout.write(g.to_dot())
+    else:
+        with open(dot, "w", encoding="utf-8") as f:
+            f.write(g.to_dot())
+        print(f"wrote {dot}")
+
+
+def _definition_only(n: int, dot: str, why: str) -> int:
+    x_host = np.arange(n, dtype=np.float32)
+    g = build_demo_graph(_placeholder_kernels(), n, x_host, np.empty_like(x_host))
+    g.validate()
+    _show(g, dot)
+    print(f"{why} {_NEEDS_GPU}.")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the process exit code."""
     ap = argparse.ArgumentParser(prog="python -m cudagraph demo", description=__doc__)
-    ap.add_argument("-n", type=int, default=1 << 16, help="elements per buffer (default 65536)")
-    ap.add_argument("--iterations", type=int, default=200, help="launches timed (default 200)")
-    ap.add_argument("--dot", default="cudagraph-demo.dot", help="where to write the DOT picture")
-    args = ap.parse_args(argv)
-    n = args.n
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
 
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo with parsed options; returns the process exit code."""
+    n = args.n
+    found = probe()
+    if found.problem is not None:
+        return _definition_only(n, args.dot, found.message)
     try:
         from cuda.core import Device
 
         dev = Device(0)
         dev.set_current()
-        kernels = _load_kernels()
+        kernels = load_kernels()
         stream = dev.create_stream()
+    except KernelsUnavailable as exc:
+        return _definition_only(n, args.dot, str(exc))
     except Exception as exc:
-        x_host = np.arange(n, dtype=np.float32)
-        g = build_demo_graph(_placeholder_kernels(), n, x_host, np.empty_like(x_host))
-        g.validate()
-        print(g.summary())
-        with open(args.dot, "w") as f:
-            f.write(g.to_dot())
-        print(f"wrote {args.dot}")
-        print(f"{_NEEDS_GPU}; none is usable here ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).")
-        return 0
+        return _definition_only(n, args.dot, f"The GPU could not be used ({_first_line(exc)}).")
 
     keep_in, x_host = _pinned_array(n)
     keep_out, out_host = _pinned_array(n)
@@ -104,10 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     bufs = {name: dev.allocate(4 * n, stream=stream) for name in ("x", "y1", "y2", "y3", "out")}
     g = build_demo_graph(kernels, n, x_host, out_host)
     g.validate()
-    print(g.summary())
-    with open(args.dot, "w") as f:
-        f.write(g.to_dot())
-    print(f"wrote {args.dot}")
+    _show(g, args.dot)
 
     try:
         exe = g.instantiate(**bufs)

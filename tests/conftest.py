@@ -62,6 +62,30 @@ KERNEL_NAMES = ("axpb", "scale_add", "add_i32", "combine", "pair_out", "mixed")
 _probe_result: list[str | None] = []
 
 
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The skips: one line per skipped test, except the GPU tests, counted on one line per reason.
+
+    ``addopts`` asks pytest for failures, errors and xfails only (``-rfExX``); the skips are
+    reported here, so that a CPU machine prints one line for its skipped GPU tests.
+    """
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    gpu: dict[str, int] = {}
+    for r in skipped:
+        if hasattr(r, "wasxfail"):
+            continue
+        path, line, reason = r.longrepr if isinstance(r.longrepr, tuple) else ("?", None, str(r.longrepr))
+        reason = reason.removeprefix("Skipped: ")
+        if "gpu" in r.keywords:
+            gpu[reason] = gpu.get(reason, 0) + 1
+        else:
+            where = path if line is None else f"{path}:{line + 1}"
+            terminalreporter.write_line(f"SKIPPED {where}: {reason}", yellow=True)
+    for reason, count in sorted(gpu.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"SKIPPED {count} GPU tests ({reason})", yellow=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gpu: needs an NVIDIA GPU and driver (skipped, with the reason shown, when none works)"

@@ -1,6 +1,8 @@
 // Built-in kernels of cudagraph: Graph.set_condition(cond, ptr, op, value, dtype) sets
 // cond = (*ptr <op> value) on the GPU. predicates.ptx beside this file is generated from it with:
 //     nvcc -ptx -arch=compute_75 -o predicates.ptx predicates.cu
+// then `.version 8.0` set in place of nvcc 13's 9.0 (CUDA 12.0+ drivers JIT it; ptxas assembles both into
+// identical code).
 // cudagraph compiles this source with NVRTC for the running GPU when it can, else loads the PTX.
 typedef __device_builtin__ unsigned long long cudaGraphConditionalHandle;
 extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle,

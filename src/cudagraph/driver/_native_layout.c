@@ -8,8 +8,8 @@
  * Python code can run in the middle of both loops: a node type's or an argument type's __hash__ and
  * __eq__ (set lookups) and the collector (allocating a tuple). So the nodes and tuples in use are held
  * across those calls, list lengths are read again after them, and the second pass of signature checks
- * again everything the first pass counted; where the graph changed under it, it answers None (the
- * caller signs in Python).
+ * again everything the first pass counted, and that each node is of the type checked at its position;
+ * where the graph changed under it, it answers None (the caller signs in Python).
  */
 #include "_native.h"
 
@@ -95,6 +95,17 @@ PyDoc_STRVAR(layout_signature_doc,
              "kernel type nor in the set `flat_types` (types without nested bodies), or when the list\n"
              "or a node's predecessors changed while it was read (Python code run by a type's __hash__).");
 
+/* Release the types held by position (NULL items: none), then the array. */
+static void
+release_types(PyObject **types, Py_ssize_t count)
+{
+    if (types == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < count; i++)
+        Py_XDECREF(types[i]);
+    PyMem_Free(types);
+}
+
 static PyObject *
 layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -106,45 +117,59 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
         return NULL;
     }
-    PyObject *nodes = argv[0], *flat = argv[1];
+    PyObject *nodes = argv[0], *flat = argv[1], *out = NULL;
     Py_ssize_t count = PyList_GET_SIZE(nodes), total = count;
-    int looked_up = 0; /* whether a set lookup ran: it may have run Python code */
+    /* The type found in `flat_types` at each position (held; NULL: the kernel type), made at the first
+     * set lookup: a lookup may run Python code, which may put a node of another kind at a position
+     * already checked, so the second pass compares each node's type with the one checked there. */
+    PyObject **types = NULL;
     /* First pass: check every node and count its predecessors (the tuple is made at its size). */
     for (Py_ssize_t i = 0; i < count; i++) {
         if (i >= PyList_GET_SIZE(nodes)) /* shortened by the Python code a __hash__ ran */
-            Py_RETURN_NONE;
+            goto changed;
         PyObject *node = PyList_GET_ITEM(nodes, i);
         PyObject *t = (PyObject *)Py_TYPE(node);
         if (t != (PyObject *)self->kernel_type) {
+            if (types == NULL && (types = PyMem_Calloc((size_t)count, sizeof(PyObject *))) == NULL) {
+                PyErr_NoMemory();
+                return NULL;
+            }
             Py_INCREF(node); /* the set lookup may run Python code (a metaclass's __hash__ or __eq__) */
+            Py_INCREF(t);
             int known = PySet_Contains(flat, t);
             int same = i < PyList_GET_SIZE(nodes) && PyList_GET_ITEM(nodes, i) == node;
             Py_DECREF(node);
-            looked_up = 1;
+            Py_XSETREF(types[i], t); /* (a position is looked up once: nothing is released here) */
             if (known < 0)
-                return NULL;
+                goto error;
             if (!known || !same)
-                Py_RETURN_NONE;
+                goto changed;
         }
         Py_ssize_t n = node_preds(self, node);
         if (n < 0)
-            Py_RETURN_NONE;
+            goto changed;
         total += n;
     }
     int collecting = PyGC_Disable(); /* the collector would run Python code (finalizers) */
-    PyObject *out = PyTuple_New(total);
+    out = PyTuple_New(total);
     if (collecting)
         PyGC_Enable();
     if (out == NULL)
-        return NULL;
+        goto error;
     /* Second pass. Where no Python code ran since the first (no set lookup: kernel nodes only), the nodes
      * are those just checked; else they are checked again, and must fit what was counted. */
     Py_ssize_t at = 0;
-    if (looked_up && PyList_GET_SIZE(nodes) != count)
+    if (types != NULL && PyList_GET_SIZE(nodes) != count)
         goto changed;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i);
-        Py_ssize_t n = looked_up ? node_preds(self, node) : PyList_GET_SIZE(SLOT(node, self->nd.preds));
+        Py_ssize_t n;
+        if (types == NULL) {
+            n = PyList_GET_SIZE(SLOT(node, self->nd.preds));
+        } else {
+            PyObject *checked = types[i] != NULL ? types[i] : (PyObject *)self->kernel_type;
+            n = (PyObject *)Py_TYPE(node) == checked ? node_preds(self, node) : -1;
+        }
         if (n < 0 || n > total - at - 1)
             goto changed;
         PyTuple_SET_ITEM(out, at++, Py_NewRef((PyObject *)Py_TYPE(node)));
@@ -152,11 +177,18 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         for (Py_ssize_t j = 0; j < n; j++)
             PyTuple_SET_ITEM(out, at++, Py_NewRef(SLOT(PyList_GET_ITEM(preds, j), self->nd.index)));
     }
-    if (at == total)
+    if (at == total) {
+        release_types(types, count); /* (may run Python code: the answer is made) */
         return out;
+    }
 changed: /* the graph changed while it was read: the items not set are NULL, which a tuple releases */
-    Py_DECREF(out);
+    Py_XDECREF(out);
+    release_types(types, count);
     Py_RETURN_NONE;
+error:
+    Py_XDECREF(out);
+    release_types(types, count);
+    return NULL;
 }
 
 PyDoc_STRVAR(layout_diff_doc,

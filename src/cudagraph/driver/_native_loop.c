@@ -164,7 +164,8 @@ loop_init(KernelLoop *self, PyObject *args, PyObject *kwds)
     self->fn = f;
     self->target = t;
     self->params = p;
-    self->kp = set_mode ? (cg_kernel_params_v3 *)p : &((cg_graph_node_params *)p)->u.kernel;
+    /* (by offset: the caller's address is not dereferenced here, and need not be aligned yet) */
+    self->kp = (cg_kernel_params_v3 *)((char *)p + (set_mode ? 0 : offsetof(cg_graph_node_params, u)));
     self->kn = kn;
     self->nd = nd;
     self->scratch = NULL;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU test suite under NVIDIA Compute Sanitizer (memcheck): out-of-bounds and misaligned device
+# accesses, and CUDA API errors, in the kernels and graphs the tests build and launch.
+#
+# Usage: scripts/compute_sanitizer.sh [LOG] [extra pytest arguments...]
+#   LOG  where the sanitizer's report goes (default: compute-sanitizer.log in the current directory)
+# Environment:
+#   COMPUTE_SANITIZER  the compute-sanitizer binary (default: found on PATH, then under
+#                      $CUDA_HOME/bin and /usr/local/cuda*/bin, newest first)
+#   SANITIZER_TOOL     memcheck (default), racecheck, initcheck or synccheck
+#   PYTHON             the interpreter (default: python3)
+# Exits with the status of the run: non-zero when a test failed or the sanitizer reported an error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LOG=${1:-compute-sanitizer.log}
+[[ $# -gt 0 ]] && shift
+PYTHON=${PYTHON:-python3}
+TOOL=${SANITIZER_TOOL:-memcheck}
+
+find_sanitizer() {
+    if [[ -n "${COMPUTE_SANITIZER:-}" ]]; then
+        echo "$COMPUTE_SANITIZER"
+        return
+    fi
+    if command -v compute-sanitizer >/dev/null 2>&1; then
+        command -v compute-sanitizer
+        return
+    fi
+    local dir
+    for dir in ${CUDA_HOME:+"$CUDA_HOME/bin"} ${CUDA_PATH:+"$CUDA_PATH/bin"} \
+        $(ls -d /usr/local/cuda*/bin /opt/nvidia/*/compute-sanitizer 2>/dev/null | sort -V -r); do
+        if [[ -x "$dir/compute-sanitizer" ]]; then
+            echo "$dir/compute-sanitizer"
+            return
+        fi
+    done
+}
+
+SANITIZER=$(find_sanitizer || true)
+if [[ -z "$SANITIZER" || ! -x "$SANITIZER" ]]; then
+    echo "compute_sanitizer: compute-sanitizer was not found (looked on PATH, in \$CUDA_HOME/bin and" >&2
+    echo "/usr/local/cuda*/bin; it ships with the CUDA toolkit). Set COMPUTE_SANITIZER to its path." >&2
+    exit 2
+fi
+echo "compute_sanitizer: $("$SANITIZER" --version | tail -n 1) ($SANITIZER), tool $TOOL, log $LOG"
+
+status=0
+# --target-processes all: the tests that start a fresh interpreter are checked too.
+# Python's own exit may leave device allocations: only errors count, not leaks.
+# --report-api-errors no: the bad-input tests provoke driver errors on purpose, and a kernel's parameter
+# count is found by asking for one index past the last (see README); -k "not faulting" leaves out the
+# test whose kernel writes out of bounds on purpose. Fewer soak rounds and generated graphs: the
+# sanitizer slows every launch.
+export CUDAGRAPH_SOAK_ROUNDS=${CUDAGRAPH_SOAK_ROUNDS:-100} CUDAGRAPH_DIFF_EXAMPLES=${CUDAGRAPH_DIFF_EXAMPLES:-20}
+PYTHONPATH=src "$SANITIZER" --tool "$TOOL" --target-processes all --log-file "$LOG" --print-limit 100 \
+    --report-api-errors no --error-exitcode 99 \
+    "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests -k "not faulting" "$@" || status=$?
+
+# The summary line(s) the sanitizer writes: "========= ERROR SUMMARY: N errors".
+summary=$(grep -E "ERROR SUMMARY" "$LOG" || true)
+if [[ -n "$summary" ]]; then
+    echo "$summary"
+else
+    echo "compute_sanitizer: no ERROR SUMMARY line in $LOG (did the run start?)" >&2
+    [[ $status -eq 0 ]] && status=1
+fi
+case $status in
+0) echo "compute_sanitizer: the GPU tests passed with no sanitizer error" ;;
+99) echo "compute_sanitizer: the sanitizer reported errors (see $LOG)" >&2 ;;
+*) echo "compute_sanitizer: the run failed with status $status (see $LOG and the pytest output above)" >&2 ;;
+esac
+exit "$status"

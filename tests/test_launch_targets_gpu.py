@@ -189,3 +189,16 @@ def test_stream_errors_are_typed_and_name_the_kernel(device, kernels):
     with pytest.raises(DefinitionError, match=r"config\.block\[0\] = 4096"):
         cg.launch(s, (1, 4096), kernels.add_i32, 0, np.int32(1), np.int32(1))
     s.sync()
+
+
+def test_a_captured_host_callback_lifts_typed_and_runs_every_launch(device):
+    """The host node a capture records names this library's trampoline: lifted as a HostNode, run 3 times."""
+    seen: list[int] = []
+    g = cg.Graph.capture(lambda s: cg.host(s, seen.append, 7))
+    assert [n.kind for n in g.nodes] == ["host"] and seen == []
+    s = device.create_stream()
+    with g.instantiate() as exe:
+        for _ in range(3):
+            exe.launch(s)
+        s.sync()
+    assert seen == [7, 7, 7]

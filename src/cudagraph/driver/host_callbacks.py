@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HOST_FN_ADDRESS", "callback", "register", "retire", "unregister"]
+__all__ = ["HOST_FN_ADDRESS", "callback", "launch_host_func", "register", "retire", "unregister"]
 
 # key -> (callable, args, sink, weak reference to the node); the driver passes
 # the key as userData. The node is held weakly so that a callback still
@@ -34,6 +34,29 @@ _HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HOST_FN = _HOST_FN_TYPE(_trampoline)
 #: Address of the C entry point that every host node calls.
 HOST_FN_ADDRESS: int = ctypes.cast(_HOST_FN, ctypes.c_void_p).value or 0
+
+
+_LAUNCH_HOST_FUNC: Any = None
+
+
+def launch_host_func(stream: Any, key: int) -> int:
+    """``cuLaunchHostFunc(stream, trampoline, key)`` called on the driver itself; return the ``CUresult`` as an int.
+
+    cuda.bindings' ``cuLaunchHostFunc`` hands the driver a wrapper of its own
+    with a block of data it frees after the first call: a host node recorded by
+    stream capture would then name that wrapper (so a lift cannot find the
+    callable) and call it with freed data on its second launch. Called here,
+    the driver records this library's trampoline and key, as an explicit host
+    node holds them.
+    """
+    global _LAUNCH_HOST_FUNC
+    fn = _LAUNCH_HOST_FUNC
+    if fn is None:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchHostFunc  # the library cuda.bindings already loaded
+        fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+        fn.restype = ctypes.c_int
+        _LAUNCH_HOST_FUNC = fn
+    return int(fn(int(stream) or None, HOST_FN_ADDRESS, key))
 
 
 # (event, keys): callables of destroyed executables whose last launches may

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import HostNode, Node
-from ...driver.calls import check, require_driver
-from ...driver.host_callbacks import HOST_FN_ADDRESS, callback, register
+from ...driver.calls import check, raise_error, require_driver
+from ...driver.host_callbacks import HOST_FN_ADDRESS, callback, launch_host_func, register
 from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
 if TYPE_CHECKING:
@@ -36,7 +36,9 @@ class HostOps(KindOps):
         drv = require_driver()
         key = register(node.fn, node.args, run.sink, node)
         run.host_keys.append(key)
-        check(drv.cuLaunchHostFunc(stream, drv.CUhostFn(HOST_FN_ADDRESS), key), "cuLaunchHostFunc", node)
+        rc = launch_host_func(stream, key)
+        if rc:
+            raise_error(drv.CUresult(rc), "cuLaunchHostFunc", node)
 
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
         """A host node of this library's callbacks, or ``None`` for a foreign host function."""

@@ -636,8 +636,12 @@ def test_gpu_host_only_buffer_is_refused_without_a_driver_call(kernels: Any, gpu
             return -1
 
     host = np.zeros(32, np.int32)
-    buf = CoreBuffer.from_handle(host.ctypes.data, host.nbytes, mr=HostOnly())
-    if buf.is_device_accessible:
+    try:
+        buf = CoreBuffer.from_handle(host.ctypes.data, host.nbytes, mr=HostOnly())
+        device_accessible = buf.is_device_accessible
+    except Exception as exc:  # how cuda.core learns a pageable pointer's attributes varies
+        pytest.skip(f"cuda.core cannot describe a pageable Buffer: {type(exc).__name__}: {exc}")
+    if device_accessible:
         pytest.skip("this cuda.core reports the pageable buffer as device-accessible")
     g = cg.Graph("host")
     with pytest.raises(OperandError, match=r"kernel#0 'kernel': argument 0: .*is_device_accessible is False"):

@@ -43,6 +43,30 @@ class Mem:
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (addr, False), "version": 3}
 
 
+class Raw:
+    """An object with the ``__cuda_array_interface__`` given, however malformed."""
+
+    def __init__(self, iface: Any) -> None:
+        self.__cuda_array_interface__ = iface
+
+
+class HostTensor:
+    """A DLPack object in host memory (``kDLCPU``)."""
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        raise AssertionError("not exported by the definition layer")
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class HostBuffer:
+    """A cuda.core-style Buffer of host-only memory."""
+
+    handle, size, memory_resource = 0x1000, 64, None
+    is_device_accessible = False
+
+
 K = CUkernel()
 EV = CUevent()
 MEM = Mem(1024)
@@ -319,6 +343,82 @@ CPU_CASES: list[Case] = [
     ),
     ("update-bad-grid", lambda g, n: n["b"].update(grid=0), DefinitionError, ("kernel#1 'b'", "grid[0]")),
     ("update-memset-value", lambda g, n: n["a"].update(value=2**40), OperandError, ("memset#0 'a'", "value")),
+    # refused by the call that receives them (no validate() needed)
+    (
+        "karg-numpy-array",
+        lambda g, n: g.kernel(K, 1, 1, (np.zeros(4, np.float32),), name="f"),
+        OperandError,
+        ("kernel#3 'f'", "argument 0", "host memory"),
+    ),
+    (
+        "karg-numpy-0d",
+        lambda g, n: g.kernel(K, 1, 1, (np.array(1, np.int32),), name="f"),
+        OperandError,
+        ("kernel#3 'f'", "argument 0", "numpy scalar"),
+    ),
+    (
+        "karg-dlpack-cpu",
+        lambda g, n: g.kernel(K, 1, 1, (HostTensor(),), name="f"),
+        OperandError,
+        ("kernel#3 'f'", "argument 0", "kDLCPU"),
+    ),
+    (
+        "karg-host-buffer",
+        lambda g, n: g.kernel(K, 1, 1, (HostBuffer(),), name="f"),
+        OperandError,
+        ("kernel#3 'f'", "argument 0", "is_device_accessible"),
+    ),
+    (
+        "karg-float-at-build",
+        lambda g, n: g.kernel(K, 1, 1, (MEM, 2.5), name="f"),
+        OperandError,
+        ("kernel#3 'f'", "argument 1", "np.float32(2.5)"),
+    ),
+    ("karg-bool-at-build", lambda g, n: g.kernel(K, 1, 1, (False,)), OperandError, ("kernel#3", "argument 0", "bool")),
+    (
+        "memcpy-cai-negative-address",
+        lambda g, n: g.memcpy(Mem(8, -8), MEM, 8),
+        OperandError,
+        ("memcpy#3", "dst", "outside 0..2**64-1"),
+    ),
+    (
+        "memcpy-reversed-host",
+        lambda g, n: g.memcpy(MEM, np.zeros(8, np.uint8)[::-1]),
+        OperandError,
+        ("memcpy#3", "src", "negative strides"),
+    ),
+    (
+        "memcpy-cai-no-data",
+        lambda g, n: g.memcpy(MEM, Raw({"shape": (8,), "typestr": "|u1"}), 8),
+        OperandError,
+        ("memcpy#3", "src", "['data']"),
+    ),
+    ("smem-2-80", lambda g, n: g.kernel(K, 1, 1, shared_mem=2**80), DefinitionError, ("kernel#3", "shared_mem")),
+    ("priority-2-100", lambda g, n: g.kernel(K, 1, 1, priority=2**100), DefinitionError, ("kernel#3", "priority")),
+    ("grid-bool", lambda g, n: g.kernel(K, True, 1), OperandError, ("kernel#3", "grid", "bool")),
+    ("switch-too-many", lambda g, n: g.switch(g.condition(), 2**63), DefinitionError, ("switch#3", "65536")),
+    (
+        "set-condition-overflow",
+        lambda g, n: g.set_condition(g.condition(), MEM, ">", 1e39, np.float32),
+        OperandError,
+        ("set_condition#3", "value", "overflows float32"),
+    ),
+    ("memset-numpy-str", lambda g, n: g.memset(MEM, np.str_("x"), count=4), OperandError, ("memset#3", "value")),
+    ("write-bits-float", lambda g, n: g.write_value(MEM, 1, bits=32.0), OperandError, ("write_value#3", "bits")),
+    ("wait-cmp-list", lambda g, n: g.wait_value(MEM, 1, cmp=["eq"]), OperandError, ("wait_value#3", "cmp")),
+    ("name-not-str", lambda g, n: g.memset(MEM, 0, count=4, name=3), OperandError, ("memset#3", "name", "int")),
+    (
+        "update-cooperative-str",
+        lambda g, n: n["b"].update(cooperative="yes"),
+        OperandError,
+        ("kernel#1 'b'", "cooperative"),
+    ),
+    (
+        "update-memset-height-none",
+        lambda g, n: n["a"].update(height=None),
+        OperandError,
+        ("memset#0 'a'", "height", "NoneType"),
+    ),
     # graph object misuse
     ("graph-name-not-str", lambda g, n: cg.Graph(5), OperandError, ("Graph name", "str")),
     ("cache-maxsize", lambda g, n: cg.ExecutableCache(-1), OperandError, ("maxsize",)),
@@ -410,6 +510,12 @@ def _gpu_cases() -> list[tuple[str, Callable[..., Any], type, tuple[str, ...]]]:
             ("kernel#0 'k'", "shared_mem", "1000000000 bytes", "limit of"),
         ),
         ("bogus-address-copy", lambda k, buf, s: _copy_inst(0x10, buf), OperandError, ("memcpy#0", "src", "0x10")),
+        (
+            "host-array-kernel-arg",
+            lambda k, buf, s: _inst(k.k3, (np.zeros(32, np.float32), np.float32(1), np.int32(1))),
+            OperandError,
+            ("kernel#0 'k'", "argument 0", "host memory"),
+        ),
         ("closed-launch", lambda k, buf, s: _closed(k, buf).launch(s), ExecutableClosedError, ("closed", "Graph 'c'")),
         ("closed-bind", lambda k, buf, s: _closed(k, buf).bind(p=buf), ExecutableClosedError, ("closed",)),
         ("closed-node-view", lambda k, buf, s: _closed(k, buf).handle, ExecutableClosedError, ("closed",)),

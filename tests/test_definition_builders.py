@@ -195,7 +195,6 @@ def test_kernel_args_normalisation():
     g = cg.Graph("g")
     dev = DevArray(0xDEAD0000)
     buf = Buffer(0xBEEF0000, 256)
-    host = np.zeros(4, np.float32)
     p = g.param("x")
     raw = bytearray(b"\x01\x02\x03")
     mv = memoryview(b"\x09\x08")
@@ -213,7 +212,6 @@ def test_kernel_args_normalisation():
         0x1000,
         0,
         p,
-        host,
     )
     k = g.kernel(Kernel(), 1, 1, args, name="k")
     norm = normalize_kernel_args(k.args, k.label)
@@ -231,7 +229,6 @@ def test_kernel_args_normalisation():
         0x1000,
         0,
         p,
-        host.ctypes.data,
     )
     assert len(norm) == len(expected)
     for i, (got, want) in enumerate(zip(norm, expected)):

@@ -478,7 +478,7 @@ def test_compiled_diff_equals_the_definition_layers():
     buffers = [Buffer(0x1000), Buffer(0x1000), Buffer(0x2000)]  # equal only to themselves
     _diff.same_value(buffers[0], buffers[1])  # learnt as compared by identity
     ptrs = [0x1000, 0x2000, 0x1000 + 0, *buffers]
-    scalars = [np.float32(1.0), np.float32(2.0), np.float64(1.0), 1.0, 2.0, 1]
+    scalars = [np.float32(1.0), np.float32(2.0), np.float64(1.0), np.float16(1.0), np.int64(2), 1]
     n = np.int32(32)
     for _ in range(80):
         size = rng.randint(1, 30)

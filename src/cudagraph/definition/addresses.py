@@ -9,6 +9,7 @@ driver layer. Parameters are handled one level up, in
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ def buffer_like(obj: Any) -> bool:
     return hasattr(obj, "handle") and hasattr(obj, "size") and hasattr(obj, "memory_resource")
 
 
-def resolve_address(obj: Any, what: str, allow_null: bool = False) -> tuple[Any, Any, int | None]:
+def resolve_address(obj: Any, what: str, allow_null: bool = False, sized: bool = True) -> tuple[Any, Any, int | None]:
     """Read an address out of an operand that is not a :class:`~cudagraph.Param`.
 
     :func:`~cudagraph.definition.operands.resolve_pointer` adds parameters.
@@ -50,6 +51,10 @@ def resolve_address(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
         Where the operand is used, for error messages (``"memcpy#2 'h2d': src"``).
     allow_null : bool
         Accept the address 0.
+    sized : bool
+        The size is used (a copy or a fill): an array with negative strides,
+        whose memory lies below its data pointer, is refused. With ``False``
+        (a kernel argument) its size is ``None``.
 
     Returns
     -------
@@ -61,7 +66,9 @@ def resolve_address(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
     Raises
     ------
     OperandError
-        If the operand is not memory, or is a null pointer.
+        If the operand is not memory, is a null pointer, holds an address
+        outside 0..2**64-1, or is a malformed array interface or Buffer
+        (anything raised while reading it is turned into this error).
     """
     t = type(obj)
     if t is int:
@@ -76,36 +83,92 @@ def resolve_address(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
         raise OperandError(f"{what}: expected device memory or an address, got {t.__name__} {obj!r}")
     if isinstance(obj, np.integer):
         return resolve_address(int(obj), what, allow_null)
+    try:
+        return _read_memory(obj, what, allow_null, sized)
+    except OperandError:
+        raise
+    except Exception as e:
+        # A malformed interface, or a property that raises (a tensor that requires grad).
+        raise OperandError(f"{what}: reading the address of a {t.__name__} failed: {type(e).__name__}: {e}") from e
+
+
+def _read_memory(obj: Any, what: str, allow_null: bool, sized: bool) -> tuple[Any, Any, int | None]:
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        ptr = int(cai["data"][0])
+        ptr = _address(_data_pointer(cai, what, "__cuda_array_interface__"), what, "__cuda_array_interface__")
         if ptr == 0 and not allow_null:
             raise OperandError(f"{what}: null pointer in __cuda_array_interface__")
-        return ptr, obj, _interface_nbytes(cai)
+        return ptr, obj, _interface_nbytes(cai, what, "__cuda_array_interface__", sized)
     if buffer_like(obj):
-        ptr = int(obj.handle)
+        ptr = _address(obj.handle, what, "Buffer handle")
         if ptr == 0 and not allow_null:
             raise OperandError(f"{what}: the Buffer is closed or empty (address 0)")
-        return ptr, obj, int(obj.size)
+        size = obj.size
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise OperandError(f"{what}: the Buffer's size must be a non-negative int, got {size!r}")
+        return ptr, obj, int(size)
     ai = getattr(obj, "__array_interface__", None)
     if ai is not None:
-        return int(ai["data"][0]), obj, _interface_nbytes(ai)
+        ptr = _address(_data_pointer(ai, what, "__array_interface__"), what, "__array_interface__")
+        return ptr, obj, _interface_nbytes(ai, what, "__array_interface__", sized)
     if hasattr(obj, "__dlpack__"):
         return Deferred(obj), obj, None
     raise OperandError(
         f"{what}: expected an int address, a cuda.core Buffer, an object with "
-        f"__cuda_array_interface__ or __dlpack__, or a pointer Param; got {t.__name__}"
+        f"__cuda_array_interface__ or __dlpack__, or a pointer Param; got {type(obj).__name__}"
     )
 
 
-def _interface_nbytes(iface: dict[str, Any]) -> int | None:
+def _data_pointer(iface: Any, what: str, name: str) -> Any:
+    """The address in an array interface's ``data`` entry (a ``(ptr, read_only)`` pair)."""
+    if not isinstance(iface, dict):
+        raise OperandError(f"{what}: {name} must be a dict, got {type(iface).__name__}")
+    data = iface.get("data")
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise OperandError(f"{what}: {name}['data'] must be a (pointer, read_only) pair, got {data!r}")
+    return data[0]
+
+
+def _address(value: Any, what: str, name: str) -> int:
+    """An address read from an operand: an integer in 0..2**64-1."""
+    # An int, a numpy integer, or a handle that converts to one (cuda.bindings' CUdeviceptr).
+    if isinstance(value, (bool, np.bool_, float, np.floating, complex, str, bytes)) or value is None:
+        raise OperandError(f"{what}: the address in the {name} must be an int, got {type(value).__name__}")
+    try:
+        ptr = int(value)
+    except Exception:
+        raise OperandError(f"{what}: the address in the {name} must be an int, got {type(value).__name__}") from None
+    if not 0 <= ptr < 1 << 64:
+        raise OperandError(f"{what}: the address {ptr} in the {name} is outside 0..2**64-1")
+    return ptr
+
+
+def _interface_nbytes(iface: dict[str, Any], what: str, name: str, sized: bool) -> int | None:
+    """Bytes from the data pointer to the end of the array (``None`` if not ``sized`` and not computable)."""
     shape = iface.get("shape", ())
     strides = iface.get("strides")
-    itemsize = int(np.dtype(iface.get("typestr", "|u1")).itemsize)
+    try:
+        itemsize = int(np.dtype(iface.get("typestr", "|u1")).itemsize)
+        dims = [operator.index(d) for d in shape]
+        steps = None if strides is None else [operator.index(st) for st in strides]
+    except Exception:
+        raise OperandError(
+            f"{what}: {name} has a malformed shape, strides or typestr "
+            f"({iface.get('shape')!r}, {iface.get('strides')!r}, {iface.get('typestr')!r})"
+        ) from None
+    if any(d < 0 for d in dims) or (steps is not None and len(steps) != len(dims)):
+        raise OperandError(f"{what}: {name} has a malformed shape or strides ({dims!r}, {steps!r})")
     n = 1
-    for s in shape:
-        n *= int(s)
-    if strides is None or n == 0:
+    for d in dims:
+        n *= d
+    if steps is None or n == 0:
         return n * itemsize
-    extent = 1 + sum((int(d) - 1) * abs(int(st)) for d, st in zip(shape, strides))
-    return max(extent - 1 + itemsize, 0)
+    if any(st < 0 for d, st in zip(dims, steps) if d > 1):
+        if not sized:
+            return None
+        # The elements of a reversed view lie below the data pointer: a copy from it would run past the array.
+        raise OperandError(
+            f"{what}: the array has negative strides {tuple(steps)}, so its memory starts below its data pointer; "
+            "pass a contiguous array (np.ascontiguousarray)"
+        )
+    return sum((d - 1) * st for d, st in zip(dims, steps)) + itemsize

@@ -48,7 +48,7 @@ def check_size(value: Any, what: str) -> int:
     """A positive integer below 2**63, or the error naming ``what``."""
     try:
         v = operator.index(value)
-    except TypeError:
+    except Exception:  # TypeError, or whatever a user __index__ raises
         raise OperandError(f"{what} must be an integer, got {type(value).__name__}") from None
     if v <= 0:
         raise DefinitionError(f"{what} must be positive, got {v}")
@@ -140,6 +140,8 @@ class GraphCore:
         return node
 
     def _what(self, kind: str, name: str | None) -> str:
+        if name is not None and not isinstance(name, str):
+            raise OperandError(f"{kind}#{len(self._nodes)}: name must be a str, got {type(name).__name__}")
         return f"{kind}#{len(self._nodes)} {name or kind!r}"
 
     # ------------------------------------------------------ late operands

@@ -293,3 +293,7 @@ def update_definition_node(node: Node, changes: dict[str, Any]) -> None:
     new = rebuilt_node(node, changes)
     for slot in parameter_slots(type(node)):
         setattr(node, slot, getattr(new, slot))
+    # The builder counted the new graph allocations on the scratch graph: count them on the
+    # node's own graph too, so that validate() and instantiate() apply the graph-memory checks
+    # (allocation of an enclosing graph, ordered between alloc and free) as for a built node.
+    node.graph._special += new.graph._special

@@ -17,10 +17,19 @@ from ..errors import OperandError
 from .addresses import Deferred, buffer_like, resolve_address
 from .param import Param
 
-__all__ = ["Deferred", "buffer_like", "normalize_kernel_args", "resolve_pointer"]
+__all__ = [
+    "ARG_BUFFER_TYPES",
+    "ARG_TYPES_OK",
+    "DLPACK_DEVICE_TYPES",
+    "Deferred",
+    "buffer_like",
+    "check_kernel_arg",
+    "normalize_kernel_args",
+    "resolve_pointer",
+]
 
 
-def resolve_pointer(obj: Any, what: str, allow_null: bool = False) -> tuple[Any, Any, int | None]:
+def resolve_pointer(obj: Any, what: str, allow_null: bool = False, sized: bool = True) -> tuple[Any, Any, int | None]:
     """Read an address out of an operand.
 
     Parameters
@@ -33,6 +42,8 @@ def resolve_pointer(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
         Where the operand is used, for error messages (``"memcpy#2 'h2d': src"``).
     allow_null : bool
         Accept the address 0.
+    sized : bool
+        The operand's size is used (see :func:`~cudagraph.definition.addresses.resolve_address`).
 
     Returns
     -------
@@ -50,7 +61,7 @@ def resolve_pointer(obj: Any, what: str, allow_null: bool = False) -> tuple[Any,
         if obj.dtype is not None:
             raise OperandError(f"{what}: param {obj.name!r} is a {obj.dtype} scalar, expected a pointer param")
         return obj, None, None
-    return resolve_address(obj, what, allow_null)
+    return resolve_address(obj, what, allow_null, sized)
 
 
 _SCALAR, _INT, _BYTES, _CTYPES, _OBJ = 0, 1, 2, 3, 4
@@ -131,20 +142,139 @@ def normalize_kernel_args(args: Any, what: str) -> tuple[Any, ...]:
             continue
         if t is Param:
             continue
-        if isinstance(a, bool):
-            raise OperandError(f"{what}: argument {i}: Python bool is ambiguous; pass np.bool_ or np.int32")
-        if isinstance(a, float):
-            raise OperandError(
-                f"{what}: argument {i}: Python float is ambiguous; pass np.float32({a!r}) or np.float64({a!r})"
-            )
-        if a is None:
-            raise OperandError(f"{what}: argument {i}: None is not a kernel argument (use 0 for a null pointer)")
-        try:
-            ptr, _owner, _size = resolve_pointer(a, f"{what}: argument {i}", allow_null=True)
-        except OperandError:
-            raise OperandError(
-                f"{what}: argument {i}: {t.__name__} cannot be a kernel argument; expected a numpy or "
-                f"ctypes scalar, bytes, an int pointer, device memory, or a Param"
-            ) from None
+        bad = _scalar_refusal(a, i, what)
+        if bad is not None:
+            raise OperandError(bad)
+        check_kernel_arg(a, i, what)  # not memory, or host memory
+        ptr, _owner, _size = resolve_pointer(a, f"{what}: argument {i}", allow_null=True, sized=False)
         out[i] = ptr
     return args if out is None else tuple(out)
+
+
+def _not_an_argument(t: type, i: int, what: str) -> str:
+    return (
+        f"{what}: argument {i}: {t.__name__} cannot be a kernel argument; expected a numpy or "
+        f"ctypes scalar, bytes, an int pointer, device memory, or a Param"
+    )
+
+
+def _scalar_refusal(a: Any, i: int, what: str) -> str | None:
+    """The message refusing a Python ``bool``, ``float`` or ``None`` as a kernel argument (else ``None``)."""
+    if isinstance(a, bool):
+        return f"{what}: argument {i}: Python bool is ambiguous; pass np.bool_ or np.int32"
+    if isinstance(a, float):
+        return f"{what}: argument {i}: Python float is ambiguous; pass np.float32({a!r}) or np.float64({a!r})"
+    if a is None:
+        return f"{what}: argument {i}: None is not a kernel argument (use 0 for a null pointer)"
+    return None
+
+
+#: DLPack device types (``DLDeviceType``) a kernel can dereference: CUDA, pinned host, managed.
+DLPACK_DEVICE_TYPES = {2: "kDLCUDA", 3: "kDLCUDAHost", 13: "kDLCUDAManaged"}
+_DLPACK_CPU = 1
+
+#: Argument types whose every value is accepted by :func:`check_kernel_arg`: the hot path of
+#: ``Graph.kernel`` tests membership only. Filled as types are seen.
+ARG_TYPES_OK: set[type] = {int, bytes}
+
+
+#: ``Buffer`` types (``handle``, ``size``, ``memory_resource``) whose class has ``is_device_accessible``:
+#: the hot path of ``Graph.kernel`` accepts an object of one of them when that attribute is ``True``.
+#: Filled as types are seen. Other memory (tensors, DLPack objects) is checked per object.
+ARG_BUFFER_TYPES: set[type] = set()
+
+
+def check_kernel_arg(a: Any, i: int, what: str, always_ok: tuple[type, ...] = ()) -> None:
+    """Refuse, without any driver call, a kernel argument that can never be right.
+
+    Python ``bool``/``float``/``None``, numpy strings and dates, objects that are
+    not memory, and memory the GPU cannot read: an object exposing only
+    ``__array_interface__`` (a numpy array), a DLPack object on the CPU
+    (``kDLCPU``) or on a device that is not CUDA, a ``Buffer`` whose
+    ``is_device_accessible`` is false. Pinned (``kDLCUDAHost``), managed
+    (``kDLCUDAManaged``) and device (``kDLCUDA``) memory are accepted.
+    A type whose every value is acceptable is added to :data:`ARG_TYPES_OK`.
+
+    Parameters
+    ----------
+    a : object
+        The argument.
+    i : int
+        Its index, for messages.
+    what : str
+        The node, for messages.
+    always_ok : tuple of type
+        Further types accepted as they are (conditions, graph allocations).
+
+    Raises
+    ------
+    OperandError
+        The argument names the node and the argument's index.
+    """
+    t = type(a)
+    if t in ARG_TYPES_OK:
+        return
+    k = _kind_of(t)
+    if k == _SCALAR:
+        if issubclass(t, (np.str_, np.bytes_, np.datetime64, np.timedelta64)):
+            raise OperandError(f"{what}: argument {i}: numpy {t.__name__} cannot be a kernel argument")
+        ARG_TYPES_OK.add(t)
+        return
+    if k != _OBJ or t is Param or issubclass(t, always_ok):
+        ARG_TYPES_OK.add(t)
+        return
+    bad = _scalar_refusal(a, i, what)
+    if bad is not None:
+        raise OperandError(bad)
+    if issubclass(t, (int, bytes)):  # an int (a pointer or handle) or bytes of another class: as int and bytes
+        ARG_TYPES_OK.add(t)
+        return
+    where = f"{what}: argument {i}"
+    try:
+        reason = _host_memory(a)
+    except Exception as e:
+        raise OperandError(f"{where}: reading the {t.__name__} as memory failed: {type(e).__name__}: {e}") from e
+    if reason is None:
+        if hasattr(t, "is_device_accessible") and buffer_like(a):
+            ARG_BUFFER_TYPES.add(t)
+        return
+    if reason == "":
+        raise OperandError(_not_an_argument(t, i, what))
+    raise OperandError(f"{where}: {reason}")
+
+
+def _host_memory(a: Any) -> str | None:
+    """Why ``a`` is memory a kernel cannot read (``""``: not memory at all; ``None``: device-readable)."""
+    t = type(a)
+    if buffer_like(a):
+        if getattr(a, "is_device_accessible", True) is False:
+            return (
+                f"the {t.__name__} is host memory the GPU cannot access (is_device_accessible is False); "
+                "allocate it from a device, pinned or managed memory resource"
+            )
+        return None
+    # __dlpack_device__ first: it is cheaper than building a __cuda_array_interface__.
+    dev = getattr(a, "__dlpack_device__", None)
+    if dev is not None and hasattr(a, "__dlpack__"):
+        kind = int(dev()[0])
+        if kind in DLPACK_DEVICE_TYPES:
+            return None
+        if kind != _DLPACK_CPU:
+            return (
+                f"the {t.__name__} is on DLPack device type {kind}, not CUDA memory "
+                f"({', '.join(f'{v}={k}' for k, v in DLPACK_DEVICE_TYPES.items())})"
+            )
+        if getattr(a, "__array_interface__", None) is None:
+            return (
+                f"the {t.__name__} is in host memory (DLPack device kDLCPU), which the GPU cannot read; "
+                "move it to the device (or to pinned memory) first"
+            )
+    elif getattr(a, "__cuda_array_interface__", None) is not None:
+        return None
+    elif getattr(a, "__array_interface__", None) is None:
+        return None if hasattr(a, "__dlpack__") else ""
+    hint = " (a 0-d array: pass its value as a numpy scalar, x[()], instead)" if getattr(a, "ndim", None) == 0 else ""
+    return (
+        f"the {t.__name__} is host memory (it has only __array_interface__), which the GPU cannot read; "
+        f"copy it to device memory first{hint}"
+    )

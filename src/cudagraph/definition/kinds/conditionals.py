@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..graph import Graph
 
 __all__ = [
+    "MAX_SWITCH_CASES",
     "ConditionalBuilders",
     "ConditionalNode",
     "IfElseNode",
@@ -28,6 +29,10 @@ __all__ = [
     "SwitchNode",
     "WhileNode",
 ]
+
+#: The most cases :meth:`Graph.switch <cudagraph.Graph.switch>` accepts. The driver documents no
+#: bound for a switch beyond its ``unsigned int`` size; each case is a body graph of the definition.
+MAX_SWITCH_CASES = 1 << 16
 
 
 class ConditionalNode(Node):
@@ -238,7 +243,7 @@ class ConditionalBuilders(GraphCore):
                 default = int(default)
             try:
                 default = operator.index(default)
-            except TypeError:
+            except Exception:  # TypeError, or whatever a user __index__ raises
                 raise OperandError(f"{what}: default must be an int or None, got {type(default).__name__}") from None
             if not 0 <= default < 1 << 32:
                 raise DefinitionError(f"{what}: default {default} does not fit in 32 unsigned bits")
@@ -366,7 +371,10 @@ class ConditionalBuilders(GraphCore):
         cond : Condition
             The selector.
         n : int
-            The number of cases (at least 1).
+            The number of cases, 1 to :data:`MAX_SWITCH_CASES` (65536). The
+            driver documents no limit beyond its 32-bit ``size`` field; every
+            case is a body graph held by the definition, so cudagraph bounds
+            the count.
 
         Returns
         -------
@@ -374,18 +382,25 @@ class ConditionalBuilders(GraphCore):
 
         Raises
         ------
+        OperandError
+            ``n`` is not an int.
         DefinitionError
-            ``n`` is smaller than 1.
+            ``n`` is smaller than 1 or larger than :data:`MAX_SWITCH_CASES`.
         """
         what = self._what("switch", name)
         if isinstance(n, bool):
             raise OperandError(f"{what}: the number of cases must be an int, got bool")
         try:
             count = operator.index(n)
-        except TypeError:
+        except Exception:  # TypeError, or whatever a user __index__ raises
             raise OperandError(f"{what}: the number of cases must be an int, got {type(n).__name__}") from None
         if count < 1:
             raise DefinitionError(f"{what}: a switch needs at least one case, got {count}")
+        if count > MAX_SWITCH_CASES:
+            raise DefinitionError(
+                f"{what}: {count} cases exceed cudagraph's limit of {MAX_SWITCH_CASES} cases per switch "
+                "(each case is a body graph)"
+            )
         cases = [f"case{i}" for i in range(count)]
         node: SwitchNode = self._conditional(SwitchNode, "switch", cond, cases, after, name)
         return node
@@ -440,7 +455,7 @@ class ConditionalBuilders(GraphCore):
         """
         what = self._what("set_condition", name)
         self._check_condition(cond, what)
-        if op not in PREDICATE_OPS:
+        if type(op) is not str or op not in PREDICATE_OPS:
             raise OperandError(f"{what}: op must be one of {', '.join(PREDICATE_OPS)}; got {op!r}")
         p, keep, size = self._pointer(ptr, f"{what}: ptr")
         if dtype is None:
@@ -453,18 +468,18 @@ class ConditionalBuilders(GraphCore):
                 dtype = iface.get("typestr")
         try:
             dt = np.dtype(dtype)
-        except TypeError:
+        except Exception:
             raise OperandError(f"{what}: dtype {dtype!r} is not a numpy dtype") from None
         if dt not in PREDICATE_DTYPES:
             raise OperandError(
                 f"{what}: dtype {dt} is not supported; use one of {', '.join(str(d) for d in PREDICATE_DTYPES)}"
             )
-        if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
-            raise OperandError(f"{what}: value must be a number, got {type(value).__name__}")
+        if isinstance(value, (bool, np.bool_, str, bytes, np.str_, np.bytes_)) or value is None or np.ndim(value) != 0:
+            raise OperandError(f"{what}: value must be a number (a scalar), got {type(value).__name__}")
         if dt.kind in "iu":
             try:
                 ivalue = operator.index(value)
-            except TypeError:
+            except Exception:
                 raise OperandError(f"{what}: value must be an integer for dtype {dt}, got {value!r}") from None
             info = np.iinfo(dt)
             if not info.min <= ivalue <= info.max:
@@ -472,9 +487,15 @@ class ConditionalBuilders(GraphCore):
             v = dt.type(ivalue)
         else:
             try:
-                v = dt.type(value)
-            except (TypeError, ValueError):
+                with np.errstate(over="ignore"):
+                    v = dt.type(value)
+                finite = bool(np.isfinite(value))
+            except Exception:
                 raise OperandError(f"{what}: value must be a number, got {type(value).__name__}") from None
+            if not isinstance(v, np.generic):
+                raise OperandError(f"{what}: value must be a number (a scalar), got {type(value).__name__}")
+            if finite and not np.isfinite(v):
+                raise OperandError(f"{what}: value {value!r} overflows {dt} (it would compare against {v})")
         if size is not None and size < dt.itemsize:
             raise DefinitionError(f"{what}: ptr holds {size} bytes, less than one {dt} ({dt.itemsize} bytes)")
         deps = self._deps(after, what)

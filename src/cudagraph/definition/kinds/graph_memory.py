@@ -72,7 +72,7 @@ class AllocNode(Node):
         """
         try:
             off = operator.index(nbytes)
-        except TypeError:
+        except Exception:  # TypeError, or whatever a user __index__ raises
             raise OperandError(f"{self.label}: offset must be an int, got {type(nbytes).__name__}") from None
         if not 0 <= off < self.nbytes:
             raise DefinitionError(f"{self.label}: offset {off} is outside the {self.nbytes}-byte allocation")

@@ -36,7 +36,10 @@ class HostNode(Node):
         return False
 
     def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
-        return scratch.host(values["fn"], *values["args"], name=self.name)
+        args = values["args"]
+        if not isinstance(args, (tuple, list)):
+            raise OperandError(f"{self.label}: args must be a tuple of arguments for fn, got {type(args).__name__}")
+        return scratch.host(values["fn"], *args, name=self.name)
 
 
 class HostBuilders(GraphCore):

@@ -53,7 +53,9 @@ class MemsetNode(Node):
         return f"{_short(self.dst)} = {self.value:#x} ({self.element_size} B x {shape})"
 
     def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
-        pitch = values["pitch"] if values["height"] > 1 else None
+        height = values["height"]
+        # The pitch is kept for a 2-D fill; a bad height is refused by memset itself.
+        pitch = values["pitch"] if type(height) is int and height > 1 else None
         return scratch.memset(
             values["dst"],
             # The stored value is masked to the element size, so always in range.
@@ -129,6 +131,16 @@ class WaitValueNode(BatchMemOpNode):
         return f"until *{_short(self.ptr)} {self.cmp} {self.value:#x} ({self.bits}-bit{flush})"
 
 
+def _word_size(value: Any, what: str, allowed: tuple[int, ...]) -> int:
+    """``value`` as one of ``allowed`` (an int or numpy integer), or the error naming ``what``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise OperandError(f"{what} must be an int ({', '.join(map(str, allowed))}), got {type(value).__name__}")
+    v = int(value)
+    if v not in allowed:
+        raise DefinitionError(f"{what} must be {', '.join(map(str, allowed[:-1]))} or {allowed[-1]}, got {v}")
+    return v
+
+
 class MemoryOpBuilders(GraphCore):
     """The memory-operation builders of :class:`~cudagraph.Graph`: :meth:`memset`, :meth:`write_value`,
     :meth:`wait_value`.
@@ -189,7 +201,15 @@ class MemoryOpBuilders(GraphCore):
         """
         what = self._what("memset", name)
         d, dkeep, dsize = self._pointer(dst, f"{what}: dst")
+        if element_size is not None:
+            if isinstance(element_size, (bool, np.bool_)) or not isinstance(element_size, (int, np.integer)):
+                raise OperandError(f"{what}: element_size must be an int (1, 2, 4), got {type(element_size).__name__}")
+            element_size = int(element_size)
         if isinstance(value, np.generic):
+            if value.dtype.kind not in "biuf":
+                raise OperandError(
+                    f"{what}: value must be an int or a numeric numpy scalar, got numpy {type(value).__name__}"
+                )
             if element_size is None:
                 element_size = value.dtype.itemsize
             if value.dtype.itemsize != element_size:
@@ -254,8 +274,7 @@ class MemoryOpBuilders(GraphCore):
                 bits = 8 * value.dtype.itemsize
             else:
                 bits = 32 if isinstance(value, int) and -(1 << 31) <= value < 1 << 32 else 64
-        if bits not in (32, 64):
-            raise DefinitionError(f"{what}: bits must be 32 or 64, got {bits!r}")
+        bits = _word_size(bits, f"{what}: bits", (32, 64))
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise OperandError(f"{what}: value must be an integer, got {type(value).__name__}")
         v = int(value)
@@ -346,7 +365,7 @@ class MemoryOpBuilders(GraphCore):
         WaitValueNode
         """
         what = self._what("wait_value", name)
-        if cmp not in WAIT_COMPARISONS:
+        if type(cmp) is not str or cmp not in WAIT_COMPARISONS:
             raise OperandError(f"{what}: cmp must be one of {', '.join(WAIT_COMPARISONS)}; got {cmp!r}")
         flags = WAIT_COMPARISONS[cmp] | (WAIT_VALUE_FLUSH if flush else 0)
         node: WaitValueNode = self._memop(WaitValueNode, "wait_value", ptr, value, bits, flags, after, name)

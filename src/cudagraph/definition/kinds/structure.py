@@ -30,7 +30,10 @@ class ChildGraphNode(Node):
         return f"graph={self.body.name!r} ({len(self.body.nodes)} nodes)"
 
     def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
-        if values["body"] is not self.body and self.graph in values["body"]._descendants() | {values["body"]}:
+        body = values["body"]
+        if not isinstance(body, GraphCore):
+            raise OperandError(f"{self.label}: body must be a cudagraph.Graph, got {type(body).__name__}")
+        if body is not self.body and self.graph in body._descendants() | {body}:
             raise DefinitionError(f"{self.label}: Graph {values['body'].name!r} contains Graph {self.graph.name!r}")
         return scratch.child(values["body"], name=self.name)
 

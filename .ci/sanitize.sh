@@ -45,7 +45,9 @@ if [[ -z "$SO" ]]; then # the extension is optional in setup.py: a failed build 
     cat "$WORK/logs/build.txt" >&2
     exit 1
 fi
-if ! nm -D --undefined-only "$SO" | grep -q __asan_; then
+# (nm's output is read whole first: `grep -q` closing the pipe early fails the pipeline under pipefail)
+SYMBOLS=$(nm -D --undefined-only "$SO")
+if ! grep -q __asan_ <<<"$SYMBOLS"; then
     echo "sanitize: $SO is not instrumented (CFLAGS were not applied)" >&2
     exit 1
 fi

@@ -19,6 +19,7 @@ from .builders import Builders
 from .capture_accessor import CaptureAccessor
 from .core import After, DimLike
 from .drawing import Drawing
+from .edits import before_edit
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
 from .param import Param
@@ -168,6 +169,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
                 )
             if src.index > dst.index:
                 self._ordered = False
+        before_edit(self)
         dst._preds.append(src)
         src._succs.append(dst)
         self._nedges += 1
@@ -186,6 +188,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         """
         self._own(src, "remove_edge: src")
         self._own(dst, "remove_edge: dst")
+        before_edit(self)
         for i, p in enumerate(dst._preds):
             if p is src:
                 del dst._preds[i]

@@ -434,3 +434,63 @@ def test_a_forgotten_definition_leaves_no_entry(fake):
     del exe, g
     gc.collect()
     assert key not in _edits._WATCHERS
+
+
+# --------------------------------------------------------------------------- the checks instantiation skips
+
+
+@pytest.fixture
+def walks(fake, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the structure checks and the parameter walks of ``g.instantiate()``."""
+    calls = {"validate": 0, "unfreed": 0}
+    real_validate, real_unfreed = cg.Graph._validate_structure, cg.Graph._unfreed_allocs
+
+    def validate(self: cg.Graph) -> None:
+        calls["validate"] += 1
+        real_validate(self)
+
+    def unfreed(self: cg.Graph) -> list[Any]:
+        calls["unfreed"] += 1
+        return real_unfreed(self)
+
+    monkeypatch.setattr(cg.Graph, "_validate_structure", validate)
+    monkeypatch.setattr(cg.Graph, "_unfreed_allocs", unfreed)
+    return calls
+
+
+def test_a_flat_forward_graph_is_not_walked(fake, walks):
+    g = user_style()
+    exe = instantiate(fake, g)
+    assert walks == {"validate": 0, "unfreed": 0} and exe.bindings == {}
+    p = cg.Graph("p")
+    x = p.param("x")
+    p.kernel(K1, 1, 32, (x, A, N))
+    with pytest.raises(cg.errors.DefinitionError, match=r"unbound parameter\(s\) 'x'"):
+        p.instantiate()
+    exe = p.instantiate(x=0x5000)
+    fake["made"].append(exe)
+    assert exe.bindings == {"x": 0x5000}
+    with pytest.raises(cg.errors.OperandError, match=r"has no parameter\(s\) 'y'"):
+        g.instantiate(y=1)
+    assert walks == {"validate": 0, "unfreed": 0}
+
+
+def test_a_backward_edge_a_body_or_an_allocation_is_checked(fake, walks):
+    g = cg.Graph("backward")
+    a, b = g.empty(), g.empty()
+    g.add_edge(b, a)  # the order of creation is no longer a topological order
+    instantiate(fake, g)
+    assert walks == {"validate": 1, "unfreed": 0}
+
+    body = cg.Graph("body")
+    body.alloc(64)
+    parent = cg.Graph("parent")
+    parent.child(body)
+    with pytest.raises(cg.errors.DefinitionError, match="never freed"):
+        parent.instantiate()
+    assert walks["unfreed"] == 2  # the parent's walk, then the body's
+
+    flat = cg.Graph("flat")
+    flat.alloc(64)
+    with pytest.raises(cg.errors.DefinitionError, match="never freed"):
+        flat.instantiate()

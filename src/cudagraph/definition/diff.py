@@ -31,6 +31,7 @@ __all__ = [
     "diff_states",
     "has_bodies",
     "has_nested_bodies",
+    "is_flat",
     "node_state",
     "same_value",
     "topology_signature",
@@ -97,6 +98,11 @@ def has_nested_bodies(cls: type) -> bool:
     if slots is None:
         slots = _body_slots(cls)
     return bool(slots)
+
+
+def is_flat(graph: Graph) -> bool:
+    """Whether no node of ``graph`` holds nested graphs (read per node class; the set of classes is built in C)."""
+    return not any(map(has_nested_bodies, set(map(type, graph._nodes))))
 
 
 def has_bodies(signature: tuple[Any, ...]) -> bool:

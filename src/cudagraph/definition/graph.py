@@ -18,6 +18,7 @@ from . import seams
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
 from .core import After, DimLike
+from .diff import is_flat
 from .drawing import Drawing
 from .edits import before_edit
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
@@ -445,7 +446,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         DriverUnavailableError
             No NVIDIA driver or GPU was found.
         """
-        if not auto_free_on_launch:
+        if not auto_free_on_launch and (self._special or not is_flat(self)):  # allocations count in _special
             unfreed = self._unfreed_allocs()
             if unfreed:
                 names = ", ".join(f"{a.label} of Graph {a.graph.name!r}" for a in unfreed)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..definition.bindings import resolve_bindings
+from ..definition.diff import is_flat
 from ..definition.drawing import mimebundle
 from ..definition.edits import watch
 from ..definition.graph import Graph
@@ -90,8 +91,14 @@ def instantiate(
         build = capture_lower
     else:
         raise OperandError(f"instantiate: backend must be 'explicit' or 'capture', got {backend!r}")
-    graph._validate_structure()
-    bindings = resolve_bindings(graph, params)
+    if graph._ordered and not graph._special and is_flat(graph):
+        # What Graph._validate_structure and resolve_bindings find in a graph without nested graphs whose edges
+        # all go forward and that has no conditional, graph-memory or late-operand node: no cycle, nothing to
+        # check, and the parameters declared on it. Their walks over every node cost more than this test.
+        bindings = resolve_bindings(graph, params) if params or graph._params else {}
+    else:
+        graph._validate_structure()
+        bindings = resolve_bindings(graph, params)
     require_driver()
     ensure_context()
     flags = _flags(auto_free_on_launch, device_launch, use_node_priority)

@@ -494,3 +494,17 @@ def test_a_backward_edge_a_body_or_an_allocation_is_checked(fake, walks):
     flat.alloc(64)
     with pytest.raises(cg.errors.DefinitionError, match="never freed"):
         flat.instantiate()
+
+
+def test_is_flat_sees_a_nested_graph_added_after_a_flat_answer():
+    from cudagraph.definition.diff import is_flat
+
+    g = user_style(4)
+    assert is_flat(g) and is_flat(g)
+    g.kernel(K1, 1, 32, (0x1000, A, N))
+    assert is_flat(g)
+    body = cg.Graph("body")
+    body.empty()
+    g.child(body)
+    assert not is_flat(g) and not is_flat(g)
+    assert is_flat(body)

@@ -217,6 +217,18 @@ def test_a_definition_with_nested_graphs_is_recorded_at_instantiation(fake):
     assert exe.update(g) == UpdateResult("per-node", 1)
 
 
+def test_nested_graphs_are_recorded_whatever_the_lowering_kept_of_them(fake):
+    body = cg.Graph("body")
+    body.memset(0x10000, 0, count=4)
+    g = cg.Graph("parent")
+    g.child(body)
+    lowered = lowered_for(g)
+    lowered.bodies = []  # the capture backend inlines bodies: it keeps none
+    exe = Executable(g, lowered, "exec0", [], {})
+    exe._finalizer.detach()
+    assert exe._states == [node_state(n) for n in g.nodes] and exe._sig is not None
+
+
 # --------------------------------------------------------------------------- edits in place, as before
 
 

@@ -177,7 +177,7 @@ class Executable(Binding, Updating):
         # knowing, so a definition with nested graphs is recorded now.
         self._states = None
         self._sig = None
-        if lowered.bodies:
+        if not is_flat(lowered.definition):  # (the capture backend inlines bodies: lowered.bodies is empty)
             self._record()
         else:
             watch(lowered.definition, weakref.WeakMethod(self._record))

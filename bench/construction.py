@@ -39,13 +39,24 @@ Every measurement is warmed up once and repeated (5 times, 3 with ``--quick``);
 the tables show the **median** (the JSON output also holds the minimum and
 every sample). The garbage collector is disabled inside timed regions.
 
+The default table (``--mode user``) measures graphs written as users write
+them, against cuda.core capture, on a chain and a 16x64 DAG, with
+cudagraph's own work inside ``g.instantiate()``, the per-node cost by N and
+the memory per node (see ``bench/_user_style.py``); the peer table above, on
+one shared argument tuple, is ``--mode shared`` (``--mode all``: both).
+
 Run from the repository root::
 
     PYTHONPATH=src python3 bench/construction.py            # N = 1000 and 10000
     PYTHONPATH=src python3 bench/construction.py --quick    # N = 1000 only, 3 repeats
-    PYTHONPATH=src python3 bench/construction.py --json out.json
+    PYTHONPATH=src python3 bench/construction.py --big      # also N = 100000 in the scaling table
+    PYTHONPATH=src python3 bench/construction.py --mode all --json out.json
 
-Targets printed next to the ratios: define + lower per node at most 0.6x
+Targets of the user-style table: define + lower at most 1.5 µs per node, end
+to end at most 0.9x cuda.core capture on the chain and 0.6x on the DAG,
+cudagraph's own work inside ``g.instantiate()`` at most 0.1 µs per node, and
+the per-node cost of define, validate, lower and the signature at the largest
+N within 1.3x of N = 1000. Targets of the shared table: define + lower per node at most 0.6x
 ``GraphDefinition``'s, at most 1 µs per node above the bare ``cuGraphAddNode``
 loop, per-node cost at N = 10000 within 1.5x of N = 1000, and a launch call at
 most 1 µs above a bare ``cuGraphLaunch``.
@@ -66,6 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _user_style as _user
 from _common import fmt as _fmt
 from _common import import_cudagraph as _import_cudagraph
 from _common import no_gc, versions
@@ -780,7 +792,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ),
         epilog="Run from the repository root: PYTHONPATH=src python3 bench/construction.py [--quick]",
     )
-    p.add_argument("--quick", action="store_true", help="only N=1000, 3 repeats")
+    p.add_argument(
+        "--mode",
+        choices=("user", "shared", "all"),
+        default="user",
+        help="user (default): graphs written as users write them (fresh argument tuples, three kernels, a chain "
+        "and a 16x64 DAG) against cuda.core capture, cudagraph's own work inside g.instantiate(), scaling and "
+        "memory; shared: every peer on one shared argument tuple (or --vary-args); all: both",
+    )
+    p.add_argument("--quick", action="store_true", help="only N=1000, 3 repeats (scaling: N=1000 and 10000)")
+    p.add_argument("--big", action="store_true", help="also N=100000 in the scaling table (slow)")
     p.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement (default 5, quick 3)")
     p.add_argument("--launches", type=int, default=2000, help="launch calls timed per repeat (default 2000)")
     p.add_argument(
@@ -809,7 +830,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"- {k}: {v}")
     print(
         f"- kernel: inc(float*, float, int), grid {GRID}, block {BLOCK}; sizes {list(sizes)}; "
-        f"{repeats} repeats + 1 warm-up; median shown; args {'vary per node' if opts.vary_args else 'shared'}"
+        f"{repeats} repeats + 1 warm-up; median shown; mode {opts.mode}"
+        + (f" (shared table: args {'vary per node' if opts.vary_args else 'shared'})" if opts.mode != "user" else "")
     )
     print(flush=True)
 
@@ -822,15 +844,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             failures[cls.name] = f"{type(exc).__name__}: {exc}"
             print(f"peer {cls.name} failed (setup): {type(exc).__name__}: {exc}", flush=True)
 
-    rows = measure_construction(peers, env, sizes, repeats)
+    user = run_user_style(opts, env, peers, sizes, repeats) if opts.mode in ("user", "all") else None
+    rows = measure_construction(peers, env, sizes, repeats) if opts.mode in ("shared", "all") else []
     launch = measure_launch(peers, env, max(sizes), opts.launches, repeats)
     rats = ratios(rows, sizes, launch)
 
-    print("## Construction\n")
-    print("µs/node = median time / nodes in the graph (chain: N; fan: N + 2). 'define' of the cuda.core peers and")
-    print("of bare cuda.bindings already creates the driver graph, so it compares with cudagraph's define+lower.")
-    print("end-to-end: define + the public instantiate call (cudagraph: g.instantiate(), which lowers again).\n")
-    print(construction_table(rows))
+    if user is not None:
+        print_user_style(user)
+    if rows:
+        print_shared(rows)
     print("\n## Launch\n")
     print(launch_table(launch))
     print("\n## Ratios (target in brackets)\n")
@@ -841,13 +863,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     a_l, core_l = cpu.get(CudaGraphPeer.name, {}), cpu.get(GraphDefinitionPeer.name, {})
     if "median" in a_l and "median" in core_l:
         print(f"- launch: cudagraph - cuda.core Graph.launch (µs): {a_l['median'] - core_l['median']:.3f} µs")
-    if not rats:
+    if not rats and user is None:
         print("- (no ratio could be computed: see the failures above)")
 
     if opts.json is not None:
         doc = {
             "versions": vers,
             "config": {
+                "mode": opts.mode,
                 "sizes": list(sizes),
                 "repeats": repeats,
                 "launches": opts.launches,
@@ -858,6 +881,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             "peer_setup_failures": failures,
             "construction": [r.to_json() for r in rows],
+            "user_style": user,
             "launch": launch,
             "ratios": rats,
         }
@@ -865,6 +889,82 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts.json.write_text(json.dumps(doc, indent=2, ensure_ascii=False))
         print(f"\nwrote {opts.json}")
     return 0
+
+
+def scaling_sizes(big: bool) -> tuple[int, ...]:
+    """N of the scaling table: 1000 and 10000, and 100000 with ``--big``."""
+    return (1000, 10000, 100000) if big else (1000, 10000)
+
+
+def _floor(peers: list[Peer]) -> Callable[[int], float | None]:
+    """Seconds of the bare cuGraphAddNode loop for a chain of ``nodes`` nodes (``None`` without that peer)."""
+    bare = next((p for p in peers if isinstance(p, BarePeer)), None)
+
+    def floor(nodes: int) -> float | None:
+        if bare is None:
+            return None
+        args = bare.env.arg_list(nodes)
+        with no_gc():
+            t0 = perf_counter()
+            graph = bare.define("chain", args)
+            t1 = perf_counter()
+        bare.release(graph, graph, None)
+        return t1 - t0
+
+    return floor
+
+
+def run_user_style(
+    opts: argparse.Namespace, env: Env, peers: list[Peer], sizes: Sequence[int], repeats: int
+) -> dict[str, Any]:
+    """The user-style table, the scaling table and the memory per node (see ``_user_style``)."""
+    import cudagraph
+
+    ue = _user.setup_user(env, cudagraph, NELEM, GRID, BLOCK)
+    rows = _user.measure_user(ue, sizes, repeats, _floor(peers))
+    print("  measured user-style", file=sys.stderr, flush=True)
+    scaling = _user.measure_scaling(ue, scaling_sizes(opts.big), repeats)
+    print("  measured scaling", file=sys.stderr, flush=True)
+    ours, core = _user.measure_memory(ue)
+    return {
+        "rows": [
+            {"shape": r.shape, "n": r.n, "nodes": r.nodes, "status": r.status, "us_per_node": r.samples} for r in rows
+        ],
+        "table": _user.user_table(rows),
+        "ratios": _user.user_ratios(rows) + _user.scaling_ratios(scaling),
+        "scaling_us_per_node": {str(n): v for n, v in scaling.items()},
+        "scaling_table": _user.scaling_table(scaling),
+        "memory_bytes_per_node": {"cudagraph": ours, "cuda.core GraphDefinition": core},
+    }
+
+
+def print_user_style(user: dict[str, Any]) -> None:
+    print("## Construction as users write it\n")
+    print("A fresh argument tuple per node (a cuda.core Buffer and numpy scalars), three kernels interleaved,")
+    print(
+        f"every fourth chain node with two dependencies; dag: a root, {_user.DAG_WIDTH} chains of "
+        f"{_user.DAG_DEPTH} kernels, a sink. Medians, µs per node. end-to-end: define + g.instantiate(); own"
+    )
+    print("work: g.instantiate() - lowering - bare cuGraphInstantiateWithParams; cuda.core capture: launch() into")
+    print("a GraphBuilder (split/join for the dag) + complete(); C driver floor: bare cuGraphAddNode loop (chain).\n")
+    print(user["table"])
+    print("\n### Per-node cost by N (user-style chain, fastest sample)\n")
+    print(user["scaling_table"])
+    print("\n### Memory per kernel node of a definition\n")
+    mem = user["memory_bytes_per_node"]
+    for line in _user.memory_lines(mem["cudagraph"], mem["cuda.core GraphDefinition"]):
+        print(line)
+    print("\n### User-style ratios (target in brackets)\n")
+    for r in user["ratios"]:
+        print(_user.ratio_line(r))
+
+
+def print_shared(rows: list[Row]) -> None:
+    print("\n## Construction, one shared argument tuple\n")
+    print("µs/node = median time / nodes in the graph (chain: N; fan: N + 2). 'define' of the cuda.core peers and")
+    print("of bare cuda.bindings already creates the driver graph, so it compares with cudagraph's define+lower.")
+    print("end-to-end: define + the public instantiate call (cudagraph: g.instantiate(), which lowers again).\n")
+    print(construction_table(rows))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ allocates nothing.
 
 from __future__ import annotations
 
+import itertools
 import operator
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +33,7 @@ __all__ = [
     "diff_states",
     "has_bodies",
     "has_nested_bodies",
+    "is_flat",
     "node_state",
     "same_value",
     "topology_signature",
@@ -97,6 +100,29 @@ def has_nested_bodies(cls: type) -> bool:
     if slots is None:
         slots = _body_slots(cls)
     return bool(slots)
+
+
+#: graph -> how many of its first nodes are known to hold no nested graph. A node keeps its class
+#: and a graph never loses a node, so the answer for those nodes stands.
+_FLAT_PREFIX: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def is_flat(graph: Graph) -> bool:
+    """Whether no node of ``graph`` holds nested graphs (child graph, conditional branches).
+
+    Read per node class (the set of classes is built in C), and only for the
+    nodes added since the last call that found the graph flat.
+    """
+    nodes = graph._nodes
+    count = len(nodes)
+    known = _FLAT_PREFIX.get(graph, 0)
+    if known == count:
+        return True
+    kinds = set(map(type, nodes if not known else itertools.islice(nodes, known, None)))
+    if any(map(has_nested_bodies, kinds)):
+        return False
+    _FLAT_PREFIX[graph] = count
+    return True
 
 
 def has_bodies(signature: tuple[Any, ...]) -> bool:

@@ -18,7 +18,9 @@ from . import seams
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
 from .core import After, DimLike
+from .diff import is_flat
 from .drawing import Drawing
+from .edits import before_edit
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
 from .param import Param
@@ -168,6 +170,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
                 )
             if src.index > dst.index:
                 self._ordered = False
+        before_edit(self)
         dst._preds.append(src)
         src._succs.append(dst)
         self._nedges += 1
@@ -186,6 +189,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         """
         self._own(src, "remove_edge: src")
         self._own(dst, "remove_edge: dst")
+        before_edit(self)
         for i, p in enumerate(dst._preds):
             if p is src:
                 del dst._preds[i]
@@ -442,7 +446,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         DriverUnavailableError
             No NVIDIA driver or GPU was found.
         """
-        if not auto_free_on_launch:
+        if not auto_free_on_launch and (self._special or not is_flat(self)):  # allocations count in _special
             unfreed = self._unfreed_allocs()
             if unfreed:
                 names = ", ".join(f"{a.label} of Graph {a.graph.name!r}" for a in unfreed)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import DefinitionError
+from .edits import before_edit
 
 if TYPE_CHECKING:
     from .core import GraphCore
@@ -291,6 +292,7 @@ def update_definition_node(node: Node, changes: dict[str, Any]) -> None:
     if not changes:
         return
     new = rebuilt_node(node, changes)
+    before_edit(node.graph)
     for slot in parameter_slots(type(node)):
         setattr(node, slot, getattr(new, slot))
     # The builder counted the new graph allocations on the scratch graph: count them on the

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError, OperandError
+from .edits import before_edit
 from .memory_info import Memory, describe_memory
 from .node import Node, bodies_of
 from .param import Param
@@ -368,6 +369,8 @@ class Parametrizing:
         g = self.graph
         for p in self.new_params:
             g._params[p.name] = p
+        for graph in {id(node.graph): node.graph for node, _, _ in self.changes}.values():
+            before_edit(graph)
         for node, field, value in self.changes:
             setattr(node, field, value)
         memory = _MEMORY.setdefault(g, {})

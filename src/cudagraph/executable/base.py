@@ -94,7 +94,7 @@ class ExecutableBase:
     _plans: dict[str, BindPlan]
     _overrides: dict[int, Node]  # id(node) -> the node as changed by exe[node].update()
     _enabled: dict[int, bool]
-    _states: list[Any]
+    _states: list[Any] | None  # None until recorded (see Updating._recorded_states)
     _sig: _Shape | None
     _streams: dict[int, Any]
     _state: list[Any]  # [exec handle, lowered graph], shared with the finalizer

@@ -22,7 +22,7 @@ results (``tests/test_cache_cpu.py``, ``tests/test_native_cpu.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..definition import diff as _diff
 from ..definition.nodes import KernelNode, Node
@@ -30,7 +30,7 @@ from ..definition.nodes import KernelNode, Node
 if TYPE_CHECKING:
     from ..definition.graph import Graph
 
-__all__ = ["diff_states", "topology_signature"]
+__all__ = ["diff_states", "nodes_signature", "topology_signature"]
 
 
 def _layout() -> Any:
@@ -75,6 +75,21 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
         if sig is not None:
             return sig  # type: ignore[no-any-return]
     return _diff.topology_signature(graph)
+
+
+class _Nodes:
+    """What :func:`topology_signature` reads of a graph: its node list."""
+
+    __slots__ = ("_nodes",)
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self._nodes = nodes
+
+
+def nodes_signature(nodes: list[Node]) -> tuple[Any, ...]:
+    """:func:`topology_signature` of a definition whose top-level nodes are ``nodes`` (a list recorded earlier:
+    nodes appended to the definition since are left out; the predecessors are read now)."""
+    return topology_signature(cast("Graph", _Nodes(nodes)))
 
 
 def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[Node], list[tuple[Any, ...]]]:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..definition.bindings import resolve_bindings
-from ..definition.diff import node_state
+from ..definition.diff import is_flat
 from ..definition.drawing import mimebundle
+from ..definition.edits import watch
 from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver.c_entry import NATIVE
@@ -31,10 +32,9 @@ from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from .base import _UNSET, _instantiate_lowered
 from .bind_plan import BindPlan
 from .binding import BUFFER_TYPES, Binding
-from .compare import topology_signature
 from .node_view import ExecutableNode
 from .profile import ProfileResult, profile_executable
-from .updating import UpdateResult, Updating, _Shape
+from .updating import UpdateResult, Updating
 
 __all__ = ["Executable", "UpdateResult", "instantiate"]
 
@@ -91,8 +91,14 @@ def instantiate(
         build = capture_lower
     else:
         raise OperandError(f"instantiate: backend must be 'explicit' or 'capture', got {backend!r}")
-    graph._validate_structure()
-    bindings = resolve_bindings(graph, params)
+    if graph._ordered and not graph._special and is_flat(graph):
+        # What Graph._validate_structure and resolve_bindings find in a graph without nested graphs whose edges
+        # all go forward and that has no conditional, graph-memory or late-operand node: no cycle, nothing to
+        # check, and the parameters declared on it. Their walks over every node cost more than this test.
+        bindings = resolve_bindings(graph, params) if params or graph._params else {}
+    else:
+        graph._validate_structure()
+        bindings = resolve_bindings(graph, params)
     require_driver()
     ensure_context()
     flags = _flags(auto_free_on_launch, device_launch, use_node_priority)
@@ -164,11 +170,17 @@ class Executable(Binding, Updating):
         self._exec_addr = 0  # the exec handle as an int, for the compiled bind (see BindPlan)
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}
-        # What each top-level node was built with, to diff a later update() against.
-        self._states: list[Any] = [node_state(n) for n in lowered.nodes]
-        # The topology as instantiated: a definition edited in place afterwards
-        # must be seen as changed by update().
-        self._sig: _Shape | None = _Shape(topology_signature(lowered.definition))
+        # What each top-level node was built with, and the topology, to diff a later update() against
+        # (a definition edited in place afterwards must be seen as changed). Most executables are never
+        # updated: both are recorded when update() or the cache first needs them, or before the definition
+        # is edited in place (definition/edits.py). Bodies can be edited without their parent graph
+        # knowing, so a definition with nested graphs is recorded now.
+        self._states = None
+        self._sig = None
+        if not is_flat(lowered.definition):  # (the capture backend inlines bodies: lowered.bodies is empty)
+            self._record()
+        else:
+            watch(lowered.definition, weakref.WeakMethod(self._record))
         self.update_calls = 0
         # Streams launched on (by address): host callbacks stay registered
         # until the work queued there has finished, even after close().

@@ -26,7 +26,7 @@ from ..errors import DefinitionError, DriverError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
 from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from .base import _STALE, ExecutableBase, _instantiate_lowered
-from .compare import diff_states, topology_signature
+from .compare import diff_states, nodes_signature, topology_signature
 
 __all__ = ["UpdateResult", "Updating", "WHOLE_GRAPH_THRESHOLD"]
 
@@ -124,11 +124,34 @@ class Updating(ExecutableBase):
     __slots__ = ()
 
     def _shape(self) -> _Shape:
-        """What :meth:`update` knows of the topology run now (made from the definition on first use)."""
+        """What :meth:`update` knows of the topology run now (recorded on first use).
+
+        It is the signature of the nodes lowered (``LoweredGraph.nodes``), not of
+        the definition's node list, which may have grown since.
+        """
         shape: _Shape | None = self._sig
         if shape is None:
-            shape = self._sig = _Shape(topology_signature(self._lowered.definition))
+            shape = self._sig = _Shape(nodes_signature(self._lowered.nodes))
         return shape
+
+    def _recorded_states(self) -> list[Any]:
+        """The state of each top-level node run now (:func:`~cudagraph.definition.diff.node_state`, recorded on
+        first use)."""
+        states = self._states
+        if states is None:
+            states = self._states = [node_state(n) for n in self._lowered.nodes]
+        return states
+
+    def _record(self) -> None:
+        """Record the topology and the node states run now, if not yet done.
+
+        Called at instantiation for a definition with nested graphs, else before
+        the definition is first edited in place (:mod:`cudagraph.definition.edits`).
+        """
+        if self._sig is None:
+            self._shape()
+        if self._states is None:
+            self._recorded_states()
 
     def _signature(self) -> Any:
         return self._shape().signature
@@ -210,7 +233,7 @@ class Updating(ExecutableBase):
                 self._reinstantiate(graph, bindings)
                 self._sig = _Shape(new_sig)
                 return UpdateResult("reinstantiated", len(graph), reason)
-            changed, new_states = diff_states(self._states, graph)
+            changed, new_states = diff_states(self._recorded_states(), graph)
             bound = self._bindings
             bindings_changed = [k for k, v in bindings.items() if not same_value(v, bound.get(k))] if bindings else []
             nested_params = False
@@ -270,8 +293,9 @@ class Updating(ExecutableBase):
         finally:
             self.update_calls += done
             if done < len(changed):
+                states = self._recorded_states()
                 for n in changed[: done + 1]:
-                    self._states[n.index] = _STALE
+                    states[n.index] = _STALE
 
     def _with_param_users(self, graph: Graph, changed: list[Node], names: list[str]) -> tuple[list[Node], bool]:
         """``changed`` plus the top-level nodes of ``graph`` that use a parameter in ``names`` (in index

@@ -1,0 +1,167 @@
+"""bench/construction.py on the CPU: its options, the user-style shapes, tables and verdicts (no GPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+import cudagraph as cg
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import _user_style as us  # noqa: E402
+import construction  # noqa: E402
+
+
+class CUkernel:  # the definition layer recognises kernels by type name
+    pass
+
+
+KERNELS = (CUkernel(), CUkernel(), CUkernel())
+
+
+def test_options_default_to_the_user_style_table():
+    o = construction.parse_args([])
+    assert (o.mode, o.quick, o.big, o.repeats, o.vary_args, o.json) == ("user", False, False, None, False, None)
+    o = construction.parse_args(["--mode", "all", "--quick", "--big", "--json", "x.json"])
+    assert (o.mode, o.quick, o.big, o.json) == ("all", True, True, Path("x.json"))
+    with pytest.raises(SystemExit):
+        construction.parse_args(["--mode", "fast"])
+    assert construction.scaling_sizes(False) == (1000, 10000)
+    assert construction.scaling_sizes(True) == (1000, 10000, 100000)
+
+
+def test_the_user_style_chain_has_fresh_arguments_three_kernels_and_some_second_dependencies():
+    g = us.define_user(cg, KERNELS, 0x10000, 32, "chain", 12, 1, 32)
+    nodes = g.nodes
+    assert len(nodes) == us.node_count("chain", 12) == 12
+    assert [tuple(p.index for p in n.predecessors) for n in nodes] == us.chain_deps(12)
+    assert us.chain_deps(8) == [(), (0,), (1,), (2, 1), (3,), (4,), (5,), (6, 5)]
+    assert [KERNELS.index(n.kernel) for n in nodes] == [i % 3 for i in range(12)]  # type: ignore[attr-defined]
+    args = [n.args for n in nodes]  # type: ignore[attr-defined]
+    assert len({id(a) for a in args}) == 12 and len({id(a[1]) for a in args}) == 12
+    assert all(a[0] == 0x10000 and type(a[1]) is np.float32 and a[2] == np.int32(32) for a in args)
+
+
+def test_the_user_style_dag_is_16_chains_of_64_joined_at_both_ends():
+    g = us.define_user(cg, KERNELS, 0x10000, 32, "dag", 0, 1, 32)
+    nodes = g.nodes
+    assert len(nodes) == us.node_count("dag", 0) == 16 * 64 + 2
+    root, sink = nodes[0], nodes[-1]
+    assert root.predecessors == () and len(root.successors) == 16
+    assert len(sink.predecessors) == 16 and sink.successors == ()
+    heads = set(root.successors)
+    assert all(len(n.predecessors) == 1 for n in nodes[1:-1])
+    assert sum(1 for n in nodes[1:-1] if n.predecessors[0] is root) == 16 and heads <= set(nodes[1:-1])
+    assert {KERNELS.index(n.kernel) for n in nodes} == {0, 1, 2}  # type: ignore[attr-defined]
+    g.validate()
+
+
+class FakeBuilder:
+    """Records what the capture of a user-style shape asks of a cuda.core GraphBuilder."""
+
+    log: ClassVar[list[Any]] = []
+
+    def __init__(self, name: str, forked: bool = False) -> None:
+        self.name = name
+        self.forked = forked
+
+    def split(self, count: int) -> tuple[FakeBuilder, ...]:
+        FakeBuilder.log.append(("split", self.name, count))
+        return (self, *(FakeBuilder(f"{self.name}.{i}", True) for i in range(1, count)))
+
+    @staticmethod
+    def join(*builders: FakeBuilder) -> FakeBuilder:
+        FakeBuilder.log.append(("join", tuple(b.name for b in builders)))
+        return next(b for b in builders if not b.forked)
+
+
+def test_the_capture_of_the_dag_splits_into_16_and_joins_them():
+    launches: list[tuple[str, int]] = []
+
+    def launch(gb: FakeBuilder, cfg: Any, kernel: Any, *args: Any) -> None:
+        assert cfg == "cfg" and args[0] == 0x10000 and type(args[1]) is np.float32 and args[2] == np.int32(32)
+        launches.append((gb.name, KERNELS.index(kernel)))
+
+    FakeBuilder.log = []
+    gb = FakeBuilder("gb")
+    assert us.capture_user(gb, launch, "cfg", KERNELS, 0x10000, 32, "dag", 0) is gb
+    assert FakeBuilder.log == [("split", "gb", 16), ("join", ("gb", *(f"gb.{i}" for i in range(1, 16))))]
+    assert len(launches) == 16 * 64 + 2 and launches[0] == ("gb", 0) and launches[-1] == ("gb", 1)
+    assert sum(1 for name, _ in launches if name == "gb.7") == 64
+    launches.clear()
+    FakeBuilder.log = []
+    assert us.capture_user(gb, launch, "cfg", KERNELS, 0x10000, 32, "chain", 5) is gb
+    assert launches == [("gb", i % 3) for i in range(5)] and FakeBuilder.log == []
+
+
+def _row(shape: str, **us_per_node: float) -> us.UserRow:
+    row = us.UserRow(shape, 1000, 1000 if shape == "chain" else 1026)
+    for key, value in us_per_node.items():
+        row.add(key, value * row.nodes * 1e-6)
+    return row
+
+
+def test_the_user_table_and_its_verdicts():
+    chain = _row("chain", define=1.0, lower=0.4, define_lower=1.4, instantiate=1.8, end_to_end=2.0, own=0.05)
+    chain.add("capture", 2.4 * 1000 * 1e-6)
+    dag = _row("dag", define_lower=1.6, end_to_end=2.0, capture=3.0, own=0.2, floor=0.3)
+    failed = us.UserRow("dag", 1024, 1026, status="failed")
+    text = us.user_table([chain, dag, failed])
+    lines = text.splitlines()
+    assert lines[0].startswith("| shape | N | nodes | define µs/node | lower µs/node | define+lower µs/node |")
+    assert "C driver floor (bare cuGraphAddNode) µs/node |" in lines[0]
+    assert lines[2] == "| chain | 1000 | 1000 | 1.000 | 0.400 | 1.400 | 1.800 | 2.000 | 0.050 | 2.400 | n/a |"
+    assert lines[3] == "| dag | 1000 | 1026 | n/a | n/a | 1.600 | n/a | 2.000 | 0.200 | 3.000 | 0.300 |"
+    assert lines[4] == "| dag | 1024 | 1026 | " + " | ".join(["failed"] * 8) + " |"
+    verdicts = [(r["name"], r["where"], round(r["value"], 3), r["pass"]) for r in us.user_ratios([chain, dag])]
+    assert verdicts == [
+        ("define+lower, user-style (µs/node)", "chain, 1000 nodes", 1.4, True),
+        ("end to end / cuda.core capture", "chain, 1000 nodes", 0.833, True),
+        ("own work inside g.instantiate() (µs/node)", "chain, 1000 nodes", 0.05, True),
+        ("define+lower, user-style (µs/node)", "dag, 1026 nodes", 1.6, False),
+        ("end to end / cuda.core capture", "dag, 1026 nodes", 0.667, False),
+        ("own work inside g.instantiate() (µs/node)", "dag, 1026 nodes", 0.2, False),
+    ]
+    line = us.ratio_line(us.user_ratios([dag])[1])
+    assert line == "- end to end / cuda.core capture [dag, 1026 nodes]: 0.667 x (target <= 0.6x) MISS"
+
+
+def test_the_scaling_table_and_its_verdicts():
+    per_node = {
+        1000: {"define": 1.0, "validate": 0.1, "lower": 0.8, "signature": 0.02},
+        100000: {"define": 1.2, "validate": 0.2, "lower": 0.9, "signature": 0.02},
+    }
+    got = [(r["name"], round(r["value"], 2), r["pass"]) for r in us.scaling_ratios(per_node)]
+    assert got == [
+        ("define: per-node cost N=100000 / N=1000", 1.2, True),
+        ("validate: per-node cost N=100000 / N=1000", 2.0, False),
+        ("lower: per-node cost N=100000 / N=1000", 1.12, True),
+        ("signature: per-node cost N=100000 / N=1000", 1.0, True),
+    ]
+    assert us.scaling_ratios({1000: per_node[1000]}) == []
+    assert us.scaling_table(per_node).splitlines() == [
+        "| N | define µs/node | validate µs/node | lower µs/node | signature µs/node |",
+        "|---:|---:|---:|---:|---:|",
+        "| 1000 | 1.000 | 0.100 | 0.800 | 0.020 |",
+        "| 100000 | 1.200 | 0.200 | 0.900 | 0.020 |",
+    ]
+
+
+def test_memory_lines():
+    lines = us.memory_lines(420.4, 210.0)
+    assert lines[0].startswith("- cudagraph definition, user-style kernel node: 420 B")
+    assert lines[1].startswith("- cuda.core GraphDefinition kernel node: 210 B")
+    assert lines[2] == "- ratio cudagraph / cuda.core: 2.00x"
+    assert us.memory_lines(None, 210.0)[0].startswith("- cudagraph definition, user-style kernel node: n/a")
+    assert len(us.memory_lines(420.0, None)) == 2
+
+
+def test_main_without_a_gpu_says_so(capsys):
+    assert construction.main(["--quick"]) == 2
+    assert "cannot set up the GPU" in capsys.readouterr().err

@@ -257,10 +257,16 @@ def _body_title(n: Node, i: int) -> str:
     return n.body_title(i)  # type: ignore[attr-defined,no-any-return]
 
 
+def _on_device(n: Node) -> str:
+    """``"@dev1"`` for a node given ``device=1``, else ``""``."""
+    d = getattr(n, "device", None)
+    return "" if d is None else f"@dev{d}"
+
+
 def _dot_label(n: Node, names: dict[int, str | None], extra: str = "") -> str:
     # The name is cut first, so the kind line and the detail line stay whole.
     detail = node_detail(n, names)
-    rest = f"\n{n.kind}#{n.index}{extra}" + (f"\n{detail}" if detail else "")
+    rest = f"\n{n.kind}#{n.index}{_on_device(n)}{extra}" + (f"\n{detail}" if detail else "")
     return _dot_str(n.name, DOT_LIMIT - 4 * len(rest) - 8) + _dot_str(rest)
 
 
@@ -336,7 +342,7 @@ def _mermaid_text(text: str) -> str:
 
 def _mermaid_label(n: Node, names: dict[int, str | None]) -> str:
     detail = node_detail(n, names)
-    text = f"{_mermaid_text(n.name)} ({n.kind}#{n.index})"
+    text = f"{_mermaid_text(n.name)} ({n.kind}#{n.index}{_on_device(n)})"
     return text + (f"<br/>{_mermaid_text(detail)}" if detail else "")
 
 

@@ -142,6 +142,8 @@ class KernelNode(Node):
     args : tuple
         The arguments as given (checked by ``validate()`` and at
         instantiation).
+    device : int or None
+        The ordinal given with ``device=`` (kept in ``attrs``); ``None``: the current context's device.
     """
 
     __slots__ = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
@@ -162,6 +164,11 @@ class KernelNode(Node):
     #: Launch attributes (:class:`~cudagraph.definition.kinds.kernel.LaunchAttrs`), ``None`` for a plain launch.
     attrs: Any
 
+    @property
+    def device(self) -> int | None:
+        a = self.attrs
+        return None if a is None else a.device  # type: ignore[no-any-return]
+
     def describe(self) -> str:
         g, b = self.grid, self.block
         text = f"grid={g} block={b} smem={self.shared_mem} args={len(self.args)}"
@@ -174,7 +181,7 @@ class KernelNode(Node):
 
         Takes the keywords of :meth:`Graph.kernel <cudagraph.Graph.kernel>`
         (``args=``, ``grid=``, ``block=``, ``shared_mem=``, ``kernel=``) and
-        its launch attributes (``cluster=``, ``cooperative=``, ``priority=``).
+        its launch attributes (``cluster=``, ``cooperative=``, ``priority=``, ``device=``).
         Attributes not named are kept.
         """
         update_kernel_node(self, changes)
@@ -228,6 +235,7 @@ class KernelBuilders(GraphCore):
         cooperative: bool = False,
         priority: int | None = None,
         programmatic: bool | Node | Sequence[Node] | None = None,
+        device: Any = None,
         after: After = None,
         name: str | None = None,
     ) -> KernelNode:
@@ -270,6 +278,11 @@ class KernelBuilders(GraphCore):
             must call ``cudaGridDependencySynchronize()`` (PTX
             ``griddepcontrol.wait``) before reading their results. Nodes not
             in ``after`` are added as dependencies.
+        device : cuda.core.Device or int, optional
+            The device to run on: the node is given that device's primary context
+            (``None``: the current context). Needs a context-independent kernel
+            (a cuda.core ``Kernel`` or a ``CUkernel``); a ``CUfunction`` runs in its
+            own context. An ordinal the driver lacks is refused at instantiation.
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -350,10 +363,10 @@ class KernelBuilders(GraphCore):
         node.shared_mem = shared_mem
         node.args = args  # type: ignore[assignment]
         plain = cluster is None and priority is None and programmatic is None and cooperative is False
-        if plain and shared_mem <= 49152:
+        if plain and shared_mem <= 49152 and device is None:
             node.attrs = None
         else:
-            node.attrs = self._launch_attrs(node, cluster, cooperative, priority, programmatic, name)
+            node.attrs = self._launch_attrs(node, (cluster, cooperative, priority, programmatic, device), name)
         nodes.append(node)
         return node
 
@@ -392,12 +405,12 @@ class KernelBuilders(GraphCore):
             check_kernel_arg(a, i, what)
         return args
 
-    def _launch_attrs(
-        self, node: KernelNode, cluster: Any, cooperative: Any, priority: Any, programmatic: Any, name: str | None
-    ) -> Any:
+    def _launch_attrs(self, node: KernelNode, keywords: tuple[Any, Any, Any, Any, Any], name: str | None) -> Any:
         what = self._what("kernel", name)
         try:
-            return make_launch_attrs(self, node, cluster, cooperative, priority, programmatic, what)
+            attrs = make_launch_attrs(self, node, *keywords[:4], what, keywords[4])
+            self._special += keywords[4] is not None  # instantiate checks its ordinal before adding any node
+            return attrs
         except BaseException:
             # Nothing half-built: drop the edges recorded for the node.
             for p in node._preds:
@@ -444,9 +457,11 @@ class LaunchAttrs:
     smem_optin : bool
         ``shared_mem`` exceeds 48 KiB: the kernel's maximum dynamic shared
         memory attribute is raised before the node is added.
+    device : int or None
+        The device ordinal whose primary context the node runs in (``None``: the current context).
     """
 
-    __slots__ = ("cluster", "cooperative", "priority", "programmatic", "smem_optin")
+    __slots__ = ("cluster", "cooperative", "priority", "programmatic", "smem_optin", "device")
 
     def __init__(self) -> None:
         self.cluster: tuple[int, int, int] | None = None
@@ -454,6 +469,7 @@ class LaunchAttrs:
         self.priority: int | None = None
         self.programmatic: list[tuple[Node, str]] = []
         self.smem_optin = False
+        self.device: int | None = None
 
     @property
     def empty(self) -> bool:
@@ -464,6 +480,7 @@ class LaunchAttrs:
             and self.priority is None
             and not self.programmatic
             and not self.smem_optin
+            and self.device is None
         )
 
     def port_of(self, pred: Node) -> str | None:
@@ -480,6 +497,7 @@ class LaunchAttrs:
         out.priority = self.priority
         out.programmatic = list(self.programmatic)
         out.smem_optin = self.smem_optin
+        out.device = self.device
         return out
 
     def describe(self) -> str:
@@ -494,6 +512,8 @@ class LaunchAttrs:
             parts.append("programmatic<-" + ",".join(f"#{p.index}" for p, _ in self.programmatic))
         if self.smem_optin:
             parts.append("smem>48KiB")
+        if self.device is not None:
+            parts.append(f"@dev{self.device}")
         return " ".join(parts)
 
     def __repr__(self) -> str:
@@ -543,6 +563,17 @@ def _priority(value: Any, what: str) -> int:
     if not lo <= p <= hi:
         raise DefinitionError(f"{what}: priority {p} is outside the driver's int range {lo}..{hi}")
     return p
+
+
+def _device(value: Any, what: str) -> int:
+    """The ordinal of ``device=``: a cuda.core ``Device`` (its ``device_id``) or an int >= 0."""
+    ordinal = getattr(value, "device_id", value)
+    if isinstance(ordinal, (bool, np.bool_)) or not isinstance(ordinal, (int, np.integer)):
+        got = "bool" if isinstance(ordinal, (bool, np.bool_)) else type(value).__name__
+        raise OperandError(f"{what}: device must be a cuda.core Device or an int ordinal, got {got}")
+    if ordinal < 0:
+        raise OperandError(f"{what}: device must be a non-negative ordinal, got {ordinal}")
+    return int(ordinal)
 
 
 def _cooperative(value: Any, what: str) -> bool:
@@ -597,6 +628,7 @@ def make_launch_attrs(
     priority: Any,
     programmatic: Any,
     what: str,
+    device: Any = None,
 ) -> LaunchAttrs | None:
     """Check the launch keywords of :meth:`Graph.kernel` and build the node's attributes.
 
@@ -614,6 +646,8 @@ def make_launch_attrs(
     if programmatic is not None:
         a.programmatic = _programmatic_nodes(graph, node, programmatic, what)
     a.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
+    if device is not None:
+        a.device = _device(device, what)
     return None if a.empty else a
 
 
@@ -631,7 +665,7 @@ def check_launch_attrs(node: KernelNode) -> None:
                 raise DefinitionError(f"{node.label}: grid[{axis}] = {g} is not a multiple of cluster[{axis}] = {c}")
 
 
-_LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority")
+_LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority", "device")
 
 
 def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
@@ -651,6 +685,9 @@ def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
             base.cooperative = _cooperative(launch["cooperative"], what)
         if "priority" in launch:
             base.priority = None if launch["priority"] is None else _priority(launch["priority"], what)
+        if "device" in launch:
+            base.device = None if launch["device"] is None else _device(launch["device"], what)
+            node.graph._special += base.device is not None
         if base.cooperative and base.cluster is not None:
             raise DefinitionError(f"{what}: a launch cannot be both cooperative and clustered")
         base.programmatic = [(p, port) for p, port in base.programmatic if any(q is p for q in node._preds)]

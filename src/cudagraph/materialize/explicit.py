@@ -16,11 +16,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from ..definition.bindings import node_params_uses
+from ..definition.diff import is_flat
 from ..definition.graph import Graph
 from ..definition.nodes import KernelNode, Node
 from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
+from ..driver.devices import check_devices
 from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, kernel_info
 from ..errors import OperandError
@@ -372,6 +374,8 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
     """
     drv = require_driver()
     ctx = ensure_context()
+    if graph._special or not is_flat(graph):  # (device= counts in _special)
+        check_devices(graph)
     handle = check(drv.cuGraphCreate(0), "cuGraphCreate")
     lowering = Lowering(ctx, bindings, sink)
     try:

@@ -52,8 +52,9 @@ from ...definition.param_offset import ParamBytes
 from ...driver.c_entry import NATIVE, c_address, kernel_loop, use_kernel
 from ...driver.calls import check, raise_error, require_driver
 from ...driver.compat import BINDINGS_MAJOR
+from ...driver.devices import primary_context
 from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
-from ...errors import DriverError, OperandError
+from ...errors import DriverError, OperandError, UnsupportedError
 from ..lower_state import LowerState, is_late, late_kernel_args
 from .base import Builder, ExecSetter, KindOps, StreamRun
 
@@ -300,8 +301,22 @@ class KernelOps(KindOps):
 
         Large dynamic shared memory is allowed on the kernel first, programmatic
         edges are given as edge data, and cluster / cooperative / priority are set
-        with ``cuGraphKernelNodeSetAttribute`` on the new node.
+        with ``cuGraphKernelNodeSetAttribute`` on the new node. A node with a device
+        is added with that device's primary context in ``ctx`` (cleared after the add).
         """
+        drv = require_driver()
+        if attrs.device is not None:
+            kp.kernel.ctx = primary_context(attrs.device, node)
+            try:
+                return self._add_attributed(builder, node, attrs, handle, deps, ndeps, kp, info)
+            finally:
+                kp.kernel.ctx = drv.CUcontext(0)
+        return self._add_attributed(builder, node, attrs, handle, deps, ndeps, kp, info)
+
+    @staticmethod
+    def _add_attributed(
+        builder: Builder, node: KernelNode, attrs: LaunchAttrs, handle: Any, deps: Any, ndeps: int, kp: Any, info: Any
+    ) -> Any:
         drv = require_driver()
         state = builder.state
         why = ""
@@ -358,6 +373,11 @@ class KernelOps(KindOps):
         """``cuLaunchKernelEx`` with the node's launch attributes (programmatic edges launch normally)."""
         drv = require_driver()
         attrs = node.attrs
+        if attrs.device is not None and attrs.device != int(state.device()):  # a CUdevice is its ordinal
+            raise UnsupportedError(
+                f"{node.label} of Graph {node.graph.name!r}: device={attrs.device} is not the current device "
+                f"({int(state.device())}); an eager run launches on the current device's stream only"
+            )
         why = ensure_dynamic_smem(info, node, state) if attrs.smem_optin else ""
         cfg = drv.CUlaunchConfig()
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = node.grid
@@ -380,7 +400,7 @@ class KernelOps(KindOps):
         if node.attrs is not None or node.shared_mem > 48 * 1024:
             return (
                 f"{node.label}: the capture backend launches kernels with cuLaunchKernel, which cannot carry "
-                "launch attributes (cluster, cooperative, priority, programmatic) or more than 48 KiB of "
+                "launch attributes (cluster, cooperative, priority, programmatic, device) or more than 48 KiB of "
                 "dynamic shared memory; use backend='explicit'"
             )
         return None
@@ -441,6 +461,8 @@ class PreparedKernel:
         self._ptrs = (ctypes.c_void_p * max(len(info.offsets), 1))(*[base + o for o in info.offsets])
         p = drv.CUDA_KERNEL_NODE_PARAMS()
         set_function(p, info)
+        if node.attrs is not None and node.attrs.device is not None:
+            p.ctx = primary_context(node.attrs.device, node)
         p.gridDimX, p.gridDimY, p.gridDimZ = node.grid
         p.blockDimX, p.blockDimY, p.blockDimZ = node.block
         p.sharedMemBytes = node.shared_mem
@@ -629,6 +651,8 @@ class KernelWriter:
         DriverError
             The driver refused the update; the message names the node.
         """
+        if node.attrs is not None and node.attrs.device is not None:
+            return False  # its context: the general path (PreparedKernel) sets it
         p = self._params()
         info = self._info if node.kernel is self._kernel else kernel_info(node.kernel)
         loop = self._loop

@@ -1,0 +1,70 @@
+"""Devices by ordinal: how many the driver has and each one's primary context.
+
+A primary context is retained once per ordinal (``cuDevicePrimaryCtxRetain``)
+and never released while the process lives, so every kernel node given
+``device=`` can hold it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..definition.node import bodies_of
+from ..errors import UnsupportedError
+from .calls import check, require_driver
+
+if TYPE_CHECKING:
+    from ..definition.graph import Graph
+
+__all__ = ["check_devices", "device_count", "primary_context"]
+
+#: ordinal -> retained primary ``CUcontext``
+_PRIMARY: dict[int, Any] = {}
+#: ``[cuDeviceGetCount()]`` once asked
+_COUNT: list[int] = []
+
+
+def device_count() -> int:
+    """The number of devices the driver has (asked once)."""
+    if not _COUNT:
+        _COUNT.append(int(check(require_driver().cuDeviceGetCount(), "cuDeviceGetCount")))
+    return _COUNT[0]
+
+
+def primary_context(ordinal: int, node: Any) -> Any:
+    """The primary ``CUcontext`` of device ``ordinal`` (retained on first use), for ``node``.
+
+    Raises
+    ------
+    UnsupportedError
+        The driver has no device of that ordinal; the message names ``node``.
+    """
+    ctx = _PRIMARY.get(ordinal)
+    if ctx is None:
+        count = device_count()
+        if ordinal >= count:
+            raise UnsupportedError(
+                f"{node.label} of Graph {node.graph.name!r}: device={ordinal}, but the driver has "
+                f"{count} device(s) (ordinals 0..{count - 1})"
+            )
+        drv = require_driver()
+        dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet", node)
+        ctx = _PRIMARY.setdefault(ordinal, check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain", node))
+    return ctx
+
+
+def check_devices(graph: Graph) -> None:
+    """Refuse, before anything of ``graph`` is added, a kernel node whose ``device=`` the driver lacks.
+
+    Raises
+    ------
+    UnsupportedError
+        A node (at any depth) names a device ordinal the driver does not have.
+    """
+    for n in graph._nodes:
+        attrs = getattr(n, "attrs", None)
+        if attrs is not None and getattr(attrs, "device", None) is not None:
+            primary_context(attrs.device, n)
+        if n.body_fields:
+            for b in bodies_of(n):
+                check_devices(b)

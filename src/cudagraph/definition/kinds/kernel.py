@@ -166,6 +166,7 @@ class KernelNode(Node):
 
     @property
     def device(self) -> int | None:
+        """The device ordinal given with ``device=`` (``None``: the current context's device)."""
         a = self.attrs
         return None if a is None else a.device  # type: ignore[no-any-return]
 

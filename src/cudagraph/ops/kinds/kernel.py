@@ -642,9 +642,9 @@ class KernelWriter:
 
         The arguments are packed into the kernel's shared buffer and the fields
         that differ from the previous node are rewritten, as explicit
-        construction does; the driver copies everything during the call. Nodes
-        whose arguments get values only at lowering (graph allocations,
-        conditions) are refused (``False``).
+        construction does; the driver copies everything during the call. Nodes with
+        a device, or arguments that get values only at lowering (graph allocations,
+        conditions), are refused (``False``).
 
         Raises
         ------

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 from ..errors import DefinitionError, DuplicateEdgeError, ForeignNodeError, OperandError
 from .node import Node, bodies_of, graph_address
 from .operands import resolve_pointer
+from .param import Param
 
 if TYPE_CHECKING:
     from .condition import Condition
     from .graph import Graph
     from .kinds.conditionals import ConditionalNode
-    from .param import Param
 
 __all__ = ["After", "DimLike", "GraphCore", "builder", "check_size"]
 
@@ -146,7 +146,47 @@ class GraphCore:
         """:func:`resolve_pointer`, plus graph allocations (whose address exists only once built)."""
         if graph_address(obj):
             return obj, None, obj.nbytes
+        if type(obj) is Param:
+            self._own_param(obj, what)
         return resolve_pointer(obj, what, allow_null)
+
+    def _own_param(self, param: Param, what: str) -> None:
+        """Take in a parameter of another graph, or refuse it when this graph has another of its name.
+
+        A parameter of this graph, or of an enclosing graph of a conditional
+        body, is used as is. A parameter declared on another graph (a graph
+        this one will be a child of, for example) is added to this graph's
+        parameters, so that it is listed, validated and bound like its own.
+
+        Raises
+        ------
+        ForeignNodeError
+            This graph (or an enclosing one) has another parameter of that name.
+        """
+        mine = self._params.get(param.name)
+        if mine is param:
+            return
+        g = self._owner.graph if self._owner is not None else None
+        while g is not None:
+            theirs = g._params.get(param.name)
+            if theirs is param:
+                return
+            if mine is None:
+                mine = theirs
+            g = g._owner.graph if g._owner is not None else None
+        if mine is None:
+            self._params[param.name] = param
+            return
+        raise ForeignNodeError(
+            f"{what}: param {param.name!r} of Graph {param.graph.name!r} is not the param {param.name!r} "
+            f"of Graph {mine.graph.name!r}; use {mine.graph.name}.param({param.name!r})"
+        )
+
+    def _kernel_params(self, args: tuple[Any, ...], name: str | None) -> None:
+        """:meth:`_own_param` for every parameter among the arguments ``args`` of kernel ``name``."""
+        for i, a in enumerate(args):
+            if type(a) is Param and self._params.get(a.name) is not a:
+                self._own_param(a, f"{self._what('kernel', name)}: argument {i}")
 
     def _note_late(self, *ptrs: Any) -> None:
         """Count operands that are graph allocations (they need the checks of :meth:`validate`)."""

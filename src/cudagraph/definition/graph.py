@@ -20,7 +20,7 @@ from .capture_accessor import CaptureAccessor
 from .core import After, DimLike
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
-from .param import Param
+from .param import Param, param_dtype
 from .path import Path
 from .topology import find_cycle, find_path, format_cycle, kahn_order
 from .validation import check_tree
@@ -80,11 +80,15 @@ class Graph(Builders):
         Raises
         ------
         DefinitionError
-            If the name is taken by a parameter of a different kind.
+            If the name is not an identifier, is reserved, or is taken by a parameter of a different kind.
+        OperandError
+            If ``dtype`` is not a numpy dtype of a fixed-size scalar.
         """
+        if not isinstance(name, str):
+            raise DefinitionError(f"param name must be a Python identifier, got {name!r}")
         p = self._params.get(name)
         if p is not None:
-            new_dtype = None if dtype is None else np.dtype(dtype)
+            new_dtype = param_dtype(dtype, name)
             if (p.dtype is None) != (new_dtype is None) or p.dtype != new_dtype:
                 raise DefinitionError(f"param {name!r} already exists with dtype {p.dtype}")
             return p
@@ -337,7 +341,19 @@ class Graph(Builders):
         return special
 
     def summary(self, limit: int = 50) -> str:
-        """A text summary: counts by kind and one line per node (up to ``limit``)."""
+        """A text summary: counts by kind and one line per node (up to ``limit``).
+
+        Raises
+        ------
+        OperandError
+            ``limit`` is not a non-negative int.
+        """
+        if type(limit) is not int:
+            if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
+                raise OperandError(f"Graph {self.name!r}: summary: limit must be an int, got {type(limit).__name__}")
+            limit = int(limit)
+        if limit < 0:
+            raise OperandError(f"Graph {self.name!r}: summary: limit must be non-negative, got {limit}")
         return _render.summary(self, limit)
 
     def to_dot(self) -> str:

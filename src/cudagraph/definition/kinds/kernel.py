@@ -19,6 +19,7 @@ from ..condition import Condition
 from ..core import After, DimLike, GraphCore, builder
 from ..node import Dim3, Node, graph_address, parameter_slots, update_definition_node
 from ..operands import normalize_kernel_args
+from ..param import PARAM_GRAPH, Param
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -289,6 +290,11 @@ class KernelBuilders(GraphCore):
             shared_mem = self._kernel_field("shared_mem", shared_mem, name)
         if type(args) is not tuple:
             args = self._kernel_field("args", args, name)
+        if PARAM_GRAPH[0] and PARAM_GRAPH[0] != id(self):  # a parameter of another graph may be among args
+            for a in args:
+                if type(a) is Param:
+                    self._kernel_params(args, name)  # type: ignore[arg-type]  # a tuple here
+                    break
         nodes = self._nodes
         node = _new(KernelNode)
         if after is None:

@@ -165,3 +165,60 @@ def test_param_gate_follows_live_graphs() -> None:
     del g, g2, other, p
     gc.collect()
     assert not ids & set(_LIVE)  # collected graphs no longer count
+
+
+# ---------------------------------------------------------------- edge edits at scale
+class _NoScan(list):  # type: ignore[type-arg]
+    """A predecessor list that refuses to be scanned from Python (the edge tests must not walk it)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("the predecessor list was scanned")
+
+
+def test_add_and_remove_edge_do_not_scan_the_predecessors() -> None:
+    g = cg.Graph("main")
+    ns = [g.empty(name=f"n{i}") for i in range(50)]
+    hub = ns[-1]
+    g.add_edge(ns[0], hub)
+    hub._preds = _NoScan(hub._preds)
+    for n in ns[1:-1]:
+        g.add_edge(n, hub)
+    with pytest.raises(cg.errors.DuplicateEdgeError) as e:
+        g.add_edge(ns[3], hub)
+    assert "empty#3 'n3' -> empty#49 'n49' exists already" in str(e.value)
+    for n in ns[10:20]:
+        g.remove_edge(n, hub)
+    with pytest.raises(DefinitionError) as e2:
+        g.remove_edge(ns[10], hub)
+    assert "no edge empty#10 'n10' -> empty#49 'n49'" in str(e2.value)
+    assert [p.index for p in list.__iter__(hub._preds)] == [*range(10), *range(20, 49)]  # order kept
+    assert g.num_edges == 39
+
+
+def test_add_edge_cycle_search_is_not_run_on_every_edge_after_a_backward_one(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from cudagraph.definition import graph as graph_mod
+
+    g = cg.Graph("main")
+    ns = [g.empty(name=f"n{i}") for i in range(100)]
+    g.add_edge(ns[99], ns[0])  # backward by index: the index order is no longer a topological order
+
+    def no_search(src, dst):  # type: ignore[no-untyped-def]
+        raise AssertionError("a whole-graph path search ran")
+
+    monkeypatch.setattr(graph_mod, "find_path", no_search)
+    for i in range(1, 98):
+        g.add_edge(ns[i], ns[i + 1])  # forward edges cannot close a cycle
+    g.add_edge(ns[99], ns[50])  # backward by index, closes no cycle: settled among the nodes in between
+    monkeypatch.undo()
+    with pytest.raises(cg.errors.CycleError) as e:
+        g.add_edge(ns[60], ns[3])  # 3 -> ... -> 60 along the chain
+    msg = str(e.value)
+    assert "add_edge: empty#60 'n60' -> empty#3 'n3' would close the cycle empty#3 'n3' -> empty#4 'n4'" in msg
+    assert e.value.cycle[0] is ns[3] and e.value.cycle[-2] is ns[60] and len(e.value.cycle) == 59
+    with pytest.raises(cg.errors.CycleError) as e:
+        g.add_edge(ns[50], ns[99])  # 99 -> 50 exists
+    assert "would close the cycle empty#99 'n99' -> empty#50 'n50' -> empty#99 'n99'" in str(e.value)
+    assert g.num_edges == 99
+    order = {n.index: i for i, n in enumerate(g.topological_order())}
+    assert all(order[s.index] < order[d.index] for s, d in g.edges)
+    g.validate()

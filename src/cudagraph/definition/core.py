@@ -71,6 +71,9 @@ class GraphCore:
         "_special",
         "_owner",
         "_conditions",
+        "_order",
+        "_edge_set",
+        "_edge_seen",
         "__weakref__",
     )
 
@@ -89,6 +92,13 @@ class GraphCore:
         # The conditional node whose body this graph is (None for a graph of its own).
         self._owner: ConditionalNode | None = None
         self._conditions: list[Condition] = []
+        # Positions of a topological order kept by add_edge once an edge goes backward by index
+        # (empty while the index order is one; see topology.keep_order).
+        self._order: list[int] = []
+        # Every (src, dst) edge of the first _edge_seen nodes (and the edges added by add_edge since),
+        # for add_edge's duplicate test; builders add the edges of a new node only to its lists.
+        self._edge_set: set[tuple[Node, Node]] = set()
+        self._edge_seen = 0
 
     def __copy__(self) -> GraphCore:
         raise DefinitionError(
@@ -137,6 +147,17 @@ class GraphCore:
         self._nedges += len(deps)
         self._nodes.append(node)
         return node
+
+    def _edges_now(self) -> set[tuple[Node, Node]]:
+        """:attr:`_edge_set`, with the edges of the nodes added since it was last brought up to date."""
+        es = self._edge_set
+        nodes = self._nodes
+        for i in range(self._edge_seen, len(nodes)):
+            n = nodes[i]
+            for p in n._preds:
+                es.add((p, n))
+        self._edge_seen = len(nodes)
+        return es
 
     def _what(self, kind: str, name: str | None) -> str:
         return f"{kind}#{len(self._nodes)} {name or kind!r}"

@@ -22,13 +22,21 @@ from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
 from .param import Param, param_dtype
 from .path import Path
-from .topology import find_cycle, find_path, format_cycle, kahn_order
+from .topology import find_cycle, find_path, format_cycle, kahn_order, keep_order
 from .validation import check_tree
 
 if TYPE_CHECKING:
     from ..executable.executable import Executable
 
 __all__ = ["After", "DimLike", "Graph"]
+
+
+def _drop(items: list[Node], node: Node) -> None:
+    """Remove ``node`` from ``items`` keeping the order of the others (the last one is the common case)."""
+    if items[-1] is node:
+        items.pop()
+    else:
+        items.remove(node)
 
 
 class Graph(Builders):
@@ -159,11 +167,16 @@ class Graph(Builders):
                 )
         if src is dst:
             raise CycleError(f"add_edge: {src.label} cannot depend on itself", [src, src])
-        if any(p is src for p in dst._preds):
+        edges = self._edges_now()
+        if (src, dst) in edges:
             raise DuplicateEdgeError(f"add_edge: {src.label} -> {dst.label} exists already")
-        if src.index > dst.index or not self._ordered:
-            back = find_path(dst, src)
-            if back is not None:
+        order = self._order
+        if order or src.index > dst.index:
+            if len(order) < len(self._nodes):
+                order.extend(range(len(order), len(self._nodes)))
+            if not keep_order(order, src, dst):
+                back = find_path(dst, src)
+                assert back is not None
                 cycle = [*back, dst]
                 raise CycleError(
                     f"add_edge: {src.label} -> {dst.label} would close the cycle {format_cycle(cycle)}", cycle
@@ -172,6 +185,7 @@ class Graph(Builders):
                 self._ordered = False
         dst._preds.append(src)
         src._succs.append(dst)
+        edges.add((src, dst))
         self._nedges += 1
         if port is not None:
             attrs = dst.attrs if dst.attrs is not None else LaunchAttrs()  # type: ignore[attr-defined]
@@ -188,13 +202,13 @@ class Graph(Builders):
         """
         self._own(src, "remove_edge: src")
         self._own(dst, "remove_edge: dst")
-        for i, p in enumerate(dst._preds):
-            if p is src:
-                del dst._preds[i]
-                break
-        else:
+        edges = self._edges_now()
+        if (src, dst) not in edges:
             raise DefinitionError(f"remove_edge: there is no edge {src.label} -> {dst.label}")
-        src._succs.remove(dst)
+        edges.discard((src, dst))
+        # list.remove compares by identity in C first (nodes have no __eq__); the lists keep edge order
+        _drop(dst._preds, src)
+        _drop(src._succs, dst)
         self._nedges -= 1
         attrs = getattr(dst, "attrs", None)
         if attrs is not None and attrs.programmatic:

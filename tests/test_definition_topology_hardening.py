@@ -222,3 +222,183 @@ def test_add_edge_cycle_search_is_not_run_on_every_edge_after_a_backward_one(mon
     order = {n.index: i for i, n in enumerate(g.topological_order())}
     assert all(order[s.index] < order[d.index] for s, d in g.edges)
     g.validate()
+
+
+# ---------------------------------------------------------------- deep nesting
+DEEP = 2000
+
+
+def _deep_children(levels: int, leaf: str = "leaf") -> cg.Graph:
+    """``levels`` graphs, each the child of the one before; the innermost holds one empty node.
+
+    Built from the outside in, so that each ``child()`` call sees an empty graph.
+    """
+    root = g = cg.Graph("g0")
+    for i in range(1, levels):
+        g = g.child(cg.Graph(f"g{i}"), name=f"c{i}").body
+    g.empty(name=leaf)
+    return root
+
+
+def _deep_conditionals(levels: int, leaf: str = "leaf") -> cg.Graph:
+    """An if node whose body holds an if node ... ``levels`` deep; the innermost body holds one empty node."""
+    g = cg.Graph("root")
+    body = g.if_(g.condition(default=1), name="if0").body
+    for i in range(1, levels):
+        body = body.if_(g.condition(default=1), name=f"if{i}").body
+    body.empty(name=leaf)
+    return g
+
+
+@pytest.mark.parametrize(
+    "make, node",
+    [(_deep_children, "child#0 'c129' of Graph 'g128'"), (_deep_conditionals, "if#0 'if128' of Graph 'root/")],
+    ids=["children", "conditionals"],
+)
+def test_deep_nesting_refused_by_validate_and_instantiate(make, node) -> None:  # type: ignore[no-untyped-def]
+    from cudagraph.definition.core import MAX_NESTING
+
+    g = make(DEEP)
+    for call in (g.validate, g.instantiate, g.run):
+        with pytest.raises(DefinitionError) as e:
+            call()
+        msg = str(e.value)
+        assert msg.startswith(node), msg[:200]
+        assert f"its body is nested {MAX_NESTING + 1} levels deep" in msg
+        assert f"nest at most {MAX_NESTING} levels" in msg
+
+
+@pytest.mark.parametrize(
+    "make, extra", [(_deep_children, 1), (_deep_conditionals, 0)], ids=["children", "conditionals"]
+)
+def test_nesting_at_the_limit_validates_one_more_is_refused(make, extra) -> None:  # type: ignore[no-untyped-def]
+    from cudagraph.definition.core import MAX_NESTING
+
+    make(MAX_NESTING + extra).validate()  # MAX_NESTING levels of bodies
+    with pytest.raises(DefinitionError, match=f"nested {MAX_NESTING + 1} levels deep"):
+        make(MAX_NESTING + extra + 1).validate()
+
+
+def test_graph_containing_itself_still_refused() -> None:
+    g = cg.Graph("loop")
+    g.empty()
+    node = g.child(cg.Graph("inner"))
+    node.body = g  # type: ignore[attr-defined]
+    with pytest.raises(DefinitionError) as e:
+        g.validate()
+    assert "Graph 'loop' contains itself through child nodes" in str(e.value)
+
+
+@pytest.mark.parametrize("make", [_deep_children, _deep_conditionals], ids=["children", "conditionals"])
+def test_deep_nesting_signature_diff_and_param_walks(make) -> None:  # type: ignore[no-untyped-def]
+    from cudagraph.definition.bindings import body_uses_params
+    from cudagraph.definition.core import MAX_NESTING
+    from cudagraph.definition.diff import describe_topology_diff, topology_signature
+    from cudagraph.definition.node import bodies_of
+
+    def innermost(g: cg.Graph) -> cg.Graph:
+        while g.nodes[-1].body_fields:
+            g = bodies_of(g.nodes[-1])[0]
+        return g
+
+    a = make(DEEP)
+    sig = topology_signature(a)  # made without recursion (comparing two such nested tuples recurses in C,
+    assert type(sig) is tuple and len(sig) == 2  # but definitions this deep are not instantiated)
+    small = [make(MAX_NESTING), make(MAX_NESTING), make(MAX_NESTING, leaf="other")]
+    assert topology_signature(small[0]) == topology_signature(small[1]) == topology_signature(small[2])
+    innermost(small[1]).empty()
+    assert topology_signature(small[0]) != topology_signature(small[1])
+    c = make(DEEP)
+    inner = innermost(c)
+    leaf = inner.nodes[-1]
+    inner.add_edge(inner.empty(name="extra"), leaf)
+    diffs = describe_topology_diff(a, c)
+    assert len(diffs) == 2, diffs[:3]
+    assert diffs[0].startswith("edge added in /") and diffs[0].endswith("#1 -> empty#0 'leaf'")
+    assert diffs[0].count("/") >= DEEP - 1
+    assert diffs[1].endswith(
+        "node added in " + diffs[0][len("edge added in ") : diffs[0].index(": #1")] + ": empty#1 'extra'"
+    )
+    p = c.param("x")
+    inner.memset(p, 0, count=4, element_size=4, name="user")
+    assert body_uses_params(c.nodes[-1], {"x"})
+    assert not body_uses_params(c.nodes[-1], {"y"})
+
+
+class _FakeDriver:
+    """Just enough of ``cuda.bindings.driver`` to lower empty nodes and child graphs (explicit construction)."""
+
+    class CUgraphNodeType:
+        CU_GRAPH_NODE_TYPE_KERNEL = "kernel"
+        CU_GRAPH_NODE_TYPE_EMPTY = "empty"
+        CU_GRAPH_NODE_TYPE_GRAPH = "graph"
+
+    class CUgraphChildGraphNodeOwnership:
+        CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE = "move"
+
+    CUgraphNode = int
+    CUresult = int
+
+    def __init__(self) -> None:
+        self.graphs = 0
+        self.added: list[tuple[int, str, object]] = []  # (driver graph, node type, child graph or None)
+        self.destroyed: list[int] = []
+
+    def cuGraphCreate(self, flags: int) -> tuple[int, int]:
+        self.graphs += 1
+        return 0, self.graphs
+
+    def cuGraphDestroy(self, handle: int) -> tuple[int]:
+        self.destroyed.append(handle)
+        return (0,)
+
+    def CUgraphNodeParams(self):  # type: ignore[no-untyped-def]
+        from types import SimpleNamespace
+
+        p = SimpleNamespace(type=None, kernel=SimpleNamespace(), graph=SimpleNamespace(graph=None, ownership=None))
+        p.getPtr = lambda: id(p)
+        return p
+
+    def cuGraphAddNode(self, graph, deps, *rest):  # type: ignore[no-untyped-def]
+        params = rest[-1]
+        self.added.append((graph, params.type, params.graph.graph))
+        return 0, 1000 + len(self.added)
+
+
+def test_lowering_at_the_nesting_limit_cpu(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Explicit construction of MAX_NESTING levels of child graphs fits in Python's default recursion limit."""
+    import sys
+
+    from cudagraph.definition.core import MAX_NESTING
+    from cudagraph.driver import calls
+    from cudagraph.materialize import explicit
+
+    fake = _FakeDriver()
+    monkeypatch.setattr(calls, "driver", fake)
+    monkeypatch.setattr(explicit, "ensure_context", lambda: None)
+    monkeypatch.setattr(explicit, "kernel_loop", lambda *a, **k: None)
+    assert sys.getrecursionlimit() <= 1000 or pytest.skip("a raised recursion limit would hide the test")
+    g = _deep_children(MAX_NESTING + 1)
+    g._validate_structure()
+
+    def nested(depth: int):  # type: ignore[no-untyped-def]  # called from a caller 100 frames deep
+        return nested(depth - 1) if depth else explicit.lower(g, {}, [])
+
+    lowered = nested(100)
+    # one driver graph per level; each level adds its child node to the graph around it, the innermost an empty node
+    assert fake.graphs == MAX_NESTING + 1
+    kinds = [t for _, t, _ in fake.added]
+    assert kinds == ["empty"] + ["graph"] * MAX_NESTING
+    assert [h for h, _, _ in fake.added] == list(range(MAX_NESTING + 1, 0, -1))
+    assert [c for _, _, c in fake.added[1:]] == list(range(MAX_NESTING + 1, 1, -1))
+    assert lowered.handle == 1
+
+
+@pytest.mark.parametrize("backend", ["explicit", "capture"])
+def test_instantiate_too_deep_refused_before_the_driver_cpu(backend) -> None:  # type: ignore[no-untyped-def]
+    from cudagraph.definition.core import MAX_NESTING
+
+    g = _deep_children(DEEP)
+    with pytest.raises(DefinitionError) as e:  # not DriverUnavailableError: refused before the driver is needed
+        g.instantiate(auto_free_on_launch=True, backend=backend)
+    assert f"child#0 'c{MAX_NESTING + 1}' of Graph 'g{MAX_NESTING}'" in str(e.value)

@@ -24,7 +24,14 @@ if TYPE_CHECKING:
     from .graph import Graph
     from .kinds.conditionals import ConditionalNode
 
-__all__ = ["After", "DimLike", "GraphCore", "builder", "check_size"]
+__all__ = ["MAX_NESTING", "After", "DimLike", "GraphCore", "builder", "check_size"]
+
+#: How deep child graphs and conditional bodies may nest (a body of the graph
+#: being built is level 1). :meth:`Graph.validate` and instantiation refuse a
+#: deeper definition with a :class:`~cudagraph.errors.DefinitionError` naming the
+#: node whose body is too deep: building, capturing and running a definition
+#: visit bodies by recursion, a few Python frames per level.
+MAX_NESTING = 128
 
 After = Union[Node, Sequence[Node], None]
 DimLike = Union[int, Sequence[int]]

@@ -7,7 +7,7 @@ The builders come from the kinds' mixins, composed in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from . import render as _render
 from . import seams
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
-from .core import After, DimLike
+from .core import MAX_NESTING, After, DimLike
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
 from .param import Param, param_dtype
@@ -29,6 +29,39 @@ if TYPE_CHECKING:
     from ..executable.executable import Executable
 
 __all__ = ["After", "DimLike", "Graph"]
+
+
+def _nested_walk(root: Graph, steps: Callable[[Graph], Generator[tuple[Graph, Node], bool, bool]]) -> bool:
+    """Run ``steps`` on ``root`` and, depth first, on each body it yields (an explicit stack, no recursion).
+
+    A body's result is sent back to the generator that yielded it; the root's
+    result is returned. A graph met again inside itself, or a body nested more
+    than :data:`~cudagraph.definition.core.MAX_NESTING` levels deep, is refused.
+    """
+    stack = [(root, steps(root))]
+    active = {id(root)}
+    sent: bool | None = None
+    while True:
+        g, gen = stack[-1]
+        try:
+            body, via = gen.send(sent)  # type: ignore[arg-type]  # None starts a generator
+        except StopIteration as stop:
+            active.discard(id(g))
+            stack.pop()
+            if not stack:
+                return bool(stop.value)
+            sent = bool(stop.value)
+            continue
+        if id(body) in active:
+            raise DefinitionError(f"Graph {body.name!r} contains itself through child nodes")
+        if len(stack) > MAX_NESTING:
+            raise DefinitionError(
+                f"{via.label} of Graph {via.graph.name!r}: its body is nested {len(stack)} levels deep; "
+                f"child graphs and conditional bodies nest at most {MAX_NESTING} levels"
+            )
+        active.add(id(body))
+        stack.append((body, steps(body)))
+        sent = None
 
 
 def _drop(items: list[Node], node: Node) -> None:
@@ -291,11 +324,16 @@ class Graph(Builders):
         used only by nodes ordered after its alloc node and before its free
         node, in the graph that allocated it.
 
+        Child graphs and conditional bodies may nest at most
+        :data:`~cudagraph.definition.core.MAX_NESTING` (128) levels deep; a
+        deeper body is refused here and by :meth:`instantiate` and :meth:`run`,
+        naming the node that holds it.
+
         Raises
         ------
         ForeignNodeError, DuplicateEdgeError, CycleError, DefinitionError, OperandError
         """
-        if self._validate(set()):
+        if self._validate():
             check_tree(self)
 
     def _validate_structure(self) -> None:
@@ -309,24 +347,29 @@ class Graph(Builders):
 
     def _walk_structure(self) -> bool:
         """Cycle checks of this graph and its bodies; ``True`` if any has special nodes."""
+        return _nested_walk(self, Graph._structure_steps)
+
+    def _structure_steps(self) -> Generator[tuple[Graph, Node], bool, bool]:
+        """The checks of :meth:`_walk_structure` on this graph; yields each body to walk, is sent its result."""
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
         special = self._special > 0
         for n in self._nodes:
             if n.body_fields and not n.conditional_bodies:
                 for b in child_graphs(n):
-                    special = b._walk_structure() or special
+                    special = (yield b, n) or special
         if special:
             for n in self._nodes:
                 if n.conditional_bodies:
                     for b in bodies_of(n):
-                        b._walk_structure()
+                        yield b, n
         return special
 
-    def _validate(self, stack: set[int]) -> bool:
-        if id(self) in stack:
-            raise DefinitionError(f"Graph {self.name!r} contains itself through child nodes")
-        stack.add(id(self))
+    def _validate(self) -> bool:
+        return _nested_walk(self, Graph._validate_steps)
+
+    def _validate_steps(self) -> Generator[tuple[Graph, Node], bool, bool]:
+        """The checks of :meth:`validate` on this graph; yields each body to check, is sent its result."""
         special = self._special > 0
         nedges = 0
         succ_ids = {id(n): {id(s) for s in n._succs} for n in self._nodes}
@@ -346,12 +389,11 @@ class Graph(Builders):
             special = n._check() or special
             if n.body_fields:
                 for b in bodies_of(n):
-                    special = b._validate(stack) or special
+                    special = (yield b, n) or special
         if nedges != self._nedges:
             raise DefinitionError(f"Graph {self.name!r}: edge count {self._nedges} does not match the nodes ({nedges})")
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
-        stack.discard(id(self))
         return special
 
     def summary(self, limit: int = 50) -> str:

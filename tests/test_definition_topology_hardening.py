@@ -3,6 +3,8 @@ deep nesting, and concurrent building (GPU-free)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -402,3 +404,87 @@ def test_instantiate_too_deep_refused_before_the_driver_cpu(backend) -> None:  #
     with pytest.raises(DefinitionError) as e:  # not DriverUnavailableError: refused before the driver is needed
         g.instantiate(auto_free_on_launch=True, backend=backend)
     assert f"child#0 'c{MAX_NESTING + 1}' of Graph 'g{MAX_NESTING}'" in str(e.value)
+
+
+# ---------------------------------------------------------------- several threads building one graph
+def test_eight_threads_build_one_graph() -> None:
+    import sys
+    import threading
+
+    g = cg.Graph("shared")
+    root = g.empty(name="root")
+    per_thread = 1500
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def build(t: int) -> None:
+        try:
+            start.wait()
+            prev = root
+            for i in range(per_thread):
+                if i % 3 == 0:
+                    prev = g.kernel(K, 1, 32, (np.int32(i),), after=prev, name=f"t{t}")
+                elif i % 3 == 1:
+                    prev = g.empty(after=[prev, root] if prev is not root else prev, name=f"t{t}")
+                else:
+                    prev = g.memset(PTR, 0, count=4, element_size=4, after=prev, name=f"t{t}")
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=build, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    nodes = g.nodes
+    assert len(nodes) == 1 + 8 * per_thread
+    assert [n.index for n in nodes] == list(range(len(nodes)))
+    edges = [(p.index, n.index) for n in nodes for p in n.predecessors]
+    assert sorted(edges) == sorted((n.index, s.index) for n in nodes for s in n.successors)
+    assert g.num_edges == len(edges) == 8 * per_thread + 8 * (per_thread // 3)  # empties also wait on the root
+    for t in range(8):  # each thread's nodes form one chain from the root, in the order it added them
+        chain = [n for n in nodes if n.name == f"t{t}"]
+        assert len(chain) == per_thread
+        assert chain[0].predecessors == (root,)
+        assert all(b.predecessors[0] is a for a, b in itertools.pairwise(chain))
+    g.validate()
+    assert g.topological_order()[0] is root
+
+
+def test_threads_editing_edges_of_one_graph() -> None:
+    import sys
+    import threading
+
+    g = cg.Graph("shared")
+    hub = g.empty(name="hub")
+    ns = [g.empty(name=f"n{i}") for i in range(800)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def edit(t: int) -> None:
+        mine = ns[t::8]
+        for n in mine:
+            g.add_edge(n, hub)  # backward by index: each one keeps the topological order up to date
+        for n in mine[::2]:
+            g.remove_edge(n, hub)
+
+    try:
+        threads = [threading.Thread(target=edit, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    kept = {n.index for t in range(8) for n in ns[t::8][1::2]}
+    assert {p.index for p in hub.predecessors} == kept
+    assert len(hub.predecessors) == len(kept) == 400 == g.num_edges
+    assert all(n.successors == ((hub,) if n.index in kept else ()) for n in ns)
+    g.validate()
+    assert g.topological_order()[-1] is hub

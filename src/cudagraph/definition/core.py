@@ -11,6 +11,7 @@ materializer entry points.
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
@@ -81,6 +82,7 @@ class GraphCore:
         "_order",
         "_edge_set",
         "_edge_seen",
+        "_lock",
         "__weakref__",
     )
 
@@ -106,6 +108,8 @@ class GraphCore:
         # for add_edge's duplicate test; builders add the edges of a new node only to its lists.
         self._edge_set: set[tuple[Node, Node]] = set()
         self._edge_seen = 0
+        # Held by add_edge and remove_edge (builders need no lock: see Graph).
+        self._lock = threading.Lock()
 
     def __copy__(self) -> GraphCore:
         raise DefinitionError(
@@ -151,19 +155,25 @@ class GraphCore:
         node._preds = deps
         for d in deps:
             d._succs.append(node)
-        self._nedges += len(deps)
-        self._nodes.append(node)
+        k = len(deps)  # counted in one step with no call inside (other threads may add edges)
+        self._nedges += k
+        nodes = self._nodes
+        i = len(nodes)
+        nodes.append(node)
+        # The position it took, even if another thread added a node meanwhile.
+        node.index = i if nodes[i] is node else nodes.index(node, i)
         return node
 
     def _edges_now(self) -> set[tuple[Node, Node]]:
         """:attr:`_edge_set`, with the edges of the nodes added since it was last brought up to date."""
         es = self._edge_set
         nodes = self._nodes
-        for i in range(self._edge_seen, len(nodes)):
+        end = len(nodes)  # nodes appended meanwhile by other threads are taken next time
+        for i in range(self._edge_seen, end):
             n = nodes[i]
             for p in n._preds:
                 es.add((p, n))
-        self._edge_seen = len(nodes)
+        self._edge_seen = end
         return es
 
     def _what(self, kind: str, name: str | None) -> str:

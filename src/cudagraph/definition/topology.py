@@ -85,16 +85,17 @@ def format_cycle(cycle: list[Node]) -> str:
     return " -> ".join(n.label for n in cycle)
 
 
-def keep_order(order: list[int], src: Node, dst: Node) -> bool:
+def keep_order(order: list[int], src: Node, dst: Node, nodes: list[Node]) -> bool:
     """Keep ``order`` a topological order once the edge ``src -> dst`` is added; ``False`` if it closes a cycle.
 
     ``order[i]`` is the position of node ``i`` in a topological order (a
-    permutation of ``range(len(order))``; a node past its end is at its own
-    index). The edge needs work only when ``src`` comes after ``dst``; then
-    only the nodes between the two positions that ``dst`` reaches or that
-    reach ``src`` are visited and given each other's positions (Pearce and
+    permutation of ``range(len(order))``; a node past its end, one another
+    thread is adding, is at its own index, after every other). The edge
+    needs work only when ``src`` comes after ``dst``; then only the nodes
+    between the two positions that ``dst`` reaches or that reach ``src`` are
+    visited and given each other's positions (Pearce and
     Kelly's dynamic topological order), so a long run of edits stays cheap.
-    The caller extends ``order`` to every node first.
+    The caller extends ``order`` to every node of ``nodes`` (the graph's) first.
     """
     lo, hi = order[dst.index], order[src.index]
     if hi < lo:
@@ -108,7 +109,8 @@ def keep_order(order: list[int], src: Node, dst: Node) -> bool:
             if s is src:
                 return False
             i = s.index
-            if i not in seen and order[i] < hi:
+            # a successor that another thread is still adding (not yet at its index) comes after every other
+            if i not in seen and i < len(order) and nodes[i] is s and order[i] < hi:
                 seen.add(i)
                 fwd.append(s)
                 stack.append(s)
@@ -119,7 +121,7 @@ def keep_order(order: list[int], src: Node, dst: Node) -> bool:
         n = stack.pop()
         for p in n._preds:
             i = p.index
-            if i not in seen_b and order[i] > lo:
+            if i not in seen_b and order[i] > lo:  # a predecessor is older than its node: in order
                 seen_b.add(i)
                 back.append(p)
                 stack.append(p)

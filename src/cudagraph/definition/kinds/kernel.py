@@ -19,6 +19,7 @@ from ..condition import Condition
 from ..core import After, DimLike, GraphCore, builder
 from ..node import Dim3, Node, graph_address, parameter_slots, update_definition_node
 from ..operands import ARG_BUFFER_TYPES, ARG_TYPES_OK, check_kernel_arg, normalize_kernel_args
+from ..param import PARAM_GRAPH, Param
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -324,6 +325,11 @@ class KernelBuilders(GraphCore):
                         pass  # _kernel_field names the argument
                 args = self._kernel_field("args", args, name)
                 break
+        if PARAM_GRAPH[0] and PARAM_GRAPH[0] != id(self):  # a parameter of another graph may be among args
+            for a in args:
+                if type(a) is Param:
+                    self._kernel_params(args, name)  # type: ignore[arg-type]  # a tuple here
+                    break
         nodes = self._nodes
         node = _new(KernelNode)
         if after is None:
@@ -339,9 +345,10 @@ class KernelBuilders(GraphCore):
             node._preds = deps
             for d in deps:
                 d._succs.append(node)
-            self._nedges += len(deps)
+            k = len(deps)  # counted in one step with no call inside (other threads may add edges)
+            self._nedges += k
         node.graph = self  # type: ignore[assignment]  # every GraphCore is a Graph
-        node.index = len(nodes)
+        node.index = i = len(nodes)
         node.name = name or "kernel"
         node._succs = []
         node.kernel = kernel
@@ -355,6 +362,8 @@ class KernelBuilders(GraphCore):
         else:
             node.attrs = self._launch_attrs(node, cluster, cooperative, priority, programmatic, name)
         nodes.append(node)
+        if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
+            node.index = nodes.index(node, i)
         return node
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:

@@ -32,10 +32,18 @@ def node_params_uses(node: Node) -> list[str]:
 
 def body_uses_params(node: Node, names: set[str]) -> bool:
     """Whether a graph nested in ``node`` (at any depth) uses a parameter named in ``names``."""
-    for body in bodies_of(node):
-        for n in body._nodes:
-            if not names.isdisjoint(node_params_uses(n)) or body_uses_params(n, names):
-                return True
+    stack = [node]  # an explicit stack: bodies may nest deeper than recursion goes
+    seen: set[int] = set()
+    while stack:
+        for body in bodies_of(stack.pop()):
+            if id(body) in seen:
+                continue
+            seen.add(id(body))
+            for n in body._nodes:
+                if not names.isdisjoint(node_params_uses(n)):
+                    return True
+                if n.body_fields:
+                    stack.append(n)
     return False
 
 

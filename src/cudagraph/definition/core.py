@@ -11,21 +11,29 @@ materializer entry points.
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from ..errors import DefinitionError, DuplicateEdgeError, ForeignNodeError, OperandError
 from .node import Node, bodies_of, graph_address
 from .operands import resolve_pointer
+from .param import Param
 from .param_offset import ParamAt
 
 if TYPE_CHECKING:
     from .condition import Condition
     from .graph import Graph
     from .kinds.conditionals import ConditionalNode
-    from .param import Param
 
-__all__ = ["After", "DimLike", "GraphCore", "builder", "check_size"]
+__all__ = ["MAX_NESTING", "After", "DimLike", "GraphCore", "builder", "check_size"]
+
+#: How deep child graphs and conditional bodies may nest (a body of the graph
+#: being built is level 1). :meth:`Graph.validate` and instantiation refuse a
+#: deeper definition with a :class:`~cudagraph.errors.DefinitionError` naming the
+#: node whose body is too deep: building, capturing and running a definition
+#: visit bodies by recursion, a few Python frames per level.
+MAX_NESTING = 128
 
 After = Union[Node, Sequence[Node], None]
 DimLike = Union[int, Sequence[int]]
@@ -72,6 +80,10 @@ class GraphCore:
         "_special",
         "_owner",
         "_conditions",
+        "_order",
+        "_edge_set",
+        "_edge_seen",
+        "_lock",
         "__weakref__",
     )
 
@@ -90,6 +102,15 @@ class GraphCore:
         # The conditional node whose body this graph is (None for a graph of its own).
         self._owner: ConditionalNode | None = None
         self._conditions: list[Condition] = []
+        # Positions of a topological order kept by add_edge once an edge goes backward by index
+        # (empty while the index order is one; see topology.keep_order).
+        self._order: list[int] = []
+        # Every (src, dst) edge of the first _edge_seen nodes (and the edges added by add_edge since),
+        # for add_edge's duplicate test; builders add the edges of a new node only to its lists.
+        self._edge_set: set[tuple[Node, Node]] = set()
+        self._edge_seen = 0
+        # Held by add_edge and remove_edge (builders need no lock: see Graph).
+        self._lock = threading.Lock()
 
     def __copy__(self) -> GraphCore:
         raise DefinitionError(
@@ -135,9 +156,26 @@ class GraphCore:
         node._preds = deps
         for d in deps:
             d._succs.append(node)
-        self._nedges += len(deps)
-        self._nodes.append(node)
+        k = len(deps)  # counted in one step with no call inside (other threads may add edges)
+        self._nedges += k
+        nodes = self._nodes
+        i = len(nodes)
+        nodes.append(node)
+        # The position it took, even if another thread added a node meanwhile.
+        node.index = i if nodes[i] is node else nodes.index(node, i)
         return node
+
+    def _edges_now(self) -> set[tuple[Node, Node]]:
+        """:attr:`_edge_set`, with the edges of the nodes added since it was last brought up to date."""
+        es = self._edge_set
+        nodes = self._nodes
+        end = len(nodes)  # nodes appended meanwhile by other threads are taken next time
+        for i in range(self._edge_seen, end):
+            n = nodes[i]
+            for p in n._preds:
+                es.add((p, n))
+        self._edge_seen = end
+        return es
 
     def _what(self, kind: str, name: str | None) -> str:
         if name is not None and not isinstance(name, str):
@@ -151,7 +189,47 @@ class GraphCore:
             return obj, None, obj.nbytes
         if type(obj) is ParamAt:
             return obj, None, None
+        if type(obj) is Param:
+            self._own_param(obj, what)
         return resolve_pointer(obj, what, allow_null)
+
+    def _own_param(self, param: Param, what: str) -> None:
+        """Take in a parameter of another graph, or refuse it when this graph has another of its name.
+
+        A parameter of this graph, or of an enclosing graph of a conditional
+        body, is used as is. A parameter declared on another graph (a graph
+        this one will be a child of, for example) is added to this graph's
+        parameters, so that it is listed, validated and bound like its own.
+
+        Raises
+        ------
+        ForeignNodeError
+            This graph (or an enclosing one) has another parameter of that name.
+        """
+        mine = self._params.get(param.name)
+        if mine is param:
+            return
+        g = self._owner.graph if self._owner is not None else None
+        while g is not None:
+            theirs = g._params.get(param.name)
+            if theirs is param:
+                return
+            if mine is None:
+                mine = theirs
+            g = g._owner.graph if g._owner is not None else None
+        if mine is None:
+            self._params[param.name] = param
+            return
+        raise ForeignNodeError(
+            f"{what}: param {param.name!r} of Graph {param.graph.name!r} is not the param {param.name!r} "
+            f"of Graph {mine.graph.name!r}; use {mine.graph.name}.param({param.name!r})"
+        )
+
+    def _kernel_params(self, args: tuple[Any, ...], name: str | None) -> None:
+        """:meth:`_own_param` for every parameter among the arguments ``args`` of kernel ``name``."""
+        for i, a in enumerate(args):
+            if type(a) is Param and self._params.get(a.name) is not a:
+                self._own_param(a, f"{self._what('kernel', name)}: argument {i}")
 
     def _note_late(self, *ptrs: Any) -> None:
         """Count operands that are graph allocations (they need the checks of :meth:`validate`)."""

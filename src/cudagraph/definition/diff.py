@@ -13,11 +13,12 @@ from __future__ import annotations
 import itertools
 import operator
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import DefinitionError
 from .node import Node, parameter_slots
 from .node import bodies_of as bodies_of
 from .nodes import NODE_CLASSES
@@ -61,7 +62,7 @@ def _body_slots(cls: type[Node]) -> tuple[str, ...]:
     return slots
 
 
-def topology_signature(graph: Graph) -> tuple[Any, ...]:
+def topology_signature(graph: Graph, _bodies: dict[int, tuple[Any, ...]] | None = None) -> tuple[Any, ...]:
     """A hashable value equal for two definitions with the same nodes kinds, order and edges.
 
     Nested bodies (child graphs, conditional branches) are included.
@@ -84,7 +85,13 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
             if slots is None:
                 slots = _body_slots(t)
             if slots:
-                append(tuple([topology_signature(b) for b in bodies_of(n)]))
+                bodies = bodies_of(n)
+                if _bodies is None:
+                    _bodies = {}
+                for b in bodies:
+                    if id(b) not in _bodies:
+                        _nested_signature(b, _bodies)
+                append(tuple([_bodies[id(b)] for b in bodies]))
         preds = n._preds
         if preds:
             if len(preds) == 1:
@@ -92,6 +99,30 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
             else:
                 out.extend([p.index for p in preds])
     return tuple(out)
+
+
+def _nested_signature(graph: Graph, done: dict[int, tuple[Any, ...]]) -> None:
+    """Put the :func:`topology_signature` of ``graph`` and of the graphs nested in it in ``done``, by ``id()``.
+
+    The deepest first, on an explicit stack: bodies may nest deeper than recursion goes.
+    """
+    active: set[int] = set()
+    stack: list[tuple[Graph, bool]] = [(graph, False)]
+    while stack:
+        g, expanded = stack.pop()
+        if expanded:
+            active.discard(id(g))
+            done[id(g)] = topology_signature(g, done)
+            continue
+        if id(g) in done:
+            continue
+        if id(g) in active:
+            raise DefinitionError(f"Graph {g.name!r} contains itself through child nodes")
+        active.add(id(g))
+        stack.append((g, True))
+        for n in g._nodes:
+            if n.body_fields:
+                stack.extend((b, False) for b in bodies_of(n) if id(b) not in done)
 
 
 def has_nested_bodies(cls: type) -> bool:
@@ -301,22 +332,35 @@ def changed_nodes(
 
 def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]:
     """Human-readable differences in nodes, kinds and edges between two definitions."""
-    where = f" in {_path}" if _path else ""
     diffs: list[str] = []
+    stack = [_graph_diffs(old, new, _path)]  # an explicit stack: bodies may nest deeper than recursion goes
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif type(item) is str:
+            diffs.append(item)
+        else:
+            stack.append(_graph_diffs(*item))  # type: ignore[misc]
+    return diffs
+
+
+def _graph_diffs(old: Graph, new: Graph, _path: str) -> Iterator[str | tuple[Graph, Graph, str]]:
+    """The differences of :func:`describe_topology_diff` in one graph, in order, and each pair of bodies to compare."""
+    where = f" in {_path}" if _path else ""
     for a, b in zip(old._nodes, new._nodes):
         if type(a) is not type(b):
-            diffs.append(f"node #{a.index}{where}: kind changed from {a.kind} ({a.name!r}) to {b.kind} ({b.name!r})")
+            yield f"node #{a.index}{where}: kind changed from {a.kind} ({a.name!r}) to {b.kind} ({b.name!r})"
             continue
         pa = {p.index for p in a._preds}
         pb = {p.index for p in b._preds}
         for i in sorted(pb - pa):
-            diffs.append(f"edge added{where}: #{i} -> {b.label}")
+            yield f"edge added{where}: #{i} -> {b.label}"
         for i in sorted(pa - pb):
-            diffs.append(f"edge removed{where}: #{i} -> {a.label}")
+            yield f"edge removed{where}: #{i} -> {a.label}"
         for ba, bb in zip(bodies_of(a), bodies_of(b)):
-            diffs.extend(describe_topology_diff(ba, bb, f"{_path}/{a.label}"))
+            yield ba, bb, f"{_path}/{a.label}"
     for extra in new._nodes[len(old._nodes) :]:
-        diffs.append(f"node added{where}: {extra.label}")
+        yield f"node added{where}: {extra.label}"
     for gone in old._nodes[len(new._nodes) :]:
-        diffs.append(f"node removed{where}: {gone.label}")
-    return diffs
+        yield f"node removed{where}: {gone.label}"

@@ -7,7 +7,7 @@ The builders come from the kinds' mixins, composed in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,22 +17,63 @@ from . import render as _render
 from . import seams
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
-from .core import After, DimLike
+from .core import MAX_NESTING, After, DimLike
 from .diff import is_flat
 from .drawing import Drawing
 from .edits import before_edit
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
-from .param import Param
+from .param import Param, param_dtype
 from .parametrize import ParametrizeMixin
 from .path import Path
-from .topology import find_cycle, find_path, format_cycle, kahn_order
+from .topology import find_cycle, find_path, format_cycle, kahn_order, keep_order
 from .validation import check_tree
 
 if TYPE_CHECKING:
     from ..executable.executable import Executable
 
 __all__ = ["After", "DimLike", "Graph"]
+
+
+def _nested_walk(root: Graph, steps: Callable[[Graph], Generator[tuple[Graph, Node], bool, bool]]) -> bool:
+    """Run ``steps`` on ``root`` and, depth first, on each body it yields (an explicit stack, no recursion).
+
+    A body's result is sent back to the generator that yielded it; the root's
+    result is returned. A graph met again inside itself, or a body nested more
+    than :data:`~cudagraph.definition.core.MAX_NESTING` levels deep, is refused.
+    """
+    stack = [(root, steps(root))]
+    active = {id(root)}
+    sent: bool | None = None
+    while True:
+        g, gen = stack[-1]
+        try:
+            body, via = gen.send(sent)  # type: ignore[arg-type]  # None starts a generator
+        except StopIteration as stop:
+            active.discard(id(g))
+            stack.pop()
+            if not stack:
+                return bool(stop.value)
+            sent = bool(stop.value)
+            continue
+        if id(body) in active:
+            raise DefinitionError(f"Graph {body.name!r} contains itself through child nodes")
+        if len(stack) > MAX_NESTING:
+            raise DefinitionError(
+                f"{via.label} of Graph {via.graph.name!r}: its body is nested {len(stack)} levels deep; "
+                f"child graphs and conditional bodies nest at most {MAX_NESTING} levels"
+            )
+        active.add(id(body))
+        stack.append((body, steps(body)))
+        sent = None
+
+
+def _drop(items: list[Node], node: Node) -> None:
+    """Remove ``node`` from ``items`` keeping the order of the others (the last one is the common case)."""
+    if items[-1] is node:
+        items.pop()
+    else:
+        items.remove(node)
 
 
 class Graph(Builders, ParametrizeMixin, Drawing):
@@ -44,6 +85,16 @@ class Graph(Builders, ParametrizeMixin, Drawing):
     each taking ``after=`` (a node or a sequence of nodes it depends on).
     :meth:`instantiate` turns the definition into a launchable
     :class:`~cudagraph.Executable` by explicit construction on the driver.
+
+    Several threads may add nodes to one graph at once (in CPython with the
+    GIL): every node gets the index of its position and its edges whole;
+    nodes added concurrently take the order in which their builders finished.
+    Builders take no lock (a lock would cost the kernel builder about a
+    quarter of its time); they record a node in steps that other threads
+    cannot interleave and correct the index when another thread's node got in
+    first. :meth:`add_edge` and :meth:`remove_edge` hold a lock of the graph.
+    Reading the graph (validation, rendering, instantiation) while another
+    thread edits it is not supported.
 
     Parameters
     ----------
@@ -84,11 +135,15 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         Raises
         ------
         DefinitionError
-            If the name is taken by a parameter of a different kind.
+            If the name is not an identifier, is reserved, or is taken by a parameter of a different kind.
+        OperandError
+            If ``dtype`` is not a numpy dtype of a fixed-size scalar.
         """
+        if not isinstance(name, str):
+            raise DefinitionError(f"param name must be a Python identifier, got {name!r}")
         p = self._params.get(name)
         if p is not None:
-            new_dtype = None if dtype is None else np.dtype(dtype)
+            new_dtype = param_dtype(dtype, name)
             if (p.dtype is None) != (new_dtype is None) or p.dtype != new_dtype:
                 raise DefinitionError(f"param {name!r} already exists with dtype {p.dtype}")
             return p
@@ -159,11 +214,21 @@ class Graph(Builders, ParametrizeMixin, Drawing):
                 )
         if src is dst:
             raise CycleError(f"add_edge: {src.label} cannot depend on itself", [src, src])
-        if any(p is src for p in dst._preds):
+        with self._lock:
+            self._link(src, dst, None if port is None else str(port))
+
+    def _link(self, src: Node, dst: Node, port: str | None) -> None:
+        """The checks and the change of :meth:`add_edge` that must see no other edit (under the lock)."""
+        edges = self._edges_now()
+        if (src, dst) in edges:
             raise DuplicateEdgeError(f"add_edge: {src.label} -> {dst.label} exists already")
-        if src.index > dst.index or not self._ordered:
-            back = find_path(dst, src)
-            if back is not None:
+        order = self._order
+        if order or src.index > dst.index:
+            if len(order) < len(self._nodes):
+                order.extend(range(len(order), len(self._nodes)))
+            if not keep_order(order, src, dst, self._nodes):
+                back = find_path(dst, src)
+                assert back is not None
                 cycle = [*back, dst]
                 raise CycleError(
                     f"add_edge: {src.label} -> {dst.label} would close the cycle {format_cycle(cycle)}", cycle
@@ -173,6 +238,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         before_edit(self)
         dst._preds.append(src)
         src._succs.append(dst)
+        edges.add((src, dst))
         self._nedges += 1
         if port is not None:
             attrs = dst.attrs if dst.attrs is not None else LaunchAttrs()  # type: ignore[attr-defined]
@@ -189,14 +255,19 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         """
         self._own(src, "remove_edge: src")
         self._own(dst, "remove_edge: dst")
-        before_edit(self)
-        for i, p in enumerate(dst._preds):
-            if p is src:
-                del dst._preds[i]
-                break
-        else:
+        with self._lock:
+            before_edit(self)
+            self._unlink(src, dst)
+
+    def _unlink(self, src: Node, dst: Node) -> None:
+        """The check and the change of :meth:`remove_edge` (under the lock)."""
+        edges = self._edges_now()
+        if (src, dst) not in edges:
             raise DefinitionError(f"remove_edge: there is no edge {src.label} -> {dst.label}")
-        src._succs.remove(dst)
+        edges.discard((src, dst))
+        # list.remove compares by identity in C first (nodes have no __eq__); the lists keep edge order
+        _drop(dst._preds, src)
+        _drop(src._succs, dst)
         self._nedges -= 1
         attrs = getattr(dst, "attrs", None)
         if attrs is not None and attrs.programmatic:
@@ -279,11 +350,16 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         used only by nodes ordered after its alloc node and before its free
         node, in the graph that allocated it.
 
+        Child graphs and conditional bodies may nest at most
+        :data:`~cudagraph.definition.core.MAX_NESTING` (128) levels deep; a
+        deeper body is refused here and by :meth:`instantiate` and :meth:`run`,
+        naming the node that holds it.
+
         Raises
         ------
         ForeignNodeError, DuplicateEdgeError, CycleError, DefinitionError, OperandError
         """
-        if self._validate(set()):
+        if self._validate():
             check_tree(self)
 
     def _validate_structure(self) -> None:
@@ -297,24 +373,29 @@ class Graph(Builders, ParametrizeMixin, Drawing):
 
     def _walk_structure(self) -> bool:
         """Cycle checks of this graph and its bodies; ``True`` if any has special nodes."""
+        return _nested_walk(self, Graph._structure_steps)
+
+    def _structure_steps(self) -> Generator[tuple[Graph, Node], bool, bool]:
+        """The checks of :meth:`_walk_structure` on this graph; yields each body to walk, is sent its result."""
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
         special = self._special > 0
         for n in self._nodes:
             if n.body_fields and not n.conditional_bodies:
                 for b in child_graphs(n):
-                    special = b._walk_structure() or special
+                    special = (yield b, n) or special
         if special:
             for n in self._nodes:
                 if n.conditional_bodies:
                     for b in bodies_of(n):
-                        b._walk_structure()
+                        yield b, n
         return special
 
-    def _validate(self, stack: set[int]) -> bool:
-        if id(self) in stack:
-            raise DefinitionError(f"Graph {self.name!r} contains itself through child nodes")
-        stack.add(id(self))
+    def _validate(self) -> bool:
+        return _nested_walk(self, Graph._validate_steps)
+
+    def _validate_steps(self) -> Generator[tuple[Graph, Node], bool, bool]:
+        """The checks of :meth:`validate` on this graph; yields each body to check, is sent its result."""
         special = self._special > 0
         nedges = 0
         succ_ids = {id(n): {id(s) for s in n._succs} for n in self._nodes}
@@ -334,16 +415,27 @@ class Graph(Builders, ParametrizeMixin, Drawing):
             special = n._check() or special
             if n.body_fields:
                 for b in bodies_of(n):
-                    special = b._validate(stack) or special
+                    special = (yield b, n) or special
         if nedges != self._nedges:
             raise DefinitionError(f"Graph {self.name!r}: edge count {self._nedges} does not match the nodes ({nedges})")
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
-        stack.discard(id(self))
         return special
 
     def summary(self, limit: int = 50) -> str:
-        """A text summary: counts by kind and one line per node (up to ``limit``)."""
+        """A text summary: counts by kind and one line per node (up to ``limit``).
+
+        Raises
+        ------
+        OperandError
+            ``limit`` is not a non-negative int.
+        """
+        if type(limit) is not int:
+            if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
+                raise OperandError(f"Graph {self.name!r}: summary: limit must be an int, got {type(limit).__name__}")
+            limit = int(limit)
+        if limit < 0:
+            raise OperandError(f"Graph {self.name!r}: summary: limit must be non-negative, got {limit}")
         return _render.summary(self, limit)
 
     def to_dot(self) -> str:

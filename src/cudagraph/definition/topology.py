@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .nodes import Node
 
-__all__ = ["kahn_order", "find_path", "find_cycle", "format_cycle"]
+__all__ = ["kahn_order", "find_path", "find_cycle", "format_cycle", "keep_order"]
 
 
 def kahn_order(nodes: list[Node]) -> list[Node] | None:
@@ -83,3 +83,52 @@ def find_cycle(nodes: list[Node]) -> list[Node] | None:
 def format_cycle(cycle: list[Node]) -> str:
     """``kernel#1 'a' -> kernel#2 'b' -> kernel#1 'a'``."""
     return " -> ".join(n.label for n in cycle)
+
+
+def keep_order(order: list[int], src: Node, dst: Node, nodes: list[Node]) -> bool:
+    """Keep ``order`` a topological order once the edge ``src -> dst`` is added; ``False`` if it closes a cycle.
+
+    ``order[i]`` is the position of node ``i`` in a topological order (a
+    permutation of ``range(len(order))``; a node past its end, one another
+    thread is adding, is at its own index, after every other). The edge
+    needs work only when ``src`` comes after ``dst``; then only the nodes
+    between the two positions that ``dst`` reaches or that reach ``src`` are
+    visited and given each other's positions (Pearce and
+    Kelly's dynamic topological order), so a long run of edits stays cheap.
+    The caller extends ``order`` to every node of ``nodes`` (the graph's) first.
+    """
+    lo, hi = order[dst.index], order[src.index]
+    if hi < lo:
+        return True
+    fwd: list[Node] = [dst]
+    seen = {dst.index}
+    stack = [dst]
+    while stack:
+        n = stack.pop()
+        for s in n._succs:
+            if s is src:
+                return False
+            i = s.index
+            # a successor that another thread is still adding (not yet at its index) comes after every other
+            if i not in seen and i < len(order) and nodes[i] is s and order[i] < hi:
+                seen.add(i)
+                fwd.append(s)
+                stack.append(s)
+    back: list[Node] = [src]
+    seen_b = {src.index}
+    stack = [src]
+    while stack:
+        n = stack.pop()
+        for p in n._preds:
+            i = p.index
+            if i not in seen_b and order[i] > lo:  # a predecessor is older than its node: in order
+                seen_b.add(i)
+                back.append(p)
+                stack.append(p)
+    back.sort(key=lambda n: order[n.index])
+    fwd.sort(key=lambda n: order[n.index])
+    moved = back + fwd
+    slots = sorted(order[n.index] for n in moved)
+    for n, pos in zip(moved, slots):
+        order[n.index] = pos
+    return True

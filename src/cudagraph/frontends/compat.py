@@ -87,8 +87,9 @@ def _unsupported(call: str, arg: str, why: str) -> OperandError:
 
 
 def _args(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    if any(type(a) is GraphCondition for a in args):
-        return tuple(a.condition if type(a) is GraphCondition else a for a in args)
+    for a in args:  # a plain loop: any() over a generator cost as much as the rest of launch()
+        if type(a) is GraphCondition:
+            return tuple(a.condition if type(a) is GraphCondition else a for a in args)
     return args
 
 
@@ -167,7 +168,11 @@ class GraphNode:
         return None if self._node is None else self._node
 
     def _add(self, cls: type[GraphNode], node: Node) -> Any:
-        return self._def._wrap(node, cls)
+        """The wrapper of ``node``, made now: it was just added, so none exists yet."""
+        d = self._def
+        w = cls(d, node)
+        d._wrappers[id(node)] = w
+        return w
 
     def launch(self, config: Any, kernel: Any, *args: Any) -> KernelNode:
         """Add a kernel launch depending on this node (``config`` is a cuda.core ``LaunchConfig``)."""
@@ -176,8 +181,8 @@ class GraphNode:
         prev = self._node
         node = self._def._g.kernel(
             k,
-            c.grid,
-            c.block,
+            c.grid_arg,
+            c.block_arg,
             a,
             shared_mem=c.smem,
             cluster=c.cluster,

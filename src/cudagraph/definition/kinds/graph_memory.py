@@ -186,13 +186,19 @@ class GraphMemoryBuilders(GraphCore):
     def _unfreed_allocs(self) -> list[AllocNode]:
         """Allocations of this graph and its child graphs that no free node releases."""
         out: list[AllocNode] = []
-        for n in self._nodes:
-            if type(n) is AllocNode:
-                assert isinstance(n, AllocNode)
-                if n.freed_by is None:
-                    out.append(n)
+        stack = [iter(self._nodes)]  # an explicit stack: child graphs may nest deeper than recursion goes
+        while stack:
+            for n in stack[-1]:
+                if type(n) is AllocNode:
+                    assert isinstance(n, AllocNode)
+                    if n.freed_by is None:
+                        out.append(n)
+                else:
+                    # Child graphs (conditional bodies cannot allocate).
+                    bodies = child_graphs(n)
+                    if bodies:
+                        stack.extend(iter(b._nodes) for b in reversed(bodies))
+                        break
             else:
-                # Child graphs (conditional bodies cannot allocate).
-                for b in child_graphs(n):
-                    out.extend(b._unfreed_allocs())
+                stack.pop()
         return out

@@ -17,8 +17,10 @@ import numpy as np
 from ...errors import DefinitionError, ForeignNodeError, OperandError
 from ..condition import Condition
 from ..core import After, DimLike, GraphCore, builder
+from ..devices import device_ordinal
 from ..node import Dim3, Node, graph_address, parameter_slots, update_definition_node
 from ..operands import ARG_BUFFER_TYPES, ARG_TYPES_OK, check_kernel_arg, normalize_kernel_args
+from ..param import PARAM_GRAPH, Param
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -142,8 +144,6 @@ class KernelNode(Node):
     args : tuple
         The arguments as given (checked by ``validate()`` and at
         instantiation).
-    device : int or None
-        The ordinal given with ``device=`` (kept in ``attrs``); ``None``: the current context's device.
     """
 
     __slots__ = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
@@ -166,9 +166,8 @@ class KernelNode(Node):
 
     @property
     def device(self) -> int | None:
-        """The device ordinal given with ``device=`` (``None``: the current context's device)."""
-        a = self.attrs
-        return None if a is None else a.device  # type: ignore[no-any-return]
+        """The device ordinal given with ``device=`` (kept in ``attrs``; ``None``: the current context's)."""
+        return None if self.attrs is None else self.attrs.device  # type: ignore[no-any-return]
 
     def describe(self) -> str:
         g, b = self.grid, self.block
@@ -280,10 +279,8 @@ class KernelBuilders(GraphCore):
             ``griddepcontrol.wait``) before reading their results. Nodes not
             in ``after`` are added as dependencies.
         device : cuda.core.Device or int, optional
-            The device to run on: the node is given that device's primary context
-            (``None``: the current context). Needs a context-independent kernel
-            (a cuda.core ``Kernel`` or a ``CUkernel``); a ``CUfunction`` runs in its
-            own context. An ordinal the driver lacks is refused at instantiation.
+            The device to run on: the node gets that device's primary context (``None``: the current
+            context); a ``CUfunction`` runs in its own. An ordinal the driver lacks is refused at instantiation.
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -338,6 +335,11 @@ class KernelBuilders(GraphCore):
                         pass  # _kernel_field names the argument
                 args = self._kernel_field("args", args, name)
                 break
+        if PARAM_GRAPH[0] and PARAM_GRAPH[0] != id(self):  # a parameter of another graph may be among args
+            for a in args:
+                if type(a) is Param:
+                    self._kernel_params(args, name)  # type: ignore[arg-type]  # a tuple here
+                    break
         nodes = self._nodes
         node = _new(KernelNode)
         if after is None:
@@ -353,9 +355,10 @@ class KernelBuilders(GraphCore):
             node._preds = deps
             for d in deps:
                 d._succs.append(node)
-            self._nedges += len(deps)
+            k = len(deps)  # counted in one step with no call inside (other threads may add edges)
+            self._nedges += k
         node.graph = self  # type: ignore[assignment]  # every GraphCore is a Graph
-        node.index = len(nodes)
+        node.index = i = len(nodes)
         node.name = name or "kernel"
         node._succs = []
         node.kernel = kernel
@@ -369,6 +372,8 @@ class KernelBuilders(GraphCore):
         else:
             node.attrs = self._launch_attrs(node, (cluster, cooperative, priority, programmatic, device), name)
         nodes.append(node)
+        if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
+            node.index = nodes.index(node, i)
         return node
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
@@ -409,9 +414,7 @@ class KernelBuilders(GraphCore):
     def _launch_attrs(self, node: KernelNode, keywords: tuple[Any, Any, Any, Any, Any], name: str | None) -> Any:
         what = self._what("kernel", name)
         try:
-            attrs = make_launch_attrs(self, node, *keywords[:4], what, keywords[4])
-            self._special += keywords[4] is not None  # instantiate checks its ordinal before adding any node
-            return attrs
+            return make_launch_attrs(self, node, *keywords[:4], what, keywords[4])
         except BaseException:
             # Nothing half-built: drop the edges recorded for the node.
             for p in node._preds:
@@ -566,17 +569,6 @@ def _priority(value: Any, what: str) -> int:
     return p
 
 
-def _device(value: Any, what: str) -> int:
-    """The ordinal of ``device=``: a cuda.core ``Device`` (its ``device_id``) or an int >= 0."""
-    ordinal = getattr(value, "device_id", value)
-    if isinstance(ordinal, (bool, np.bool_)) or not isinstance(ordinal, (int, np.integer)):
-        got = "bool" if isinstance(ordinal, (bool, np.bool_)) else type(value).__name__
-        raise OperandError(f"{what}: device must be a cuda.core Device or an int ordinal, got {got}")
-    if ordinal < 0:
-        raise OperandError(f"{what}: device must be a non-negative ordinal, got {ordinal}")
-    return int(ordinal)
-
-
 def _cooperative(value: Any, what: str) -> bool:
     if type(value) is bool:
         return value
@@ -648,7 +640,8 @@ def make_launch_attrs(
         a.programmatic = _programmatic_nodes(graph, node, programmatic, what)
     a.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
     if device is not None:
-        a.device = _device(device, what)
+        a.device = device_ordinal(device, what)
+        graph._special += 1  # instantiate checks the ordinal before adding any node
     return None if a.empty else a
 
 
@@ -687,7 +680,7 @@ def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
         if "priority" in launch:
             base.priority = None if launch["priority"] is None else _priority(launch["priority"], what)
         if "device" in launch:
-            base.device = None if launch["device"] is None else _device(launch["device"], what)
+            base.device = None if launch["device"] is None else device_ordinal(launch["device"], what)
             node.graph._special += base.device is not None
         if base.cooperative and base.cluster is not None:
             raise DefinitionError(f"{what}: a launch cannot be both cooperative and clustered")

@@ -45,7 +45,7 @@ _MAX_GRID = (2**31 - 1, 65535, 65535)
 _MAX_BLOCK = (1024, 1024, 64)
 _KERNEL_TYPES = ("CUkernel", "CUfunction", "CUDADispatcher", "RawKernel", "Function")  # + Numba, CuPy kernels
 # Types already accepted as kernels: the hot path of Graph.kernel tests membership only
-# (bench/define_tricks.py: define costs 1.43x per node without it).
+# (bench/define_tricks.py: define costs 1.38x per node without it).
 _KERNEL_TYPES_SEEN: set[type] = set()
 # Argument types every value of which passes check_kernel_arg (one set lookup each on the hot path).
 _ARG_TYPES_OK = ARG_TYPES_OK
@@ -57,11 +57,11 @@ _new = object.__new__  # the hot path sets every slot itself: no Node.__init__ c
 # One shared (n, 1, 1) tuple per 1-D size: nodes of the same shape hold the
 # same object, so lowering compares dimensions by identity. _BLOCKS holds every
 # valid 1-D block; _GRIDS the 1-D grids seen (and the block sizes), all valid
-# (bench/define_tricks.py: define costs 4.7x per node when every size is checked and built).
+# (bench/define_tricks.py: define costs 1.9x per node when every size is checked and built).
 _BLOCKS: dict[int, tuple[int, int, int]] = {n: (n, 1, 1) for n in range(1, 1025)}
 _GRIDS: dict[int, tuple[int, int, int]] = dict(_BLOCKS)
 # Node classes already accepted as after= of Graph.kernel, then one set lookup
-# (bench/define_tricks.py: define costs 1.45x per node without it).
+# (bench/define_tricks.py: define costs 1.40x per node without it).
 _NODE_TYPES: set[type] = set()
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import cudagraph as cg
+from cudagraph.definition import dims as dims_module
 from cudagraph.definition.kinds import kernel as kernel_kind
 
 
@@ -47,14 +48,18 @@ class _ForgetfulDict(dict[int, tuple[int, int, int]]):
 
 @contextmanager
 def _patched(**values: Any) -> Iterator[None]:
-    old = {k: getattr(kernel_kind, k) for k in values}
-    for k, v in values.items():
-        setattr(kernel_kind, k, v)
+    """Replace names of the kernel kind's module (and the same names of the dimension module, which it shares)."""
+    targets = [(m, k) for k in values for m in (kernel_kind, dims_module) if hasattr(m, k.lstrip("_")) or hasattr(m, k)]
+    old = {}
+    for m, k in targets:
+        name = k if hasattr(m, k) else k.lstrip("_")
+        old[(m, name)] = getattr(m, name)
+        setattr(m, name, values[k])
     try:
         yield
     finally:
-        for k, v in old.items():
-            setattr(kernel_kind, k, v)
+        for (m, name), v in old.items():
+            setattr(m, name, v)
 
 
 def _chain(n: int) -> float:

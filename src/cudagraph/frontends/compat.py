@@ -181,8 +181,8 @@ class GraphNode:
         prev = self._node
         node = self._def._g.kernel(
             k,
-            c.grid_arg,
-            c.block_arg,
+            c.grid,
+            c.block,
             a,
             shared_mem=c.smem,
             cluster=c.cluster,

@@ -19,6 +19,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from ..definition.dims import MAX_BLOCK, MAX_GRID
 from ..definition.graph import Graph
 from ..definition.node import Node
 from ..definition.path import Path
@@ -33,8 +34,6 @@ from ..ops.lower_state import LowerState
 
 __all__ = ["ForkedStream", "fork", "host", "join", "launch", "memcpy", "memset", "record", "wait"]
 
-_MAX_GRID = (2**31 - 1, 65535, 65535)
-_MAX_BLOCK = (1024, 1024, 64)
 _SMEM_PLAIN = 48 * 1024
 
 
@@ -167,8 +166,6 @@ class _Config:
         "block_obj",
         "grid",
         "block",
-        "grid_arg",
-        "block_arg",
         "smem",
         "cluster",
         "cooperative",
@@ -196,7 +193,7 @@ class _Config:
             smem = source.shmem_size or 0
             cluster = getattr(source, "cluster", None)
             if cluster is not None:
-                self.cluster = _dims(cluster, f"cudagraph.{call}: config.cluster", _MAX_BLOCK)
+                self.cluster = _dims(cluster, f"cudagraph.{call}: config.cluster", MAX_BLOCK)
             self.cooperative = bool(getattr(source, "is_cooperative", False))
             self.pdl = bool(getattr(source, "programmatic_stream_serialization", False))
         else:
@@ -206,23 +203,17 @@ class _Config:
             )
         if grid is None or block is None:
             raise OperandError(f"cudagraph.{call}: config: grid and block must both be given")
-        g = _dims(grid, f"cudagraph.{call}: config.grid", _MAX_GRID)
+        g = _dims(grid, f"cudagraph.{call}: config.grid", MAX_GRID)
         if self.cluster is not None:  # as in cuda.core: with a cluster, the grid counts clusters
             g = (g[0] * self.cluster[0], g[1] * self.cluster[1], g[2] * self.cluster[2])
-            for axis, (d, lim) in enumerate(zip(g, _MAX_GRID)):
+            for axis, (d, lim) in enumerate(zip(g, MAX_GRID)):
                 if d > lim:
                     raise DefinitionError(
                         f"cudagraph.{call}: config.grid: {grid} clusters of {self.cluster} blocks make "
                         f"{d} blocks on axis {axis}, over the CUDA limit {lim}"
                     )
         self.grid = g
-        self.block = _dims(block, f"cudagraph.{call}: config.block", _MAX_BLOCK)
-        # What Graph.kernel is given: a 1-D size as an int takes its fast path; a 3-tuple is checked on
-        # every call (compat's node.launch chain: 6.6x -> 1.7x the time of plain g.kernel calls, CPU).
-        self.grid_arg: int | tuple[int, int, int] = g[0] if g[1] == g[2] == 1 else g
-        self.block_arg: int | tuple[int, int, int] = (
-            self.block[0] if self.block[1] == self.block[2] == 1 else self.block
-        )
+        self.block = _dims(block, f"cudagraph.{call}: config.block", MAX_BLOCK)
         try:
             self.smem = operator.index(smem)
         except TypeError:
@@ -318,9 +309,9 @@ def _scratch_issue(call: str, build: Callable[[Graph], Node], h: int) -> None:
     g = Graph(f"cudagraph.{call}")
     node = build(g)
     g._validate_structure()
-    ensure_context()
+    ctx = ensure_context()
     with PACKING_LOCK:
-        state = LowerState(ensure_context(), eager=True)
+        state = LowerState(ctx, eager=True)
         run = StreamIssue({}, _HOST_ERRORS, _HOST_KEYS, state)
         issue_node(node, require_driver().CUstream(h), run)
     _retire_host_keys(h)
@@ -383,8 +374,8 @@ def _launch_slow(h: int, c: _Config, kernel: Any, args: tuple[Any, ...]) -> None
         "launch",
         lambda g: g.kernel(
             k,
-            c.grid_arg,
-            c.block_arg,
+            c.grid,
+            c.block,
             a,
             shared_mem=c.smem,
             cluster=c.cluster,
@@ -403,8 +394,8 @@ def _launch_path(p: Path, config: Any, kernel: Any, args: tuple[Any, ...]) -> No
         programmatic = True
     return p.kernel(  # type: ignore[no-any-return]
         k,
-        c.grid_arg,
-        c.block_arg,
+        c.grid,
+        c.block,
         a,
         shared_mem=c.smem,
         cluster=c.cluster,

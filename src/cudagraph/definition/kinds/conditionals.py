@@ -56,7 +56,8 @@ class ConditionalNode(Node):
     body_fields = ("bodies",)
     conditional_bodies = True
     in_conditional_body = True
-    dot_style = "shape=diamond"
+    dot_style = 'shape=diamond style=filled fillcolor="#e0cffc"'
+    mermaid_shape = ('{"', '"}')
     cond: Any
     bodies: tuple[Graph, ...]
 
@@ -86,8 +87,6 @@ class IfNode(ConditionalNode):
 
     __slots__ = ()
     kind = "if"
-    dot_style = 'shape=diamond style=filled fillcolor="#e0cffc"'
-    mermaid_shape = ('{"', '"}')
 
     def body_title(self, i: int) -> str:
         """The title of the body in pictures."""
@@ -109,8 +108,6 @@ class IfElseNode(ConditionalNode):
 
     __slots__ = ()
     kind = "if_else"
-    dot_style = 'shape=diamond style=filled fillcolor="#e0cffc"'
-    mermaid_shape = ('{"', '"}')
 
     def body_title(self, i: int) -> str:
         """The title of body ``i`` (0: then, 1: else) in pictures."""
@@ -133,7 +130,6 @@ class WhileNode(ConditionalNode):
     __slots__ = ()
     kind = "while"
     dot_style = 'shape=diamond style="filled,bold" fillcolor="#e0cffc"'
-    mermaid_shape = ('{"', '"}')
 
     def _check_bodies(self, where: str) -> None:
         if not self.bodies[0]._nodes:
@@ -157,8 +153,6 @@ class SwitchNode(ConditionalNode):
 
     __slots__ = ()
     kind = "switch"
-    dot_style = 'shape=diamond style=filled fillcolor="#e0cffc"'
-    mermaid_shape = ('{"', '"}')
 
     @property
     def cases(self) -> tuple[Graph, ...]:

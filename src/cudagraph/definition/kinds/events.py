@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import OperandError
 from ..core import After, GraphCore, builder
@@ -26,40 +26,40 @@ def _check_event(event: Any, what: str) -> None:
     raise OperandError(f"{what}: expected a cuda.core Event or a CUevent, got {tname}")
 
 
-class EventRecordNode(Node):
+class _EventNode(Node):
+    """An event node: the event it records or waits for, re-made by :attr:`builder` on update."""
+
+    __slots__ = ("event",)
+    update_fields = ("event",)
+    mermaid_shape = ('>"', '"]')
+    #: The :class:`~cudagraph.Graph` builder that makes the kind (``node.update`` re-runs it).
+    builder: ClassVar[str]
+    event: Any
+
+    def _check(self) -> bool:
+        _check_event(self.event, f"{self.label}: event")
+        return False
+
+    def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
+        return getattr(scratch, self.builder)(values["event"], name=self.name)  # type: ignore[no-any-return]
+
+
+class EventRecordNode(_EventNode):
     """Records an event."""
 
-    __slots__ = ("event",)
+    __slots__ = ()
     kind = "record"
-    update_fields = ("event",)
+    builder = "record"
     dot_style = 'shape=invtriangle style=filled fillcolor="#e2e3e5"'
-    mermaid_shape = ('>"', '"]')
-    event: Any
-
-    def _check(self) -> bool:
-        _check_event(self.event, f"{self.label}: event")
-        return False
-
-    def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
-        return scratch.record(values["event"], name=self.name)
 
 
-class EventWaitNode(Node):
+class EventWaitNode(_EventNode):
     """Waits for an event."""
 
-    __slots__ = ("event",)
+    __slots__ = ()
     kind = "wait"
-    update_fields = ("event",)
+    builder = "wait"
     dot_style = 'shape=triangle style=filled fillcolor="#e2e3e5"'
-    mermaid_shape = ('>"', '"]')
-    event: Any
-
-    def _check(self) -> bool:
-        _check_event(self.event, f"{self.label}: event")
-        return False
-
-    def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
-        return scratch.wait(values["event"], name=self.name)
 
 
 class EventBuilders(GraphCore):

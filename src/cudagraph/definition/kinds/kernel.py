@@ -18,6 +18,9 @@ from ...errors import DefinitionError, ForeignNodeError, OperandError
 from ..condition import Condition
 from ..core import After, DimLike, GraphCore, builder
 from ..devices import device_ordinal
+from ..dims import BLOCKS as _BLOCKS
+from ..dims import GRIDS as _GRIDS
+from ..dims import MAX_BLOCK, MAX_GRID, dim3, dim_tuple, known_dims, remember_dims
 from ..node import Dim3, Node, graph_address, parameter_slots, update_definition_node
 from ..operands import ARG_BUFFER_TYPES, ARG_TYPES_OK, check_kernel_arg, normalize_kernel_args
 from ..param import PARAM_GRAPH, Param
@@ -41,8 +44,6 @@ __all__ = [
     "update_kernel_node",
 ]
 
-_MAX_GRID = (2**31 - 1, 65535, 65535)
-_MAX_BLOCK = (1024, 1024, 64)
 _KERNEL_TYPES = ("CUkernel", "CUfunction", "CUDADispatcher", "RawKernel", "Function")  # + Numba, CuPy kernels
 # Types already accepted as kernels: the hot path of Graph.kernel tests membership only
 # (bench/define_tricks.py: define costs 1.38x per node without it).
@@ -54,55 +55,9 @@ _ARG_BUFFER_TYPES = ARG_BUFFER_TYPES
 _new = object.__new__  # the hot path sets every slot itself: no Node.__init__ call
 
 
-# One shared (n, 1, 1) tuple per 1-D size: nodes of the same shape hold the
-# same object, so lowering compares dimensions by identity. _BLOCKS holds every
-# valid 1-D block; _GRIDS the 1-D grids seen (and the block sizes), all valid
-# (bench/define_tricks.py: define costs 1.9x per node when every size is checked and built).
-_BLOCKS: dict[int, tuple[int, int, int]] = {n: (n, 1, 1) for n in range(1, 1025)}
-_GRIDS: dict[int, tuple[int, int, int]] = dict(_BLOCKS)
 # Node classes already accepted as after= of Graph.kernel, then one set lookup
 # (bench/define_tricks.py: define costs 1.40x per node without it).
 _NODE_TYPES: set[type] = set()
-
-
-def _dim_tuple(n: int) -> tuple[int, int, int]:
-    t = _GRIDS.get(n)
-    if t is None:
-        t = (n, 1, 1)
-        if len(_GRIDS) < 8192:
-            _GRIDS[n] = t
-    return t
-
-
-def _dim3(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
-    if type(value) is int:
-        if 0 < value <= limits[0]:
-            return (value, 1, 1)
-        dims: list[int] = [value]
-    elif isinstance(value, (tuple, list)):
-        if not 1 <= len(value) <= 3:
-            raise DefinitionError(f"{what} must have 1 to 3 dimensions, got {len(value)}")
-        if any(isinstance(v, (bool, np.bool_)) for v in value):
-            raise OperandError(f"{what} must be integers, got a bool in {value!r} (a bool is not a size)")
-        try:
-            dims = [operator.index(v) for v in value]
-        except Exception:  # TypeError, or whatever a user __index__ raises
-            raise OperandError(f"{what} must be integers, got {value!r}") from None
-    else:
-        if isinstance(value, (bool, np.bool_)):
-            raise OperandError(f"{what} must be an int or a tuple of ints, got bool (a bool is not a size)")
-        try:
-            dims = [operator.index(value)]
-        except Exception:
-            raise OperandError(f"{what} must be an int or a tuple of ints, got {type(value).__name__}") from None
-    while len(dims) < 3:
-        dims.append(1)
-    for axis, (d, lim) in enumerate(zip(dims, limits)):
-        if d <= 0:
-            raise DefinitionError(f"{what}[{axis}] must be positive, got {d}")
-        if d > lim:
-            raise DefinitionError(f"{what}[{axis}] = {d} exceeds the CUDA limit {lim}")
-    return (dims[0], dims[1], dims[2])
 
 
 def _check_kernel(kernel: Any, what: str) -> None:
@@ -378,16 +333,20 @@ class KernelBuilders(GraphCore):
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
         """The checked value of a :meth:`kernel` argument the hot path did not take (or the error)."""
+        seen = known_dims(field, value)
+        if seen is not None:
+            return seen
         what = self._what("kernel", name)
         if field == "grid":
-            if type(value) is int and 0 < value <= _MAX_GRID[0]:
-                return _dim_tuple(value)
-            return _dim3(value, f"{what}: grid", _MAX_GRID)
+            if type(value) is int and 0 < value <= MAX_GRID[0]:
+                return dim_tuple(value)
+            g = dim3(value, f"{what}: grid", MAX_GRID)
+            return remember_dims(field, value, dim_tuple(g[0]) if g[1] == g[2] == 1 else g)
         if field == "block":
-            b = _dim3(value, f"{what}: block", _MAX_BLOCK)
+            b = dim3(value, f"{what}: block", MAX_BLOCK)
             if b[0] * b[1] * b[2] > 1024:
                 raise DefinitionError(f"{what}: block {b} has {b[0] * b[1] * b[2]} threads; the CUDA limit is 1024")
-            return _BLOCKS.get(b[0], b) if b[1] == b[2] == 1 else b
+            return remember_dims(field, value, _BLOCKS.get(b[0], b) if b[1] == b[2] == 1 else b)
         if field == "shared_mem":
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise DefinitionError(f"{what}: shared_mem must be a non-negative int, got {value!r}")

@@ -125,6 +125,20 @@ cg_resolve_slots(PyTypeObject *tp, const char *role, Py_ssize_t count, Py_ssize_
     return 0;
 }
 
+int
+cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_node_slots *nd)
+{
+    PyTypeObject *kt = (PyTypeObject *)ktype, *nt = (PyTypeObject *)ntype;
+    if (!PyType_IsSubtype(kt, nt)) {
+        PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
+        return -1;
+    }
+    if (cg_resolve_slots(kt, "kernel_node", CG_SLOT_COUNT(*kn), kn->at) < 0 ||
+        cg_resolve_slots(nt, "node", CG_SLOT_COUNT(*nd), nd->at) < 0)
+        return -1;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef native_methods[] = {

@@ -165,6 +165,11 @@ typedef union {
  * TypeError when the attribute is not an object slot of `tp` or a base. May run Python code. */
 int cg_resolve_slots(PyTypeObject *tp, const char *role, Py_ssize_t count, Py_ssize_t *offsets);
 
+/* Check that `ktype` and `ntype` are types, the first deriving from the second, and resolve the
+ * kernel-node and node slots into *kn and *nd (Layout and KernelLoop take the same pair).
+ * 0, or -1 with an exception set (TypeError, or those of cg_resolve_slots). May run Python code. */
+int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_node_slots *nd);
+
 /* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `locked`. */
 extern PyObject *cg_str_handle, *cg_str_locked;
 

@@ -138,15 +138,9 @@ loop_init(KernelLoop *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "fn and params must not be NULL");
         return -1;
     }
-    PyTypeObject *kt = (PyTypeObject *)ktype, *nt = (PyTypeObject *)ntype;
-    if (!PyType_IsSubtype(kt, nt)) {
-        PyErr_SetString(PyExc_TypeError, "kernel_type must derive from node_type");
-        return -1;
-    }
     cg_kernel_slots kn;
     cg_node_slots nd;
-    if (cg_resolve_slots(kt, "kernel_node", CG_SLOT_COUNT(kn), kn.at) < 0 ||
-        cg_resolve_slots(nt, "node", CG_SLOT_COUNT(nd), nd.at) < 0)
+    if (cg_resolve_node_types(ktype, ntype, &kn, &nd) < 0)
         return -1;
     if (self->kernel_type != NULL) { /* by the Python code resolving the slots ran */
         PyErr_SetString(PyExc_RuntimeError, "KernelLoop is already initialized");

@@ -4,6 +4,8 @@
 #
 # Usage: scripts/compute_sanitizer.sh [LOG] [extra pytest arguments...]
 #   LOG  where the sanitizer's report goes (default: compute-sanitizer.log in the current directory)
+#   The test files or folders may be given among the extra arguments (default: tests), so the suite
+#   can be split over several runs.
 # Environment:
 #   COMPUTE_SANITIZER  the compute-sanitizer binary (default: found on PATH, then under
 #                      $CUDA_HOME/bin and /usr/local/cuda*/bin, newest first)
@@ -45,6 +47,14 @@ if [[ -z "$SANITIZER" || ! -x "$SANITIZER" ]]; then
 fi
 echo "compute_sanitizer: $("$SANITIZER" --version | tail -n 1) ($SANITIZER), tool $TOOL, log $LOG"
 
+# Test paths among the arguments replace the default folder; the rest are pytest options.
+paths=()
+options=()
+for arg in "$@"; do
+    if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then paths+=("$arg"); else options+=("$arg"); fi
+done
+[[ ${#paths[@]} -eq 0 ]] && paths=(tests)
+
 status=0
 # --target-processes all: the tests that start a fresh interpreter are checked too.
 # Python's own exit may leave device allocations: only errors count, not leaks.
@@ -55,7 +65,7 @@ status=0
 export CUDAGRAPH_SOAK_ROUNDS=${CUDAGRAPH_SOAK_ROUNDS:-100} CUDAGRAPH_DIFF_EXAMPLES=${CUDAGRAPH_DIFF_EXAMPLES:-20}
 PYTHONPATH=src "$SANITIZER" --tool "$TOOL" --target-processes all --log-file "$LOG" --print-limit 100 \
     --report-api-errors no --error-exitcode 99 \
-    "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests -k "not faulting" "$@" || status=$?
+    "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider "${paths[@]}" -k "not faulting" ${options[@]+"${options[@]}"} || status=$?
 
 # The summary line(s) the sanitizer writes: "========= ERROR SUMMARY: N errors".
 summary=$(grep -E "ERROR SUMMARY" "$LOG" || true)

@@ -167,6 +167,9 @@ class GpuHelper:
         arr = np.ascontiguousarray(arr)
         self.sync()
         _check(self.driver.cuMemcpyHtoD(address(dst) + offset, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
+        # From pageable memory the call returns once the bytes are staged, before the DMA lands; work on a
+        # non-blocking stream does not wait for it, so wait here.
+        self.sync()
 
     def upload(self, arr: np.ndarray) -> Any:
         """A new device ``Buffer`` holding a copy of ``arr``."""

@@ -4,6 +4,7 @@ deep nesting, and concurrent building (GPU-free)."""
 from __future__ import annotations
 
 import itertools
+import random
 
 import numpy as np
 import pytest
@@ -193,8 +194,10 @@ def test_add_and_remove_edge_do_not_scan_the_predecessors() -> None:
     with pytest.raises(DefinitionError) as e2:
         g.remove_edge(ns[10], hub)
     assert "no edge empty#10 'n10' -> empty#49 'n49'" in str(e2.value)
-    assert [p.index for p in list.__iter__(hub._preds)] == [*range(10), *range(20, 49)]  # order kept
+    # each removed entry's place is taken by the list's last one
+    assert [p.index for p in list.__iter__(hub._preds)] == [*range(10), *range(48, 38, -1), *range(20, 39)]
     assert g.num_edges == 39
+    assert set(list.__iter__(hub._preds)) == set(ns[:10] + ns[20:49])
 
 
 def test_add_edge_cycle_search_is_not_run_on_every_edge_after_a_backward_one(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -488,3 +491,31 @@ def test_threads_editing_edges_of_one_graph() -> None:
     assert all(n.successors == ((hub,) if n.index in kept else ()) for n in ns)
     g.validate()
     assert g.topological_order()[-1] is hub
+
+
+def test_remove_edge_from_a_wide_fan_in_in_any_order_keeps_the_lists_exact() -> None:
+    g = cg.Graph("wide")
+    hub = g.empty(name="hub")
+    srcs = [g.empty(name=f"s{i}") for i in range(300)]
+    for s in srcs:
+        g.add_edge(s, hub)
+    order = list(range(300))
+    random.Random(7).shuffle(order)
+    kept = set(range(300))
+    for step, i in enumerate(order[:200]):
+        g.remove_edge(srcs[i], hub)
+        kept.discard(i)
+        if step % 50 == 49:  # edges added between removals land past the map of positions
+            extra = g.empty(name=f"late{step}")
+            g.add_edge(extra, hub)
+            g.remove_edge(extra, hub)
+    assert {p.index for p in hub.predecessors} == {srcs[i].index for i in kept}
+    assert len(hub.predecessors) == 100 == g.num_edges
+    for i in order[:200]:
+        assert srcs[i].successors == ()
+        with pytest.raises(DefinitionError, match="no edge"):
+            g.remove_edge(srcs[i], hub)
+    for i in order[200:]:
+        g.remove_edge(srcs[i], hub)
+    assert hub.predecessors == () and g.num_edges == 0 and g.edges == []
+    g.validate()

@@ -20,6 +20,7 @@ from .capture_accessor import CaptureAccessor
 from .core import MAX_NESTING, After, DimLike
 from .diff import is_flat
 from .drawing import Drawing
+from .edge_lists import drop_entry
 from .edits import before_edit
 from .kinds.kernel import PROGRAMMATIC_PORTS, LaunchAttrs
 from .node import Node, bodies_of, child_graphs
@@ -66,14 +67,6 @@ def _nested_walk(root: Graph, steps: Callable[[Graph], Generator[tuple[Graph, No
         active.add(id(body))
         stack.append((body, steps(body)))
         sent = None
-
-
-def _drop(items: list[Node], node: Node) -> None:
-    """Remove ``node`` from ``items`` keeping the order of the others (the last one is the common case)."""
-    if items[-1] is node:
-        items.pop()
-    else:
-        items.remove(node)
 
 
 class Graph(Builders, ParametrizeMixin, Drawing):
@@ -265,9 +258,9 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         if (src, dst) not in edges:
             raise DefinitionError(f"remove_edge: there is no edge {src.label} -> {dst.label}")
         edges.discard((src, dst))
-        # list.remove compares by identity in C first (nodes have no __eq__); the lists keep edge order
-        _drop(dst._preds, src)
-        _drop(src._succs, dst)
+        # O(1) expected whatever the fan-in or fan-out (the last entry takes the removed one's place)
+        drop_entry(dst, dst._preds, src, succs=False)
+        drop_entry(src, src._succs, dst, succs=True)
         self._nedges -= 1
         attrs = getattr(dst, "attrs", None)
         if attrs is not None and attrs.programmatic:

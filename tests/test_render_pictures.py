@@ -1,10 +1,12 @@
 """Pictures of definitions: what DOT, Mermaid and the summary show, escaping, deep nesting, real parsers.
 
-The DOT text is checked with the real Graphviz (``dot -Tplain``) and the
-Mermaid text with the real Mermaid 11 parser (``mermaid.parse`` under node with
-jsdom) when they are installed; those tests skip, with the reason, otherwise.
-Mermaid is looked for in ``$CUDAGRAPH_MERMAID_DIR`` (a folder whose
-``node_modules`` holds ``mermaid`` and ``jsdom``).
+The DOT text is checked with the real Graphviz (``dot -Tplain``, or where no
+``dot`` is installed the same Graphviz compiled to WebAssembly, ``@viz-js/viz``,
+under node) and the Mermaid text with the real Mermaid 11 parser
+(``mermaid.parse`` under node with jsdom) when they are installed; those tests
+skip, with the reason, otherwise. The node packages are looked for in
+``$CUDAGRAPH_MERMAID_DIR`` (a folder whose ``node_modules`` holds ``mermaid``,
+``jsdom`` and ``@viz-js/viz``; ``.ci/parsers.sh`` makes one and runs these tests).
 """
 
 from __future__ import annotations
@@ -235,13 +237,42 @@ def test_two_thousand_nested_child_graphs_render_without_recursion():
 # ------------------------------------------------------------------------ real Graphviz
 
 
+_VIZ_SCRIPT = """
+import { instance } from "@viz-js/viz";
+let text = "";
+for await (const chunk of process.stdin) text += chunk;
+const viz = await instance();
+const r = viz.render(text, { format: "plain" });
+if (r.status !== "success") { console.error(r.errors.map((e) => e.message).join("\\n")); process.exit(1); }
+process.stdout.write(r.output);
+"""
+
+
 def _dot_plain(text: str) -> str:
     exe = shutil.which("dot")
-    if exe is None:
-        pytest.skip("Graphviz's dot is not installed (apt-get install graphviz)")
-    r = subprocess.run([exe, "-Tplain"], input=text.encode(), capture_output=True, timeout=120)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    if exe is not None:
+        r = subprocess.run([exe, "-Tplain"], input=text.encode(), capture_output=True, timeout=120)
+    else:
+        where = os.environ.get("CUDAGRAPH_MERMAID_DIR")
+        if not where or shutil.which("node") is None or not (Path(where) / "node_modules" / "@viz-js" / "viz").is_dir():
+            pytest.skip(
+                "Graphviz's dot is not installed (apt-get install graphviz), nor node with @viz-js/viz in "
+                "$CUDAGRAPH_MERMAID_DIR (.ci/parsers.sh installs it)"
+            )
+        r = subprocess.run(
+            ["node", "--input-type=module", "-e", _VIZ_SCRIPT],
+            input=text.encode(),
+            capture_output=True,
+            cwd=where,
+            timeout=120,
+        )
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
     return r.stdout.decode()
+
+
+def test_graphviz_rejects_bad_dot():
+    with pytest.raises(AssertionError, match="syntax error"):
+        _dot_plain("digraph { a -> }")
 
 
 def _expected_dot_nodes(dot: str) -> set[str]:

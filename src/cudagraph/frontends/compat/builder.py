@@ -350,7 +350,7 @@ class GraphBuilder:
             raise OperandError(f"{call}: child: expected a compat GraphBuilder, got {type(child).__name__}")
         if child._kind != _PRIMARY and child._state != _CLOSED:
             raise OperandError(
-                f"{call}: child: a builder made by {_MADE_BY[child._kind]} is part of another graph; embed a "
+                f"{call}: child: a builder made by {_MADE_BY[child._kind]} builds part of another graph; embed a "
                 "builder made by Device.create_graph_builder()"
             )
         if child._state != _ENDED or child._graph is None:

@@ -475,3 +475,27 @@ def test_embedding_a_graph_into_itself_through_a_view_is_refused():
     parent.end_building()
     with pytest.raises(cg.errors.DefinitionError, match="a graph cannot contain itself"):
         child.graph_definition.embed(parent.graph_definition)
+
+
+def test_the_bench_builds_the_builder_chain_it_times(capsys):
+    """bench/compat.py's GraphBuilder program, run here with cudagraph.compat (no GPU needed to build)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench_dir = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_compat", bench_dir / "compat.py")
+        assert spec is not None and spec.loader is not None
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(bench_dir))
+    gb = bench.build_builder(compat.Device(), compat.launch, CFG, K.axpb, X, 50)
+    assert not gb.is_building and kernels(gb.graph) == ["axpb"] * 50 and edges(gb.graph) == chain_edges(50)
+    assert gb.graph.nodes[0].args == (X, F(1), np.int32(32))
+    med = bench.medians({"a": [(1e-3, 2e-3, 3e-3)] * 3}, 1000)
+    assert med == {"a": pytest.approx((1.0, 2.0, 3.0))}
+    bench.table("t", ("build", "+complete", "+launch"), med)
+    assert capsys.readouterr().out.splitlines()[-1].split() == ["a", "1.000", "2.000", "3.000"]

@@ -267,10 +267,10 @@ class GraphBuilder:
                 if graph_builders[j] is b:
                     raise OperandError(f"{call}: graph_builders[{i}]: the same builder as graph_builders[{j}]")
             if b._graph is not first._graph:
-                other, mine = b._graph, first._graph
+                other, mine = (getattr(x._graph, "name", None) for x in (b, first))
                 raise OperandError(
-                    f"{call}: graph_builders[{i}]: a builder of another graph (Graph {other.name!r}, not "  # type: ignore[union-attr]
-                    f"{mine.name!r}); only builders split from one builder are joined"  # type: ignore[union-attr]
+                    f"{call}: graph_builders[{i}]: a builder of another graph (Graph {other!r}, not {mine!r}); "
+                    "only builders split from one builder are joined"
                 )
         root = next((b for b in graph_builders if b._kind != _FORKED), first)
         assert root._path is not None

@@ -18,6 +18,7 @@ __all__ = [
     "GraphDebugPrintOptions",
     "add_kernel",
     "check_callback",
+    "condition_of",
     "instantiate",
     "kernel_args",
     "unsupported",

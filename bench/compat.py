@@ -1,19 +1,31 @@
-"""Build cost per node: ``cudagraph.compat.GraphDefinition`` vs ``cuda.core.graph.GraphDefinition``, same program.
+"""Build cost per node: ``cudagraph.compat`` vs ``cuda.core``, both halves of the graph API, same programs.
 
 What is measured (one process, one GPU, one tiny kernel ``inc(float* x, float a, int n)`` compiled once
-with NVRTC): a chain of ``--nodes`` kernel nodes built with the fluent API
-``node = node.launch(cfg, kernel, buf, a, n)``, written once and run against both classes.
+with NVRTC), each program written once and run against both APIs:
 
-- **build**: the chain of calls (cuda.core adds each node to a driver graph as it goes; compat records a
-  cudagraph definition);
-- **build + instantiate**: the same, then ``instantiate()`` (for compat this is where the driver graph is
-  made, explicitly, with the compiled kernel loop);
-- **build + instantiate + launch**: plus one launch and a stream synchronization.
+- **GraphDefinition**: a chain of ``--nodes`` kernel nodes built with the fluent API
+  ``node = node.launch(cfg, kernel, buf, a, n)``;
 
-µs per node, the median of ``--repeats`` repeats, peers interleaved. Target: compat build at least 1.5x
-faster per node than cuda.core's.
+  - *build*: the chain of calls (cuda.core adds each node to a driver graph as it goes; compat records
+    a cudagraph definition);
+  - *+instantiate*: the same, then ``instantiate()`` (for compat this is where the driver graph is
+    made, explicitly, with the compiled kernel loop);
+  - *+launch*: plus one launch and a stream synchronization.
 
-Run: ``python bench/compat.py [--nodes 2000] [--repeats 7]``.
+- **GraphBuilder**: a chain of ``--builder-nodes`` kernels put into
+  ``Device().create_graph_builder()`` with ``launch(gb, cfg, kernel, buf, a, n)`` (cuda.core records
+  them by stream capture; compat adds each as a node after the builder's last op, no capture);
+
+  - *build*: ``begin_building()`` .. ``end_building()``;
+  - *+complete*: the same, then ``complete()`` (cuda.core instantiates the captured graph; compat builds
+    the driver graph explicitly, then instantiates it);
+  - *+launch*: plus one launch and a stream synchronization.
+
+µs per node, the median of ``--repeats`` repeats, peers interleaved. Targets: compat build at least 1.5x
+faster per node than cuda.core's, for each half (the driver's instantiation is the same work for both,
+so the columns that include it are printed for information).
+
+Run: ``python bench/compat.py [--nodes 2000] [--builder-nodes 1000] [--repeats 7]``.
 """
 
 from __future__ import annotations
@@ -44,15 +56,37 @@ def build(GD: Any, cfg: Any, kernel: Any, buf: Any, nodes: int) -> Any:
     return gd
 
 
+def build_builder(device: Any, launch: Any, cfg: Any, kernel: Any, buf: Any, nodes: int) -> Any:
+    gb = device.create_graph_builder().begin_building()
+    a, n = np.float32(1.0), np.int32(32)
+    for _ in range(nodes):
+        launch(gb, cfg, kernel, buf, a, n)
+    return gb.end_building()
+
+
+def table(title: str, columns: tuple[str, str, str], med: dict[str, tuple[float, ...]]) -> None:
+    print(f"\n{title}")
+    print(f"{'':<34} {columns[0]:>9} {columns[1]:>13} {columns[2]:>9}")
+    for name, (b, bi, bil) in med.items():
+        print(f"{name:<34} {fmt(b):>9} {fmt(bi):>13} {fmt(bil):>9}")
+
+
+def medians(samples: dict[str, list[tuple[float, float, float]]], nodes: int) -> dict[str, tuple[float, ...]]:
+    per = 1e6 / nodes
+    return {name: tuple(statistics.median(s[i] for s in v) * per for i in range(3)) for name, v in samples.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=2000)
+    ap.add_argument("--builder-nodes", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=7)
     opts = ap.parse_args()
 
     import_cudagraph()
     from cuda.bindings import driver
     from cuda.core import Device, LaunchConfig, Program, ProgramOptions
+    from cuda.core import launch as core_launch
     from cuda.core.graph import GraphDefinition as CoreGD
 
     import cudagraph as cg
@@ -93,16 +127,56 @@ def main() -> None:
             with no_gc():
                 samples[name].append(phases(GD))
 
-    per = 1e6 / opts.nodes
-    med = {name: tuple(statistics.median(s[i] for s in v) * per for i in range(3)) for name, v in samples.items()}
-    print(f"\nchain of {opts.nodes} kernel nodes, µs per node (median of {opts.repeats})")
-    print(f"{'':<34} {'build':>9} {'+instantiate':>13} {'+launch':>9}")
-    for name, (b, bi, bil) in med.items():
-        print(f"{name:<34} {fmt(b):>9} {fmt(bi):>13} {fmt(bil):>9}")
+    def builder_phases(api: tuple[Any, Any]) -> tuple[float, float, float]:
+        device, launch = api
+        t0 = time.perf_counter()
+        gb = build_builder(device, launch, cfg, kernel, buf, opts.builder_nodes)
+        t1 = time.perf_counter()
+        graph = gb.complete()
+        t2 = time.perf_counter()
+        graph.launch(stream)
+        stream.sync()
+        t3 = time.perf_counter()
+        graph.close()
+        gb.close()
+        return t1 - t0, t2 - t0, t3 - t0
+
+    builders = {
+        "cuda.core GraphBuilder": (dev, core_launch),
+        "cudagraph.compat GraphBuilder": (cg.compat.Device(), cg.compat.launch),
+    }
+    for api in builders.values():  # warm up
+        builder_phases(api)
+    bsamples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in builders}
+    for _ in range(opts.repeats):
+        for name, api in builders.items():
+            with no_gc():
+                bsamples[name].append(builder_phases(api))
+
+    med = medians(samples, opts.nodes)
+    table(
+        f"GraphDefinition: chain of {opts.nodes} kernel nodes, µs per node (median of {opts.repeats})",
+        ("build", "+instantiate", "+launch"),
+        med,
+    )
     core, ours = med["cuda.core GraphDefinition"], med["cudagraph.compat GraphDefinition"]
     speed = core[0] / ours[0]
     print(f"\nbuild speed-up compat vs cuda.core: {speed:.2f}x  target >= 1.5x: {verdict(speed >= 1.5)}")
     print(f"build+instantiate speed-up: {core[1] / ours[1]:.2f}x; build+instantiate+launch: {core[2] / ours[2]:.2f}x")
+
+    bmed = medians(bsamples, opts.builder_nodes)
+    table(
+        f"GraphBuilder: chain of {opts.builder_nodes} kernels, µs per node (median of {opts.repeats})",
+        ("build", "+complete", "+launch"),
+        bmed,
+    )
+    core, ours = bmed["cuda.core GraphBuilder"], bmed["cudagraph.compat GraphBuilder"]
+    speed = core[0] / ours[0]
+    print(
+        f"\nbuild (begin_building .. end_building) speed-up compat vs cuda.core: {speed:.2f}x  "
+        f"target >= 1.5x: {verdict(speed >= 1.5)}"
+    )
+    print(f"build+complete speed-up: {core[1] / ours[1]:.2f}x; build+complete+launch: {core[2] / ours[2]:.2f}x")
 
 
 if __name__ == "__main__":

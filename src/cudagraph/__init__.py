@@ -45,12 +45,12 @@ from .errors import CudaGraphError
 from .executable.cache import ExecutableCache
 
 if TYPE_CHECKING:
+    from . import compat
     from .definition.kinds.opaque import OpaqueNode
     from .driver.graph_memory import graph_memory_usage, trim_graph_memory
     from .executable.executable import Executable, UpdateResult
     from .executable.node_view import ExecutableNode
     from .executable.profile import ProfileResult
-    from .frontends import compat
     from .frontends.launch import ForkedStream, fork, host, join, launch, memcpy, memset, record, wait
     from .materialize.capture_region import CaptureRegion, CaptureStream
     from .materialize.lift import lift, lift_exact
@@ -160,10 +160,10 @@ def __getattr__(name: str) -> Any:
         from .materialize import capture_region as _capture_region
 
         return getattr(_capture_region, name)
-    if name == "compat":  # cuda.core's GraphDefinition API, built explicitly
-        from .frontends import compat
+    if name == "compat":  # cuda.core's graph API (GraphDefinition, GraphBuilder), built explicitly
+        import importlib
 
-        return compat
+        return importlib.import_module(f"{__name__}.compat")
     if name in _LAUNCH_NAMES:
         from .frontends import launch as _launch
 

@@ -1,4 +1,4 @@
-"""Devices by ordinal: how many the driver has and each one's primary context.
+"""Devices by ordinal: how many the driver has, each one's primary context, and cuda.core's ``Device``.
 
 A primary context is retained once per ordinal (``cuDevicePrimaryCtxRetain``)
 and never released while the process lives, so every kernel node given
@@ -10,18 +10,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..definition.node import bodies_of
-from ..errors import UnsupportedError
+from ..errors import DriverUnavailableError, UnsupportedError
 from .calls import check, require_driver
 
 if TYPE_CHECKING:
     from ..definition.graph import Graph
 
-__all__ = ["check_devices", "device_count", "primary_context"]
+__all__ = ["check_devices", "cuda_core_device", "device_count", "primary_context"]
 
 #: ordinal -> retained primary ``CUcontext``
 _PRIMARY: dict[int, Any] = {}
 #: ``[cuDeviceGetCount()]`` once asked
 _COUNT: list[int] = []
+
+
+def cuda_core_device(device_id: Any = None) -> Any:
+    """cuda.core's ``Device(device_id)`` (``None``: the current device, else device 0).
+
+    Raises
+    ------
+    DriverUnavailableError
+        cuda.core is not importable, or it has no such device.
+    """
+    try:
+        from cuda.core import Device
+
+        return Device(device_id)
+    except Exception as exc:  # no cuda.core, no driver, or no device of that ordinal
+        raise DriverUnavailableError(
+            f"cuda.core Device({device_id!r}): {type(exc).__name__}: {exc}", call="Device"
+        ) from exc
 
 
 def device_count() -> int:

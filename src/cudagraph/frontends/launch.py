@@ -6,8 +6,9 @@
   a ``CUstream`` or an int handle): the work is issued now, eagerly;
 - a **stream under capture** (a capture region's stream, a ``cuda.core`` ``GraphBuilder`` while
   building, any stream whose capture is active): the same driver calls, which the capture records;
-- a :class:`~cudagraph.Path` of a :class:`~cudagraph.Graph`: the work becomes a node after the path's
-  last op, and the node is returned.
+- a :class:`~cudagraph.Path` of a :class:`~cudagraph.Graph`, or a ``cudagraph.compat.GraphBuilder``
+  while building: the work becomes a node after the path's (the builder's) last op, and the node is
+  returned.
 
 So a step function written once (``cg.launch``, ``cg.memcpy``, ``cg.fork``, ``cg.join``, ...) runs
 eagerly, is recorded by stream capture, and builds an explicit graph, with the same results.
@@ -128,6 +129,24 @@ def _stream(target: Any, call: str) -> int:
     elif type(target) is int:
         _HANDLE_OF[int] = int
     return h
+
+
+# Types whose objects stand where a Path stands (cudagraph.compat's GraphBuilder): type -> the function
+# giving the Path the work goes to, or raising the typed refusal (``call`` names the function).
+_PATH_TARGETS: dict[type, Callable[[Any, str], Path]] = {}
+
+
+def register_path_target(cls: type, to_path: Callable[[Any, str], Path]) -> None:
+    """Make objects of ``cls`` targets that add nodes: ``to_path(target, call)`` gives their :class:`Path`."""
+    _PATH_TARGETS[cls] = to_path
+
+
+def _path_of(target: Any, call: str) -> Path | None:
+    """The Path ``target`` adds to (a Path, or a registered Path-like target), or ``None``."""
+    if type(target) is Path:
+        return target
+    to_path = _PATH_TARGETS.get(type(target))
+    return None if to_path is None else to_path(target, call)
 
 
 def _capturing(h: int) -> bool:
@@ -322,7 +341,7 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> Node | None:
 
     Parameters
     ----------
-    target : stream, stream under capture, or Path
+    target : stream, stream under capture, Path, or cudagraph.compat GraphBuilder
         Where the launch goes (see :mod:`cudagraph.frontends.launch`).
     config : cuda.core LaunchConfig or (grid, block)
         Grid, block, ``shmem_size``, ``cluster`` (then the grid counts clusters, as in cuda.core),
@@ -348,6 +367,8 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> Node | None:
     """
     if type(target) is Path:
         return _launch_path(target, config, kernel, args)
+    if type(target) in _PATH_TARGETS:
+        return _launch_path(_PATH_TARGETS[type(target)](target, "launch"), config, kernel, args)
     h = _stream(target, "launch")
     c = _config(config, "launch")
     entry = _launcher(kernel, "launch")
@@ -418,8 +439,9 @@ def memcpy(target: Any, dst: Any, src: Any, nbytes: int) -> Node | None:
     MemcpyNode or None
         The node added on a Path; ``None`` on a stream.
     """
-    if type(target) is Path:
-        return target.memcpy(dst, src, nbytes)  # type: ignore[no-any-return]
+    p = _path_of(target, "memcpy")
+    if p is not None:
+        return p.memcpy(dst, src, nbytes)  # type: ignore[no-any-return]
     h = _stream(target, "memcpy")
     _scratch_issue("memcpy", lambda g: g.memcpy(dst, src, nbytes, name="memcpy"), h)
     return None
@@ -436,8 +458,9 @@ def memset(target: Any, dst: Any, value: Any, count: int, *, element_size: int |
     MemsetNode or None
         The node added on a Path; ``None`` on a stream.
     """
-    if type(target) is Path:
-        return target.memset(dst, value, count=count, element_size=element_size)  # type: ignore[no-any-return]
+    p = _path_of(target, "memset")
+    if p is not None:
+        return p.memset(dst, value, count=count, element_size=element_size)  # type: ignore[no-any-return]
     h = _stream(target, "memset")
     _scratch_issue("memset", lambda g: g.memset(dst, value, count=count, element_size=element_size), h)
     return None
@@ -469,8 +492,9 @@ def host(target: Any, fn: Callable[..., Any], *args: Any) -> Node | None:
     HostNode or None
         The node added on a Path; ``None`` on a stream.
     """
-    if type(target) is Path:
-        return target.host(fn, *args)  # type: ignore[no-any-return]
+    p = _path_of(target, "host")
+    if p is not None:
+        return p.host(fn, *args)  # type: ignore[no-any-return]
     h = _stream(target, "host")
     if _HOST_ERRORS:
         node, exc = _HOST_ERRORS.pop(0)
@@ -492,8 +516,9 @@ def record(target: Any, event: Any) -> Node | None:
     EventRecordNode or None
         The node added on a Path; ``None`` on a stream.
     """
-    if type(target) is Path:
-        return target.record(event)  # type: ignore[no-any-return]
+    p = _path_of(target, "record")
+    if p is not None:
+        return p.record(event)  # type: ignore[no-any-return]
     h = _stream(target, "record")
     _scratch_issue("record", lambda g: g.record(event, name="record"), h)
     return None
@@ -507,8 +532,9 @@ def wait(target: Any, event: Any) -> Node | None:
     EventWaitNode or None
         The node added on a Path; ``None`` on a stream.
     """
-    if type(target) is Path:
-        return target.wait(event)  # type: ignore[no-any-return]
+    p = _path_of(target, "wait")
+    if p is not None:
+        return p.wait(event)  # type: ignore[no-any-return]
     h = _stream(target, "wait")
     _scratch_issue("wait", lambda g: g.wait(event, name="wait"), h)
     return None

@@ -1,15 +1,8 @@
-"""``cudagraph.compat``: cuda.core 1.2's explicit graph API (``GraphDefinition`` and its nodes), built on a
-cudagraph :class:`~cudagraph.Graph` underneath.
+"""cuda.core 1.2's ``GraphDefinition`` and its node classes, built on a cudagraph :class:`~cudagraph.Graph`.
 
-A program written against ``cuda.core.graph.GraphDefinition`` runs unchanged with
-``from cudagraph.compat import GraphDefinition``: the same method names (``launch``, ``memcpy``,
-``memset``, ``allocate``, ``deallocate``, ``record``, ``wait``, ``empty``, ``join``, ``embed``,
-``callback``, ``create_condition``, ``if_then``, ``if_else``, ``while_loop``, ``switch``,
-``instantiate``, ``debug_dot_print``, ``nodes``, ``edges``), the same node classes with the fluent
-``node.launch(...)`` chaining, and :class:`GraphCompleteOptions`. Nothing touches the driver until
-``instantiate()``, which builds the graph explicitly and returns an :class:`~cudagraph.Executable`
-(``launch(stream)``, ``upload``-free). A signature this layer does not support raises
-:class:`~cudagraph.errors.OperandError` naming the call and the argument, and adds nothing.
+Each builder method of a node adds a node depending on it, so calls chain
+(``gd.launch(cfg, k).launch(cfg, k2).memcpy(dst, src, n)``); the definition's own builder methods
+add entry points. Nothing touches the driver until ``instantiate()``.
 """
 
 from __future__ import annotations
@@ -17,11 +10,19 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ..definition.condition import Condition
-from ..definition.graph import Graph
-from ..definition.node import Node
-from ..errors import OperandError
-from .launch import _config, _kernel
+from ...definition.graph import Graph
+from ...definition.node import Node
+from ...errors import OperandError
+from .common import (
+    GraphCompleteOptions,
+    GraphCondition,
+    add_kernel,
+    check_callback,
+    condition_of,
+    instantiate,
+    unsupported,
+    write_dot,
+)
 
 __all__ = [
     "AllocNode",
@@ -31,8 +32,6 @@ __all__ = [
     "EventRecordNode",
     "EventWaitNode",
     "FreeNode",
-    "GraphCompleteOptions",
-    "GraphCondition",
     "GraphDefinition",
     "GraphNode",
     "HostCallbackNode",
@@ -44,53 +43,6 @@ __all__ = [
     "SwitchNode",
     "WhileNode",
 ]
-
-
-class GraphCompleteOptions:
-    """Instantiation options, as in cuda.core (``auto_free_on_launch``, ``upload_stream``,
-    ``device_launch``, ``use_node_priority``)."""
-
-    __slots__ = ("auto_free_on_launch", "upload_stream", "device_launch", "use_node_priority")
-
-    def __init__(
-        self,
-        auto_free_on_launch: bool = False,
-        upload_stream: Any = None,
-        device_launch: bool = False,
-        use_node_priority: bool = False,
-    ) -> None:
-        self.auto_free_on_launch = auto_free_on_launch
-        self.upload_stream = upload_stream
-        self.device_launch = device_launch
-        self.use_node_priority = use_node_priority
-
-
-class GraphCondition:
-    """A condition variable (``create_condition``); pass it (or its ``handle``) to the kernel that sets it."""
-
-    __slots__ = ("condition",)
-
-    def __init__(self, condition: Condition) -> None:
-        self.condition = condition
-
-    @property
-    def handle(self) -> Condition:
-        """The condition as a kernel argument (its driver handle is made when the graph is built)."""
-        return self.condition
-
-    def __repr__(self) -> str:
-        return f"<GraphCondition {self.condition.name!r}>"
-
-
-def _unsupported(call: str, arg: str, why: str) -> OperandError:
-    return OperandError(f"compat {call}: {arg}: {why} (not supported by cudagraph.compat)")
-
-
-def _args(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    for a in args:  # a plain loop: any() over a generator cost as much as the rest of launch()
-        if type(a) is GraphCondition:
-            return tuple(a.condition if type(a) is GraphCondition else a for a in args)
-    return args
 
 
 def _owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
@@ -176,20 +128,7 @@ class GraphNode:
 
     def launch(self, config: Any, kernel: Any, *args: Any) -> KernelNode:
         """Add a kernel launch depending on this node (``config`` is a cuda.core ``LaunchConfig``)."""
-        c = _config(config, "GraphDefinition.launch")
-        k, a = _kernel(kernel, _args(args), "GraphDefinition.launch")
-        prev = self._node
-        node = self._def._g.kernel(
-            k,
-            c.grid,
-            c.block,
-            a,
-            shared_mem=c.smem,
-            cluster=c.cluster,
-            cooperative=c.cooperative,
-            programmatic=True if c.pdl and prev is not None and prev.kind == "kernel" else None,
-            after=self._after(),
-        )
+        node = add_kernel(self._def._g, self._after(), config, kernel, args, "GraphDefinition.launch")
         return self._add(KernelNode, node)  # type: ignore[no-any-return]
 
     def empty(self) -> EmptyNode:
@@ -237,18 +176,18 @@ class GraphNode:
         """Add a graph allocation of ``size`` bytes; its :attr:`AllocNode.dptr` is passed to later nodes."""
         call = "GraphNode.allocate"
         if peer_access:
-            raise _unsupported(call, "peer_access", "access from peer devices")
+            raise unsupported(call, "peer_access", "access from peer devices")
         if memory_type is not None and str(getattr(memory_type, "name", memory_type)).upper() not in ("DEVICE",):
-            raise _unsupported(call, "memory_type", f"{memory_type!r}; only device memory")
+            raise unsupported(call, "memory_type", f"{memory_type!r}; only device memory")
         if device is not None and int(getattr(device, "device_id", device)) != 0:
-            raise _unsupported(call, "device", f"device {device!r}; allocations are made on the current device")
+            raise unsupported(call, "device", f"device {device!r}; allocations are made on the current device")
         return self._add(AllocNode, self._def._g.alloc(size, after=self._after()))  # type: ignore[no-any-return]
 
     def deallocate(self, dptr: Any) -> FreeNode:
         """Free a graph allocation (the ``dptr`` of an :class:`AllocNode` of this definition)."""
         alloc: Any = dptr._node if isinstance(dptr, AllocNode) else dptr
         if getattr(alloc, "kind", None) != "alloc":
-            raise _unsupported(
+            raise unsupported(
                 "GraphNode.deallocate", "dptr", f"{type(dptr).__name__}; only the dptr of an allocate() node"
             )
         return self._add(FreeNode, self._def._g.free(alloc, after=self._after()))  # type: ignore[no-any-return]
@@ -256,7 +195,7 @@ class GraphNode:
     def embed(self, child: GraphDefinition) -> ChildGraphNode:
         """Add ``child`` as a child graph node."""
         if not isinstance(child, GraphDefinition):
-            raise _unsupported("GraphNode.embed", "child", f"{type(child).__name__}; only a compat GraphDefinition")
+            raise unsupported("GraphNode.embed", "child", f"{type(child).__name__}; only a compat GraphDefinition")
         return self._add(ChildGraphNode, self._def._g.child(child._g, after=self._after()))  # type: ignore[no-any-return]
 
     def record(self, event: Any) -> EventRecordNode:
@@ -269,39 +208,27 @@ class GraphNode:
 
     def callback(self, fn: Any, *, user_data: Any = None) -> HostCallbackNode:
         """Call the Python callable ``fn()`` on the host (ctypes function pointers are not supported)."""
-        call = "GraphNode.callback"
-        if user_data is not None:
-            raise _unsupported(call, "user_data", "user data for a ctypes function pointer")
-        if not callable(fn) or type(fn).__name__.startswith("CFunctionType"):
-            raise _unsupported(call, "fn", f"{type(fn).__name__}; only a Python callable")
+        check_callback("GraphNode.callback", fn, user_data)
         return self._add(HostCallbackNode, self._def._g.host(fn, after=self._after()))  # type: ignore[no-any-return]
-
-    def _cond(self, call: str, condition: Any) -> Condition:
-        if type(condition) is not GraphCondition:
-            raise OperandError(
-                f"compat {call}: condition: expected a GraphCondition from this definition's create_condition, "
-                f"got {type(condition).__name__}"
-            )
-        return condition.condition
 
     def if_then(self, condition: GraphCondition) -> IfNode:
         """Add an if node; fill its :attr:`IfNode.then` definition."""
-        cond = self._cond("GraphNode.if_then", condition)
+        cond = condition_of("GraphNode.if_then", condition)
         return self._add(IfNode, self._def._g.if_(cond, after=self._after()))  # type: ignore[no-any-return]
 
     def if_else(self, condition: GraphCondition) -> IfElseNode:
         """Add an if/else node; fill :attr:`IfElseNode.then` and :attr:`IfElseNode.else_`."""
-        cond = self._cond("GraphNode.if_else", condition)
+        cond = condition_of("GraphNode.if_else", condition)
         return self._add(IfElseNode, self._def._g.if_else(cond, after=self._after()))  # type: ignore[no-any-return]
 
     def while_loop(self, condition: GraphCondition) -> WhileNode:
         """Add a while node; fill its :attr:`WhileNode.body` definition."""
-        cond = self._cond("GraphNode.while_loop", condition)
+        cond = condition_of("GraphNode.while_loop", condition)
         return self._add(WhileNode, self._def._g.while_(cond, after=self._after()))  # type: ignore[no-any-return]
 
     def switch(self, condition: GraphCondition, count: int) -> SwitchNode:
         """Add a switch node of ``count`` branches (:attr:`SwitchNode.branches`)."""
-        cond = self._cond("GraphNode.switch", condition)
+        cond = condition_of("GraphNode.switch", condition)
         return self._add(SwitchNode, self._def._g.switch(cond, count, after=self._after()))  # type: ignore[no-any-return]
 
 
@@ -535,20 +462,11 @@ class GraphDefinition:
 
     def instantiate(self, options: GraphCompleteOptions | None = None) -> Any:
         """Build the graph explicitly and instantiate it; returns an :class:`~cudagraph.Executable`."""
-        o = options if options is not None else GraphCompleteOptions()
-        return self._g.instantiate(
-            upload_stream=o.upload_stream,
-            auto_free_on_launch=o.auto_free_on_launch,
-            device_launch=o.device_launch,
-            use_node_priority=o.use_node_priority,
-        )
+        return instantiate(self._g, options)
 
     def debug_dot_print(self, path: str, options: Any = None) -> None:
-        """Write the graph in Graphviz dot to ``path`` (``options`` are not supported)."""
-        if options is not None:
-            raise _unsupported("GraphDefinition.debug_dot_print", "options", "debug print flags")
-        with open(path, "w") as f:
-            f.write(self._g.to_dot())
+        """Write the graph in Graphviz dot to ``path`` (``options`` may set no flag)."""
+        write_dot(self._g, path, options, "GraphDefinition.debug_dot_print")
 
     def __repr__(self) -> str:
         return f"<compat GraphDefinition {len(self._g)} nodes>"

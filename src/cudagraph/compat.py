@@ -1,0 +1,80 @@
+"""``cudagraph.compat``: cuda.core 1.2's graph API, built explicitly on a cudagraph :class:`~cudagraph.Graph`.
+
+Both halves of cuda.core's graph API, so that a program written against cuda.core runs by
+changing its imports (``from cudagraph.compat import Device, GraphBuilder, GraphDefinition, launch``):
+
+- **GraphDefinition** (explicit): the same method names (``launch``, ``memcpy``, ``memset``,
+  ``allocate``, ``deallocate``, ``record``, ``wait``, ``empty``, ``join``, ``embed``, ``callback``,
+  ``create_condition``, ``if_then``, ``if_else``, ``while_loop``, ``switch``, ``instantiate``,
+  ``debug_dot_print``, ``nodes``, ``edges``) and node classes with the fluent ``node.launch(...)``
+  chaining.
+- **GraphBuilder** (cuda.core's stream-capture builder), with no stream capture: made by
+  ``Device().create_graph_builder()``; ``begin_building()``, ``launch(gb, config, kernel, *args)``
+  (or ``cudagraph.launch/memcpy/memset/host/record/wait(gb, ...)``), ``split(n)``,
+  ``GraphBuilder.join(*builders)``, ``create_condition``, ``if_then``, ``if_else``, ``switch`` and
+  ``while_loop`` returning the builders of their bodies, ``embed(child)``, ``callback(fn)``,
+  ``end_building()``, ``complete(options)``, ``debug_dot_print``, ``graph_definition``. Each op
+  becomes a node after the builder's last op (the builder holds a :class:`~cudagraph.Path`).
+
+Nothing touches the driver until ``instantiate()`` / ``complete()``, which builds the graph
+explicitly (``cuGraphCreate`` + ``cuGraphAddNode``) and returns an :class:`~cudagraph.Executable`
+(``launch(stream)``, ``upload(stream)``, ``close()``). A signature or a use this layer does not
+support (a ctypes callback, peer access, host allocations, debug print flags, a capture mode
+other than ``"relaxed"``, a builder used before ``begin_building()`` or after ``end_building()``,
+builders of different graphs joined) raises :class:`~cudagraph.errors.OperandError` naming the
+call and the argument, and adds nothing.
+"""
+
+from __future__ import annotations
+
+from .frontends.compat import (
+    AllocNode,
+    ChildGraphNode,
+    ConditionalNode,
+    Device,
+    EmptyNode,
+    EventRecordNode,
+    EventWaitNode,
+    FreeNode,
+    GraphBuilder,
+    GraphCompleteOptions,
+    GraphCondition,
+    GraphDebugPrintOptions,
+    GraphDefinition,
+    GraphNode,
+    HostCallbackNode,
+    IfElseNode,
+    IfNode,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    SwitchNode,
+    WhileNode,
+    launch,
+)
+
+__all__ = [
+    "AllocNode",
+    "ChildGraphNode",
+    "ConditionalNode",
+    "Device",
+    "EmptyNode",
+    "EventRecordNode",
+    "EventWaitNode",
+    "FreeNode",
+    "GraphBuilder",
+    "GraphCompleteOptions",
+    "GraphCondition",
+    "GraphDebugPrintOptions",
+    "GraphDefinition",
+    "GraphNode",
+    "HostCallbackNode",
+    "IfElseNode",
+    "IfNode",
+    "KernelNode",
+    "MemcpyNode",
+    "MemsetNode",
+    "SwitchNode",
+    "WhileNode",
+    "launch",
+]

@@ -1,0 +1,394 @@
+"""cuda.core 1.2's ``GraphBuilder`` (its stream-capture builder), built explicitly on a cudagraph Graph.
+
+Where cuda.core records a stream, a builder here holds a :class:`~cudagraph.Path`: every op
+(``cudagraph.compat.launch(gb, ...)``, ``cudagraph.memcpy(gb, ...)``, ``gb.callback(fn)``,
+``gb.embed(child)``, a conditional) becomes a node after the builder's last op. ``split`` makes
+paths that start after that same op; ``GraphBuilder.join`` merges their ends, so that the next op
+depends on all of them (no node is added, as under capture). Nothing touches the driver until
+``complete()``, which builds the graph explicitly.
+
+A builder is made by ``Device().create_graph_builder()`` (or ``GraphBuilder()``: a primary
+builder), by ``split`` (a fork, which ends by being joined) or by a conditional (a body builder,
+which builds one body of the conditional node). A primary or body builder goes from *not
+started* to *building* (``begin_building``) to *ended* (``end_building``); a fork is building
+until it is joined, which closes it.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from ...definition.graph import Graph
+from ...definition.path import Path
+from ...errors import OperandError
+from ..launch import register_path_target
+from .common import GraphCondition, add_kernel, check_callback, condition_of, instantiate, unsupported, write_dot
+from .definition import GraphDefinition
+
+__all__ = ["GraphBuilder"]
+
+# Kinds of builder.
+_PRIMARY, _FORKED, _BODY = 0, 1, 2
+_KIND_TEXT = {_PRIMARY: "primary", _FORKED: "forked", _BODY: "conditional body"}
+_MADE_BY = {_PRIMARY: "Device.create_graph_builder()", _FORKED: "split()", _BODY: "a conditional"}
+
+# States of a builder.
+_NOT_STARTED, _BUILDING, _ENDED, _CLOSED = 0, 1, 2, 3
+_STATE_TEXT = {
+    _NOT_STARTED: "has not begun building (call begin_building() first)",
+    _BUILDING: "is building (call end_building() first)",
+    _ENDED: "has ended building (end_building() was called); nothing more is added to it",
+    _CLOSED: "is closed (by close(), or joined into another builder by GraphBuilder.join)",
+}
+_STATE_NAME = {_NOT_STARTED: "not started", _BUILDING: "building", _ENDED: "ended", _CLOSED: "closed"}
+
+
+def _state_error(where: str, builder: GraphBuilder) -> OperandError:
+    return OperandError(f"{where}: the GraphBuilder {_STATE_TEXT[builder._state]}")
+
+
+class GraphBuilder:
+    """cuda.core's ``GraphBuilder``, built explicitly: a cudagraph :class:`~cudagraph.Graph` underneath.
+
+    Put work into it with ``cudagraph.compat.launch(gb, config, kernel, *args)`` (cuda.core's
+    ``launch``) or any of ``cudagraph.launch/memcpy/memset/host/record/wait(gb, ...)``; each op
+    depends on the builder's previous one. The pre-1.0 names ``create_conditional_handle``,
+    ``if_cond`` and ``add_child`` are kept as aliases of ``create_condition``, ``if_then`` and
+    ``embed``.
+
+    Unlike cuda.core's, a builder records no stream (:attr:`stream` raises; pass the builder
+    itself as the target), its only build mode is ``"relaxed"``, :meth:`complete` returns an
+    :class:`~cudagraph.Executable` (``launch(stream)``, ``upload(stream)``, ``close()``), and a
+    child graph is referenced, not copied. Anything it cannot do raises
+    :class:`~cudagraph.errors.OperandError` naming the call and the argument, and adds nothing.
+    """
+
+    __slots__ = ("_kind", "_state", "_graph", "_path", "_owner", "_root", "_forks", "_bodies", "_view", "__weakref__")
+
+    def __init__(self) -> None:
+        self._kind = _PRIMARY
+        self._state = _NOT_STARTED
+        self._graph: Graph | None = None  # made by begin_building()
+        self._path: Path | None = None  # while building
+        # The builder whose end_building() ends this builder's graph (itself, or for a fork the builder it
+        # came from), and the primary builder of the whole tree.
+        self._owner: GraphBuilder = self
+        self._root: GraphBuilder = self
+        self._forks: list[GraphBuilder] = []  # on an owner: its forks not joined yet
+        self._bodies: list[GraphBuilder] = []  # on a root: every body builder made under it
+        self._view: GraphDefinition | None = None
+
+    @classmethod
+    def _made(cls, kind: int, state: int, graph: Graph, path: Path | None, owner: GraphBuilder | None) -> GraphBuilder:
+        b = cls()
+        b._kind, b._state, b._graph, b._path = kind, state, graph, path
+        if owner is not None:
+            b._owner, b._root = owner, owner._root
+        return b
+
+    # ------------------------------------------------------------------------------------ properties
+    @property
+    def is_building(self) -> bool:
+        """``True`` between :meth:`begin_building` and :meth:`end_building` (for a fork: until joined)."""
+        return self._state == _BUILDING
+
+    @property
+    def is_join_required(self) -> bool:
+        """``True`` for a builder made by :meth:`split`: it must be joined before building ends."""
+        return self._kind == _FORKED
+
+    @property
+    def is_closed(self) -> bool:
+        """``True`` once closed (by :meth:`close`, or joined into another builder)."""
+        return self._state == _CLOSED
+
+    @property
+    def graph(self) -> Graph | None:
+        """The cudagraph definition underneath (``None`` before ``begin_building()`` and once closed)."""
+        return self._graph
+
+    @property
+    def graph_definition(self) -> GraphDefinition:
+        """The graph as a :class:`~cudagraph.compat.GraphDefinition` (the same graph, not a copy).
+
+        For a primary builder once building has begun; for a body builder at any time; never for
+        a fork (ask the builder it was split from). Unlike cuda.core's, it is also given while
+        building.
+        """
+        call = "compat GraphBuilder.graph_definition"
+        if self._state == _CLOSED or self._graph is None:
+            raise _state_error(call, self)
+        if self._kind == _FORKED:
+            raise OperandError(
+                f"{call}: a builder made by split() shares the graph of the builder it was split from; "
+                "use that builder's graph_definition"
+            )
+        if self._view is None:
+            self._view = GraphDefinition(self._graph)
+        return self._view
+
+    @property
+    def stream(self) -> Any:
+        """Not available: an explicit builder records no stream; pass the builder itself as the target."""
+        raise OperandError(
+            "compat GraphBuilder.stream: an explicit builder records no stream; pass the builder itself as the "
+            "target: cudagraph.compat.launch(gb, ...), cudagraph.memcpy(gb, ...), cudagraph.memset(gb, ...)"
+        )
+
+    # ------------------------------------------------------------------------------------ lifecycle
+    def begin_building(self, mode: str = "relaxed") -> GraphBuilder:
+        """Begin building; returns the builder.
+
+        Parameters
+        ----------
+        mode : str
+            ``"relaxed"`` (the default). cuda.core's ``"global"`` and ``"thread_local"`` forbid
+            unsafe CUDA calls while a stream is captured; an explicit build captures nothing, so
+            they are refused.
+        """
+        call = "GraphBuilder.begin_building"
+        if mode != "relaxed":
+            if mode in ("global", "thread_local"):
+                raise unsupported(
+                    call,
+                    "mode",
+                    f"{mode!r} forbids unsafe CUDA calls while a stream is captured; an explicit build captures "
+                    "nothing: use 'relaxed'",
+                )
+            raise OperandError(f"compat {call}: mode: expected 'relaxed', got {mode!r}")
+        if self._state != _NOT_STARTED:
+            raise _state_error(f"compat {call}", self)
+        if self._kind == _PRIMARY:
+            self._graph = Graph("GraphBuilder")
+        assert self._graph is not None  # a body builder has its body from the start
+        self._path = Path(self._graph, [])
+        self._state = _BUILDING
+        return self
+
+    def end_building(self) -> GraphBuilder:
+        """End building; returns the builder. Every builder split from it must have been joined."""
+        call = "compat GraphBuilder.end_building"
+        self._building("end_building")
+        if self._kind == _FORKED:
+            raise OperandError(f"{call}: a builder made by split() is not ended: join it with GraphBuilder.join(...)")
+        if self._forks:
+            raise OperandError(
+                f"{call}: {len(self._forks)} builder(s) split from this one are not joined; "
+                "GraphBuilder.join(...) them first"
+            )
+        self._state = _ENDED
+        self._path = None
+        return self
+
+    def complete(self, options: Any = None) -> Any:
+        """Build the graph explicitly and instantiate it.
+
+        Parameters
+        ----------
+        options : GraphCompleteOptions, optional
+            cuda.core's (or :class:`~cudagraph.compat.GraphCompleteOptions`).
+
+        Returns
+        -------
+        Executable
+            ``launch(stream)``, ``upload(stream)``, ``close()``, as cuda.core's ``Graph``.
+        """
+        call = "compat GraphBuilder.complete"
+        if self._kind != _PRIMARY and self._state != _CLOSED:
+            raise OperandError(
+                f"{call}: a builder made by {_MADE_BY[self._kind]} is completed with the graph it belongs to: "
+                "complete() the builder made by Device.create_graph_builder()"
+            )
+        if self._state != _ENDED or self._graph is None:
+            raise _state_error(call, self)
+        self._no_open_bodies(call)
+        return instantiate(self._graph, options)
+
+    def close(self) -> None:
+        """Close the builder (a fork that is not joined leaves its nodes in the graph)."""
+        if self._kind == _FORKED and self._state != _CLOSED:
+            forks = self._owner._forks
+            for i, f in enumerate(forks):
+                if f is self:
+                    del forks[i]
+                    break
+        self._state = _CLOSED
+        self._graph = None
+        self._path = None
+        self._view = None
+
+    def debug_dot_print(self, path: str, options: Any = None) -> None:
+        """Write the graph in Graphviz dot to ``path`` once building has ended (``options`` may set no flag)."""
+        if self._state != _ENDED or self._graph is None:
+            raise _state_error("compat GraphBuilder.debug_dot_print", self)
+        write_dot(self._graph, path, options, "GraphBuilder.debug_dot_print")
+
+    # ------------------------------------------------------------------------------------ fork / join
+    def split(self, count: int) -> tuple[GraphBuilder, ...]:
+        """``count`` builders that start after this builder's last op: this one first, then new forks.
+
+        Each fork must be joined back (:meth:`join`) before the builder it came from ends.
+        """
+        call = "compat GraphBuilder.split"
+        try:
+            n = operator.index(count)
+        except TypeError:
+            raise OperandError(f"{call}: count: expected an int >= 2, got {type(count).__name__}") from None
+        if n < 2:
+            raise OperandError(f"{call}: count: expected an int >= 2, got {n}")
+        p = self._building("split")
+        forks = tuple(
+            GraphBuilder._made(_FORKED, _BUILDING, p.graph, Path(p.graph, list(p._tail)), self._owner)
+            for _ in range(n - 1)
+        )
+        self._owner._forks.extend(forks)
+        return (self, *forks)
+
+    @staticmethod
+    def join(*graph_builders: GraphBuilder) -> GraphBuilder:
+        """Join builders of one graph: the first that is not a fork (else the first) continues after all of them.
+
+        The others are closed. No node is added: the next op depends on every builder's last op.
+        """
+        call = "compat GraphBuilder.join"
+        for i, b in enumerate(graph_builders):
+            if type(b) is not GraphBuilder:
+                raise OperandError(
+                    f"{call}: graph_builders[{i}]: expected a compat GraphBuilder, got {type(b).__name__}"
+                )
+        if len(graph_builders) < 2:
+            raise OperandError(f"{call}: graph_builders: expected at least two builders, got {len(graph_builders)}")
+        first = graph_builders[0]
+        for i, b in enumerate(graph_builders):
+            if b._state != _BUILDING:
+                raise _state_error(f"{call}: graph_builders[{i}]", b)
+            for j in range(i):
+                if graph_builders[j] is b:
+                    raise OperandError(f"{call}: graph_builders[{i}]: the same builder as graph_builders[{j}]")
+            if b._graph is not first._graph:
+                other, mine = (getattr(x._graph, "name", None) for x in (b, first))
+                raise OperandError(
+                    f"{call}: graph_builders[{i}]: a builder of another graph (Graph {other!r}, not {mine!r}); "
+                    "only builders split from one builder are joined"
+                )
+        root = next((b for b in graph_builders if b._kind != _FORKED), first)
+        assert root._path is not None
+        tail = list(root._path._tail)
+        for b in graph_builders:
+            if b is not root:
+                assert b._path is not None
+                tail += [n for n in b._path._tail if not any(n is t for t in tail)]
+        for b in graph_builders:
+            if b is not root:
+                b.close()
+        root._path._tail = tail
+        return root
+
+    # ------------------------------------------------------------------------------------ ops
+    def _building(self, name: str) -> Path:
+        """The path of a building builder, or the refusal of ``GraphBuilder.<name>``."""
+        p = self._path
+        if self._state != _BUILDING or p is None:
+            raise _state_error(f"compat GraphBuilder.{name}", self)
+        return p
+
+    def _launch(self, config: Any, kernel: Any, args: tuple[Any, ...]) -> None:
+        """``cudagraph.compat.launch(self, config, kernel, *args)``: a kernel node after the last op."""
+        p = self._path
+        if self._state != _BUILDING or p is None:
+            raise _state_error("cudagraph.compat.launch: target", self)
+        tail = p._tail
+        # One predecessor is passed as a node, the definition's fast path.
+        after: Any = tail[0] if len(tail) == 1 else (list(tail) if tail else None)
+        node = add_kernel(p.graph, after, config, kernel, args, "compat.launch")
+        p._tail = [node]
+        p._last = node
+
+    def create_condition(self, default_value: int | None = None) -> GraphCondition:
+        """A condition variable for :meth:`if_then`, :meth:`if_else`, :meth:`while_loop`, :meth:`switch`.
+
+        Set it on the GPU with ``cudaGraphSetConditional`` from a kernel given the condition as an
+        argument (see :data:`cudagraph.CONDITIONAL_SNIPPET`); ``default_value`` is assigned at the
+        start of every launch.
+        """
+        p = self._building("create_condition")
+        return GraphCondition(p.graph.condition(default=default_value))
+
+    def _conditional(self, name: str, method: str, condition: Any, *extra: Any) -> tuple[GraphBuilder, ...]:
+        p = self._building(name)
+        cond = condition_of(f"GraphBuilder.{name}", condition)
+        node = getattr(p, method)(cond, *extra)
+        bodies = tuple(GraphBuilder._made(_BODY, _NOT_STARTED, body, None, None) for body in node.bodies)
+        for b in bodies:
+            b._root = self._root
+        self._root._bodies.extend(bodies)
+        return bodies
+
+    def if_then(self, condition: GraphCondition) -> GraphBuilder:
+        """Add an if node after the last op; returns the builder of its body (``begin_building()`` it)."""
+        return self._conditional("if_then", "if_", condition)[0]
+
+    def if_else(self, condition: GraphCondition) -> tuple[GraphBuilder, GraphBuilder]:
+        """Add an if/else node after the last op; returns the builders of its two bodies (then, else)."""
+        then, else_ = self._conditional("if_else", "if_else", condition)
+        return then, else_
+
+    def while_loop(self, condition: GraphCondition) -> GraphBuilder:
+        """Add a while node after the last op; returns the builder of its body."""
+        return self._conditional("while_loop", "while_", condition)[0]
+
+    def switch(self, condition: GraphCondition, count: int) -> tuple[GraphBuilder, ...]:
+        """Add a switch node of ``count`` cases after the last op; returns the builders of its bodies."""
+        return self._conditional("switch", "switch", condition, count)
+
+    def embed(self, child: GraphBuilder) -> None:
+        """Add the graph of ``child`` (a primary builder that has ended building) as a child graph node."""
+        call = "compat GraphBuilder.embed"
+        p = self._building("embed")
+        if type(child) is not GraphBuilder:
+            raise OperandError(f"{call}: child: expected a compat GraphBuilder, got {type(child).__name__}")
+        if child._kind != _PRIMARY and child._state != _CLOSED:
+            raise OperandError(
+                f"{call}: child: a builder made by {_MADE_BY[child._kind]} builds part of another graph; embed a "
+                "builder made by Device.create_graph_builder()"
+            )
+        if child._state != _ENDED or child._graph is None:
+            raise _state_error(f"{call}: child", child)
+        child._no_open_bodies(f"{call}: child")
+        p.child(child._graph)
+
+    def callback(self, fn: Any, *, user_data: Any = None) -> None:
+        """Call the Python callable ``fn()`` on the host after the last op (no ctypes function pointers)."""
+        p = self._building("callback")
+        check_callback("GraphBuilder.callback", fn, user_data)
+        p.host(fn)
+
+    def _no_open_bodies(self, where: str) -> None:
+        open_bodies = [b for b in self._bodies if b._state == _BUILDING]
+        if open_bodies:
+            names = ", ".join(repr(b._graph.name) for b in open_bodies if b._graph is not None)
+            raise OperandError(
+                f"{where}: {len(open_bodies)} conditional body builder(s) are still building ({names}); "
+                "end_building() them first"
+            )
+
+    # The names of cuda.core before 1.0.
+    create_conditional_handle = create_condition
+    if_cond = if_then
+    add_child = embed
+
+    def __repr__(self) -> str:
+        n = 0 if self._graph is None else len(self._graph)
+        return f"<compat GraphBuilder {_KIND_TEXT[self._kind]}, {_STATE_NAME[self._state]}, {n} nodes>"
+
+
+def _target_path(builder: GraphBuilder, call: str) -> Path:
+    """The path ``cudagraph.<call>(builder, ...)`` adds to, or the refusal naming the target."""
+    p = builder._path
+    if builder._state != _BUILDING or p is None:
+        raise _state_error(f"cudagraph.{call}: target", builder)
+    return p
+
+
+register_path_target(GraphBuilder, _target_path)

@@ -1,0 +1,169 @@
+"""What both halves of ``cudagraph.compat`` share: the option classes, conditions, refusals, the one
+kernel add, instantiation and the dot writer."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ...definition.condition import Condition
+from ...definition.graph import Graph
+from ...definition.node import Node
+from ...errors import OperandError
+from ..launch import _config, _kernel
+
+__all__ = [
+    "GraphCompleteOptions",
+    "GraphCondition",
+    "GraphDebugPrintOptions",
+    "add_kernel",
+    "check_callback",
+    "condition_of",
+    "instantiate",
+    "kernel_args",
+    "unsupported",
+    "write_dot",
+]
+
+
+class GraphCompleteOptions:
+    """Instantiation options, as in cuda.core (``auto_free_on_launch``, ``upload_stream``,
+    ``device_launch``, ``use_node_priority``)."""
+
+    __slots__ = ("auto_free_on_launch", "upload_stream", "device_launch", "use_node_priority")
+
+    def __init__(
+        self,
+        auto_free_on_launch: bool = False,
+        upload_stream: Any = None,
+        device_launch: bool = False,
+        use_node_priority: bool = False,
+    ) -> None:
+        self.auto_free_on_launch = auto_free_on_launch
+        self.upload_stream = upload_stream
+        self.device_launch = device_launch
+        self.use_node_priority = use_node_priority
+
+
+@dataclasses.dataclass
+class GraphDebugPrintOptions:
+    """The flags of cuda.core's ``debug_dot_print`` (the driver's ``CU_GRAPH_DEBUG_DOT_FLAGS_*``).
+
+    cudagraph writes its own dot (:meth:`cudagraph.Graph.to_dot`), which has no such flags: only
+    options with every flag ``False`` are accepted; ``Executable.debug_dot`` writes the driver's view.
+    """
+
+    verbose: bool = False
+    runtime_types: bool = False
+    kernel_node_params: bool = False
+    memcpy_node_params: bool = False
+    memset_node_params: bool = False
+    host_node_params: bool = False
+    event_node_params: bool = False
+    ext_semas_signal_node_params: bool = False
+    ext_semas_wait_node_params: bool = False
+    kernel_node_attributes: bool = False
+    handles: bool = False
+    mem_alloc_node_params: bool = False
+    mem_free_node_params: bool = False
+    batch_mem_op_node_params: bool = False
+    extra_topo_info: bool = False
+    conditional_node_params: bool = False
+
+
+_DOT_FLAGS = tuple(f.name for f in dataclasses.fields(GraphDebugPrintOptions))
+
+
+class GraphCondition:
+    """A condition variable (``create_condition``); pass it (or its ``handle``) to the kernel that sets it."""
+
+    __slots__ = ("condition",)
+
+    def __init__(self, condition: Condition) -> None:
+        self.condition = condition
+
+    @property
+    def handle(self) -> Condition:
+        """The condition as a kernel argument (its driver handle is made when the graph is built)."""
+        return self.condition
+
+    def __repr__(self) -> str:
+        return f"<GraphCondition {self.condition.name!r}>"
+
+
+def unsupported(call: str, arg: str, why: str) -> OperandError:
+    """The refusal of a cuda.core signature this layer does not support."""
+    return OperandError(f"compat {call}: {arg}: {why} (not supported by cudagraph.compat)")
+
+
+def kernel_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` with every :class:`GraphCondition` replaced by its condition."""
+    for a in args:  # a plain loop: any() over a generator cost as much as the rest of launch()
+        if type(a) is GraphCondition:
+            return tuple(a.condition if type(a) is GraphCondition else a for a in args)
+    return args
+
+
+def condition_of(call: str, condition: Any) -> Condition:
+    """The condition of a :class:`GraphCondition`, or the refusal naming ``call``."""
+    if type(condition) is not GraphCondition:
+        raise OperandError(
+            f"compat {call}: condition: expected a GraphCondition from create_condition(), "
+            f"got {type(condition).__name__}"
+        )
+    return condition.condition
+
+
+def add_kernel(g: Graph, after: Any, config: Any, kernel: Any, args: tuple[Any, ...], call: str) -> Node:
+    """Add ``kernel(*args)`` launched with the cuda.core ``config`` to ``g`` after ``after``.
+
+    ``after`` is ``None``, one node or a list of nodes. ``programmatic_stream_serialization`` makes
+    the edge from a single kernel predecessor programmatic, as cuda.core's launch does.
+    """
+    c = _config(config, call)
+    k, a = _kernel(kernel, kernel_args(args), call)
+    programmatic = True if c.pdl and type(after) is not list and after is not None and after.kind == "kernel" else None
+    return g.kernel(  # type: ignore[no-any-return]
+        k,
+        c.grid,
+        c.block,
+        a,
+        shared_mem=c.smem,
+        cluster=c.cluster,
+        cooperative=c.cooperative,
+        programmatic=programmatic,
+        after=after,
+    )
+
+
+def check_callback(call: str, fn: Any, user_data: Any) -> None:
+    """Refuse what a host node cannot run: a ctypes function pointer, ``user_data``, a non-callable."""
+    if user_data is not None:
+        raise unsupported(call, "user_data", "user data for a ctypes function pointer")
+    if not callable(fn) or type(fn).__name__.startswith("CFunctionType"):
+        raise unsupported(call, "fn", f"{type(fn).__name__}; only a Python callable")
+
+
+def instantiate(g: Graph, options: Any) -> Any:
+    """Build ``g`` explicitly and instantiate it with cuda.core's ``GraphCompleteOptions`` (or ours)."""
+    o = options if options is not None else GraphCompleteOptions()
+    return g.instantiate(
+        upload_stream=o.upload_stream,
+        auto_free_on_launch=o.auto_free_on_launch,
+        device_launch=o.device_launch,
+        use_node_priority=o.use_node_priority,
+    )
+
+
+def write_dot(g: Graph, path: str, options: Any, call: str) -> None:
+    """Write ``g`` in Graphviz dot to ``path``; ``options`` must set no flag (see :class:`GraphDebugPrintOptions`)."""
+    if options is not None:
+        if not all(hasattr(options, f) for f in _DOT_FLAGS):
+            raise unsupported(
+                call, "options", f"{type(options).__name__}; only GraphDebugPrintOptions with no flag set"
+            )
+        flags = [f for f in _DOT_FLAGS if getattr(options, f)]
+        if flags:
+            raise unsupported(call, "options", f"debug print flags ({', '.join(flags)}); cudagraph writes its own dot")
+    with open(path, "w") as f:
+        f.write(g.to_dot())

@@ -62,6 +62,8 @@ status=0
 # count is found by asking for one index past the last (see README); -k "not faulting" leaves out the
 # test whose kernel writes out of bounds on purpose. Fewer soak rounds and generated graphs: the
 # sanitizer slows every launch.
+# Test buffers from cuMemAlloc instead of the stream-ordered pool (see GpuHelper.alloc in tests/conftest.py).
+export CUDAGRAPH_TEST_ALLOC=${CUDAGRAPH_TEST_ALLOC:-plain}
 export CUDAGRAPH_SOAK_ROUNDS=${CUDAGRAPH_SOAK_ROUNDS:-100} CUDAGRAPH_DIFF_EXAMPLES=${CUDAGRAPH_DIFF_EXAMPLES:-20}
 PYTHONPATH=src "$SANITIZER" --tool "$TOOL" --target-processes all --log-file "$LOG" --print-limit 100 \
     --report-api-errors no --error-exitcode 99 \

@@ -277,10 +277,9 @@ def test_tuple_configs_and_int_stream_handles(fake):
 
 
 def test_a_driver_failure_is_a_typed_error_naming_the_call(fake, monkeypatch):
+    from cudagraph.driver import stream_launch
     from cudagraph.errors import DriverError
     from cudagraph.frontends import launch as L
-
-    from cudagraph.driver import stream_launch
 
     drv = pytest.importorskip("cuda.bindings.driver")
     bad = SimpleNamespace(

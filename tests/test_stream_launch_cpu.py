@@ -136,7 +136,9 @@ class Driver:
         return 0
 
     # -------------------------------------------------- as the compiled launcher calls them
-    def _launch_c(self, f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int, s: Any, p: Any, e: Any):
+    def _launch_c(
+        self, f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int, s: Any, p: Any, e: Any
+    ):
         assert e is None
         return self._record(f, (gx, gy, gz, bx, by, bz), smem, s or 0, p)
 
@@ -196,9 +198,7 @@ def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
     stream_launch.forget()
     launcher = None
     if path == "compiled":
-        launcher = stream_launch.compiled_launcher(
-            d.address(d.cb_launch), d.address(d.cb_info), d.address(d.cb_update)
-        )
+        launcher = stream_launch.compiled_launcher(d.address(d.cb_launch), d.address(d.cb_info), d.address(d.cb_update))
     monkeypatch.setattr(stream_launch, "LAUNCHER", launcher)
     monkeypatch.setattr(L, "_FAST", launcher)
     monkeypatch.setattr(L, "_HANDLE_OF", {})
@@ -285,7 +285,11 @@ BAD = [
         KernelArgumentError,
         "kernel 'k0x71' parameter 1: expected 4 bytes, got 8 bytes",
     ),
-    ((Stream(1), (1, 32), K1, -5, np.float32(1), np.int32(1)), OperandError, "argument 0: Python int -5 is taken as a 64-bit pointer"),
+    (
+        (Stream(1), (1, 32), K1, -5, np.float32(1), np.int32(1)),
+        OperandError,
+        "argument 0: Python int -5 is taken as a 64-bit pointer",
+    ),
     ((Stream(1), (0, 32), K1, 0x10, np.float32(1), np.int32(1)), DefinitionError, "config.grid[0] = 0 is outside"),
     ((Stream(1), (1, 2048), K1, 0x10, np.float32(1), np.int32(1)), DefinitionError, "config.block[0] = 2048"),
     ((Stream(1), (1, 32, 3), K1, 0x10), OperandError, "got a sequence of 3"),
@@ -351,7 +355,9 @@ def mixed_graph(n: int = 12) -> cg.Graph:
     first = g.kernel(K1, 1, 32, same, name="first")
     prev = first
     for i in range(n):
-        prev = g.kernel(K1, (1 + i % 3, 2), 32, same if i % 4 else (Buffer(0xA0 + i), np.float32(i), np.int32(i)), after=prev)
+        prev = g.kernel(
+            K1, (1 + i % 3, 2), 32, same if i % 4 else (Buffer(0xA0 + i), np.float32(i), np.int32(i)), after=prev
+        )
     wide = [g.kernel(K2, 4, 64, (np.int32(i), np.float64(i)), after=first) for i in range(3)]
     join = g.join(prev, *wide)
     g.kernel(K1, 2, 64, (g.param("x"), np.float32(3.0), np.int32(5)), shared_mem=256, after=join)
@@ -431,7 +437,7 @@ def replay(d: Driver, g: cg.Graph) -> tuple[list[int], dict[int, Any]]:
     with stream_launch_lock():
         exits = C._replay(rp, g, (), top)
     C._record(rp.lowering, g, top)
-    mapped = {id(n): int(dn) for n, dn in rp.lowering.node_map().values() if dn is not None}
+    mapped = {id(n): int(d) for n, d in rp.lowering.node_map().values() if d is not None}
     return exits, mapped
 
 
@@ -494,7 +500,8 @@ def test_capture_gives_every_kernel_exactly_its_definition_dependencies_both_way
     assert c.launches == p.launches and c.edges == p.edges and c.made == p.made
     (c_exits, c_map), (p_exits, p_map) = results
     assert c_map == p_map and c_exits == p_exits
-    kernels = [n for n in g.nodes if n.kind == "kernel"] + list([n for n in g.nodes if n.kind == "child"][0].body.nodes)
+    child = next(n for n in g.nodes if n.kind == "child")
+    kernels = [n for n in g.nodes if n.kind == "kernel"] + list(child.body.nodes)
     assert sorted(c_map.values()) == c.made and len(c.made) == len(kernels)  # every kernel, once
     assert set(c.edges) == expected_edges(g, c_map) and len(c.edges) == len(set(c.edges))
     assert c.by_bindings < p.by_bindings

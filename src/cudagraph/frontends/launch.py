@@ -372,6 +372,7 @@ def _refused(err: Any, kernel: Any) -> NoReturn:
     name = prepared(kernel).info.name
     raise_error(require_driver().CUresult(int(err)), "cuLaunchKernel", None, f"cudagraph.launch of kernel {name!r}")
 
+
 _NO_BINDINGS: dict[str, Any] = {}
 
 

@@ -136,16 +136,16 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
     return _union([exits[n.index] for n in graph._nodes if not n._succs])
 
 
-def _record(lowering: Lowering, graph: Graph, raw: list[int]) -> None:
-    """Note the driver node of each node of ``graph`` captured as one, and those that use parameters."""
-    mapped = [n for n in graph._nodes if raw[n.index]]
+def _record(lowering: Lowering, graph: Graph, raw: list[int]) -> _CapturedNodes:
+    """Keep the driver node of each node of ``graph`` (``raw``, by index) and note those using parameters."""
     if lowering.bindings:
-        for node in mapped:
-            for name in node_params_uses(node):
-                lowering.param_users.setdefault(name, []).append(node)
-    if mapped:
-        handles = [raw[n.index] for n in mapped]
-        lowering.tracked.append((mapped, DriverNodes(handles, [None] * len(handles), require_driver().CUgraphNode)))
+        for node in graph._nodes:
+            if raw[node.index]:
+                for name in node_params_uses(node):
+                    lowering.param_users.setdefault(name, []).append(node)
+    nodes = _CapturedNodes(raw, [None] * len(raw), require_driver().CUgraphNode)
+    lowering.tracked.append((list(graph._nodes), nodes))  # read into the executable's node map on demand
+    return nodes
 
 
 class _CapturedNodes(DriverNodes):
@@ -195,5 +195,4 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
     finally:
         resume_collector(collecting)
     rp.close()
-    _record(lowering, graph, top)
-    return LoweredGraph(captured, graph, _CapturedNodes(top, [None] * len(top), drv.CUgraphNode), lowering)
+    return LoweredGraph(captured, graph, _record(lowering, graph, top), lowering)

@@ -54,7 +54,8 @@ from ...driver.calls import check, raise_error, require_driver
 from ...driver.compat import BINDINGS_MAJOR
 from ...driver.devices import primary_context
 from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
-from ...driver.stream_launch import launch_packed, prepared
+from ...driver.stream_launch import launch_packed
+from ...driver.stream_launch import prepared as prepared_launch
 from ...errors import DriverError, OperandError, UnsupportedError
 from ..lower_state import LowerState, is_late, late_kernel_args
 from .base import Builder, ExecSetter, KindOps, StreamRun
@@ -350,7 +351,7 @@ class KernelOps(KindOps):
     # ---------------------------------------------------------------- streams
     def issue(self, node: KernelNode, stream: Any, run: StreamRun) -> None:
         """One launch (the Python twin of the compiled ``StreamLauncher.issue``, which learns from it)."""
-        p = prepared(node.kernel)
+        p = prepared_launch(node.kernel)
         try:
             params = p.info.pack(node.args, node, run.bindings)
         except OperandError:

@@ -10,14 +10,24 @@ runs the same code paths through ``cuda.bindings``.
 from setuptools import Extension, setup
 
 #: The module (``_native.c``) and one source per compiled algorithm (see ``_native.h``).
-_SOURCES = ("_native", "_native_loop", "_native_layout", "_native_rebind", "_native_read", "_native_bind")
+_SOURCES = (
+    "_native",
+    "_native_loop",
+    "_native_layout",
+    "_native_rebind",
+    "_native_read",
+    "_native_bind",
+    "_native_launch",
+    "_native_launcher",
+    "_native_capture",
+)
 
 setup(
     ext_modules=[
         Extension(
             "cudagraph.driver._native",
             sources=[f"src/cudagraph/driver/{name}.c" for name in _SOURCES],
-            depends=["src/cudagraph/driver/_native.h"],
+            depends=["src/cudagraph/driver/_native.h", "src/cudagraph/driver/_native_launch.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

@@ -6,7 +6,10 @@ launches, outside the timing), peers interleaved within each repeat; µs per lau
 repeats. Three argument forms: a cuda.core ``Buffer``, an int address, and (for cudagraph) the same
 ``LaunchConfig`` object vs a ``(grid, block)`` tuple. The target: cudagraph at most 1.1x cuda.core.
 
-Run: ``python bench/launch_targets.py [--launches 20000] [--repeats 7]``.
+Then ``Graph.run`` of a definition of a 100-kernel chain (the same kernel and arguments) against the
+same 100 launches in a ``cuda.core.launch`` loop, µs per kernel. The target: at most 1.0x.
+
+Run: ``python bench/launch_targets.py [--launches 20000] [--repeats 7] [--chain 100]``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--chain", type=int, default=100, help="kernels in the Graph.run chain")
     opts = ap.parse_args()
 
     import_cudagraph()
@@ -93,6 +97,41 @@ def main() -> None:
         print(f"ratio cudagraph/cuda.core ({form}): {ratio:.3f}  target <= 1.10: {verdict(ratio <= 1.10)}")
     tup = med["cudagraph.launch ((grid, block))"] / med["cuda.core.launch (int ptr)"]
     print(f"ratio cudagraph (grid, block) tuple / cuda.core (int ptr): {tup:.3f}")
+
+    # Graph.run of a chain vs the same launches in a cuda.core.launch loop.
+    kargs = (buf, a, n)
+    g = cg.Graph("chain")
+    prev = None
+    for _ in range(opts.chain):
+        prev = g.kernel(kernel, 1, 32, kargs, after=prev)
+
+    def loop() -> None:
+        for _ in range(opts.chain):
+            core.launch(stream, cfg, kernel, *kargs)
+
+    runs = {"cuda.core.launch loop": loop, "Graph.run": lambda: g.run(stream)}
+    for fn in runs.values():
+        for _ in range(20):
+            fn()
+    stream.sync()
+    per_kernel: dict[str, list[float]] = {name: [] for name in runs}
+    rounds = max(1, opts.launches // opts.chain // 10)
+    for _ in range(opts.repeats):
+        for name, fn in runs.items():
+            total = 0.0
+            with no_gc():
+                for _ in range(rounds):
+                    t0 = time.perf_counter()
+                    fn()
+                    total += time.perf_counter() - t0
+                    stream.sync()
+            per_kernel[name].append(total / (rounds * opts.chain) * 1e6)
+    run_med = {name: statistics.median(v) for name, v in per_kernel.items()}
+    print(f"\n{f'{opts.chain}-kernel chain':<34} {'µs/kernel':>10} {'min':>8}")
+    for name, v in per_kernel.items():
+        print(f"{name:<34} {fmt(run_med[name]):>10} {fmt(min(v)):>8}")
+    ratio = run_med["Graph.run"] / run_med["cuda.core.launch loop"]
+    print(f"ratio Graph.run / cuda.core.launch loop: {ratio:.3f}  target <= 1.00: {verdict(ratio <= 1.0)}")
 
 
 if __name__ == "__main__":

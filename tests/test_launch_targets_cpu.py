@@ -209,7 +209,9 @@ class FakeInfo:
 
 @pytest.fixture
 def fake(monkeypatch):
+    """The Python path of stream launches (the compiled one: tests/test_stream_launch_cpu.py)."""
     drv = pytest.importorskip("cuda.bindings.driver")
+    from cudagraph.driver import stream_launch
     from cudagraph.frontends import launch as L
 
     calls: list[tuple[Any, ...]] = []
@@ -223,12 +225,18 @@ def fake(monkeypatch):
         calls.append(a)
         return (0,)
 
-    driver = SimpleNamespace(CUfunction=drv.CUfunction, CUstream=drv.CUstream, cuLaunchKernel=cu_launch)
-    monkeypatch.setattr(L, "kernel_info", kernel_info)
-    monkeypatch.setattr(L, "require_driver", lambda: driver)
-    monkeypatch.setattr(L, "_LAUNCHERS", {})
+    driver = SimpleNamespace(
+        CUfunction=drv.CUfunction, CUstream=drv.CUstream, CUresult=drv.CUresult, cuLaunchKernel=cu_launch
+    )
+    monkeypatch.setattr(stream_launch, "kernel_info", kernel_info)
+    monkeypatch.setattr(stream_launch, "require_driver", lambda: driver)
+    monkeypatch.setattr(stream_launch, "LAUNCHER", None)
+    monkeypatch.setattr(L, "_FAST", None)
     monkeypatch.setattr(L, "_CONFIGS", {})
-    return SimpleNamespace(calls=calls, infos=infos)
+    monkeypatch.setattr(L, "_HANDLE_OF", {})
+    stream_launch.forget()
+    yield SimpleNamespace(calls=calls, infos=infos)
+    stream_launch.forget()
 
 
 class Stream:
@@ -269,15 +277,18 @@ def test_tuple_configs_and_int_stream_handles(fake):
 
 
 def test_a_driver_failure_is_a_typed_error_naming_the_call(fake, monkeypatch):
+    from cudagraph.driver import stream_launch
     from cudagraph.errors import DriverError
     from cudagraph.frontends import launch as L
 
     drv = pytest.importorskip("cuda.bindings.driver")
     bad = SimpleNamespace(
         CUfunction=drv.CUfunction,
+        CUresult=drv.CUresult,
         cuLaunchKernel=lambda *a: (drv.CUresult.CUDA_ERROR_INVALID_VALUE,),
         cuGetErrorString=lambda e: (1, None),
     )
+    monkeypatch.setattr(stream_launch, "require_driver", lambda: bad)
     monkeypatch.setattr(L, "require_driver", lambda: bad)
     with pytest.raises(DriverError) as info:
         cg.launch(Stream(1), (1, 32), K)

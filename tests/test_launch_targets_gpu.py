@@ -202,3 +202,57 @@ def test_a_captured_host_callback_lifts_typed_and_runs_every_launch(device):
             exe.launch(s)
         s.sync()
     assert seen == [7, 7, 7]
+
+
+@pytest.mark.parametrize("config", ["LaunchConfig", "tuple"])
+def test_repeated_launches_take_the_learned_path_with_the_same_results(device, gpu, kernels, config):
+    """The first launch teaches the compiled launcher (target, config, kernel, argument kinds); the
+    next ones are made by it: every one must land, with its own arguments."""
+    from cuda.core import LaunchConfig
+
+    n = 256
+    x = gpu.upload(np.arange(n, dtype=F))
+    cfg = LaunchConfig(grid=n // 128, block=128) if config == "LaunchConfig" else (n // 128, 128)
+    s = device.create_stream()
+    expect = np.arange(n, dtype=F)
+    for i in range(20):  # x = a*x + k
+        a, k = F(1 + (i % 3)), F(i)
+        target = s if i % 2 else int(s.handle)
+        cg.launch(target, cfg, kernels.scale_add, x if i % 4 < 2 else int(x.handle), a, k, np.int32(n))
+        expect = expect * a + k
+    s.sync()
+    np.testing.assert_allclose(gpu.read(x, n), expect, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["run", "capture", "explicit"])
+def test_a_fan_out_fan_in_dag_gives_the_same_numbers_on_every_materializer(device, gpu, kernels, stream, backend):
+    """The capture backend sets each node's dependencies to its predecessors' nodes: a diamond of
+    chains must order every write as the definition does."""
+    n = 256
+    x = gpu.upload(np.arange(n, dtype=F))
+    y = gpu.upload(np.zeros(n, F))
+    z = gpu.upload(np.zeros(n, F))
+    out = gpu.upload(np.zeros(n, F))
+    nn = np.int32(n)
+    g = cg.Graph("diamond")
+    root = g.kernel(kernels.scale_add, 2, 128, (x, F(2), F(1), nn))  # x = 2x + 1
+    left = right = root
+    for _ in range(5):
+        left = g.kernel(kernels.scale_add, 2, 128, (x, F(1), F(1), nn), after=left)  # x += 1 (5 times)
+    right = g.kernel(kernels.axpb, 2, 128, (y, x, F(0), F(3), nn), after=right)  # y = 3
+    for _ in range(4):
+        right = g.kernel(kernels.scale_add, 2, 128, (y, F(2), F(0), nn), after=right)  # y *= 2 (4 times)
+    j = g.join(left, right)
+    g.kernel(kernels.axpb, 2, 128, (z, x, F(1), F(0), nn), after=j)  # z = x
+    g.kernel(kernels.combine, 2, 128, (out, x, y, nn), after=j)  # out = x - 2y
+    if backend == "run":
+        g.run(stream)
+    else:
+        with g.instantiate(backend=backend) as exe:
+            exe.launch(stream)
+    stream.sync()
+    xv = np.arange(n, dtype=F) * F(2) + F(1) + F(5)
+    np.testing.assert_allclose(gpu.read(x, n), xv, rtol=1e-6)
+    np.testing.assert_allclose(gpu.read(y, n), np.full(n, 48, F), rtol=1e-6)
+    np.testing.assert_allclose(gpu.read(z, n), xv, rtol=1e-6)
+    np.testing.assert_allclose(gpu.read(out, n), xv - F(96), rtol=1e-6)

@@ -8,6 +8,8 @@
  *   _native_rebind.c  set_kernel_node, rebind: executable kernel-node updates
  *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
  *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
+ *   _native_launch.c  LaunchKernel: a kernel prepared for stream launches (_native_launch.h: shared by
+ *   _native_launcher.c, StreamLauncher: cudagraph.launch and Graph.run, and _native_capture.c, its capture)
  *
  * Memory rules, for every source: a Python object used across a call that can run Python code
  * (attribute access, int(), a type's __hash__ or __eq__ through a dict or set lookup, allocating a
@@ -177,6 +179,8 @@ extern PyObject *cg_str_handle, *cg_str_locked;
 
 /* _native_loop.c, _native_layout.c, _native_bind.c: the types (made ready by cg_*_ready, 0 or -1). */
 extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType;
+/* _native_launch.c, _native_launcher.c */
+extern PyTypeObject cg_LaunchKernelType, cg_StreamLauncherType;
 int cg_bind_method_ready(void);
 
 /* _native_rebind.c */

@@ -11,7 +11,8 @@ around the wrapper live here:
   ``pip install``; see ``_native.c``), which takes the driver's entry points as
   addresses (:func:`c_address`) and loops over the nodes in C:
   :func:`kernel_loop` for construction and for executable updates of many
-  kernel nodes, ``rebind`` for rebinding a parameter;
+  kernel nodes, ``rebind`` for rebinding a parameter, ``StreamLauncher`` for
+  stream launches (``stream_launch.py``);
 - :func:`c_function`, an exported symbol as a ctypes function (lifting reads
   graphs through these; see ``graph_reader.py``).
 
@@ -36,11 +37,16 @@ Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
 kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
+LaunchKernel.pack              cudagraph.driver.kernel_args.KernelInfo.pack
+StreamLauncher.launch          cudagraph.frontends.launch._launch_stream
+StreamLauncher.issue           cudagraph.ops.kinds.kernel.KernelOps.issue
+StreamLauncher.capture         cudagraph.materialize.capture._replay
 =============================  ====================================================================
 
 (``KernelLoop``'s twin is the class of the same interface that makes the same
 calls through ``cuda.bindings``; ``set_kernel_node``'s is the ``cuda.bindings`` branch of its caller;
-``BindMethod`` wraps its twin, the Python method, as ``__wrapped__``.)
+``BindMethod`` wraps its twin, the Python method, as ``__wrapped__``; ``StreamLauncher.issue``'s twin is
+called on each node it would launch; the stream launches are set up in ``stream_launch.py``.)
 
 The compiled module reads Python objects only through the ``__slots__`` named
 in :data:`NATIVE_SLOTS`, declared to it once at import (``declare_slots``); a
@@ -105,6 +111,10 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",
         "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
+        "LaunchKernel.pack": "cudagraph.driver.kernel_args:KernelInfo.pack",
+        "StreamLauncher.launch": "cudagraph.frontends.launch:_launch_stream",
+        "StreamLauncher.issue": "cudagraph.ops.kinds.kernel:KernelOps.issue",
+        "StreamLauncher.capture": "cudagraph.materialize.capture:_replay",
     }
 )
 

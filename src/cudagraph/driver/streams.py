@@ -1,13 +1,26 @@
-"""Accepting streams from every library: cuda.core, ``__cuda_stream__``, raw handles."""
+"""Accepting streams from every library (cuda.core, ``__cuda_stream__``, raw handles), and capture dependencies."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..errors import OperandError
-from .calls import require_driver
+from .calls import check, raise_error, require_driver
+from .compat import BINDINGS_MAJOR
 
-__all__ = ["stream_handle"]
+__all__ = [
+    "READ_INT",
+    "READ_INT_OF",
+    "READ_PROTOCOL",
+    "capture_dependencies",
+    "set_capture_dependencies",
+    "stream_handle",
+    "stream_reading",
+]
+
+#: How the int handle of a stream target is read, learned once per type (see :func:`stream_reading`):
+#: the int itself, item 1 of ``__cuda_stream__()``, or ``int(target)`` (a ``CUstream``).
+READ_INT, READ_PROTOCOL, READ_INT_OF = 1, 2, 3
 
 
 def stream_handle(stream: Any) -> Any:
@@ -46,3 +59,53 @@ def stream_handle(stream: Any) -> Any:
         f"a torch/cupy stream, an int or None; "
         f"got {type(stream).__name__}"
     )
+
+
+def stream_reading(stream: Any) -> int:
+    """How the handle of every stream of ``type(stream)`` can be read without :func:`stream_handle`.
+
+    ``READ_INT`` for an ``int``, ``READ_PROTOCOL`` for a type with a ``__cuda_stream__`` method,
+    ``READ_INT_OF`` for a ``CUstream``; ``0`` for the others (read by :func:`stream_handle` each time).
+    Call it on a value :func:`stream_handle` accepted.
+    """
+    t = type(stream)
+    if t is int:
+        return READ_INT
+    if callable(getattr(t, "__cuda_stream__", None)):
+        return READ_PROTOCOL
+    if t is require_driver().CUstream:
+        return READ_INT_OF
+    return 0
+
+
+def capture_dependencies(h: Any, node: Any = None) -> list[int]:
+    """The driver nodes the next work captured on stream ``h`` will depend on (``cuStreamGetCaptureInfo``).
+
+    Raises
+    ------
+    DriverError
+        The driver refused (the message names ``node``, if given).
+    """
+    res = require_driver().cuStreamGetCaptureInfo(h)
+    if res[0]:
+        raise_error(res[0], "cuStreamGetCaptureInfo", node)
+    n = int(res[-1])
+    return [int(d) for d in res[4][:n]] if n else []
+
+
+def set_capture_dependencies(h: Any, deps: list[int], node: Any = None) -> None:
+    """Make the next work captured on stream ``h`` depend on exactly the driver nodes ``deps``.
+
+    Raises
+    ------
+    DriverError
+        The driver refused (the message names ``node``, if given).
+    """
+    drv = require_driver()
+    nodes = [drv.CUgraphNode(d) for d in deps]
+    flags = int(drv.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+    if BINDINGS_MAJOR >= 13:
+        r = drv.cuStreamUpdateCaptureDependencies(h, nodes, None, len(nodes), flags)
+    else:  # pragma: no cover - cuda-bindings 12.x: the edge-data form is _v2
+        r = drv.cuStreamUpdateCaptureDependencies_v2(h, nodes, None, len(nodes), flags)
+    check(r, "cuStreamUpdateCaptureDependencies", node)

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from ..definition.dims import MAX_BLOCK, MAX_GRID
 from ..definition.graph import Graph
 from ..definition.node import Node
 from ..definition.path import Path
+from ..driver import stream_launch
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.foreign_kernels import FOREIGN_KERNEL_TYPES, resolve
 from ..driver.host_callbacks import retire
-from ..driver.kernel_args import PACKING_LOCK, kernel_info
-from ..driver.streams import stream_handle
+from ..driver.kernel_args import PACKING_LOCK
+from ..driver.stream_launch import PreparedLaunch, launch_packed, prepared
+from ..driver.streams import READ_INT, READ_INT_OF, READ_PROTOCOL, stream_handle, stream_reading
 from ..errors import DefinitionError, ForeignNodeError, HostCallbackError, OperandError
 from ..materialize.eager import StreamIssue, issue_node
 from ..ops.lower_state import LowerState
@@ -36,6 +38,10 @@ from ..ops.lower_state import LowerState
 __all__ = ["ForkedStream", "fork", "host", "join", "launch", "memcpy", "memset", "record", "wait"]
 
 _SMEM_PLAIN = 48 * 1024
+
+#: The compiled launcher: a stream launch of a target type, configuration and kernel it has learned
+#: from the Python path below takes no Python frame but launch()'s own (``None``: the Python path).
+_FAST: Any = stream_launch.LAUNCHER
 
 
 # ------------------------------------------------------------------------------------------------ targets
@@ -105,12 +111,22 @@ def _refusal(call: str, target: Any) -> OperandError:
     )
 
 
-# type -> the function reading an int stream handle from a target of that type (learned on first use)
-_HANDLE_OF: dict[type, Callable[[Any], int]] = {}
-
-
 def _by_protocol(t: Any) -> int:
     return int(t.__cuda_stream__()[1])
+
+
+def _by_int(t: int) -> int:
+    if t < 0:
+        raise _refusal("launch", t)
+    return t
+
+
+#: How a stream handle is read from a target of a learned type (driver.streams.stream_reading).
+_READERS: dict[int, Callable[[Any], int]] = {READ_INT: _by_int, READ_PROTOCOL: _by_protocol, READ_INT_OF: int}
+
+# type -> the function reading an int stream handle from a target of that type (learned on first use,
+# and taught to the compiled launcher)
+_HANDLE_OF: dict[type, Callable[[Any], int]] = {}
 
 
 def _stream(target: Any, call: str) -> int:
@@ -124,10 +140,11 @@ def _stream(target: Any, call: str) -> int:
         h = int(stream_handle(target))
     except OperandError:
         raise _refusal(call, target) from None
-    if callable(getattr(target, "__cuda_stream__", None)):
-        _HANDLE_OF[type(target)] = _by_protocol
-    elif type(target) is int:
-        _HANDLE_OF[int] = int
+    mode = stream_reading(target)
+    if mode:
+        _HANDLE_OF[type(target)] = _READERS[mode]
+        if _FAST is not None:
+            _FAST.learn_target(type(target), mode)
     return h
 
 
@@ -268,6 +285,8 @@ def _config(config: Any, call: str) -> _Config:
         if len(_CONFIGS) > 1024:
             _CONFIGS.clear()
         _CONFIGS[id(config)] = c
+        if _FAST is not None:
+            _FAST.remember_config(config, c.grid_obj, c.block_obj, c.smem, c.grid + c.block)
     return c
 
 
@@ -288,39 +307,16 @@ def _kernel(kernel: Any, args: tuple[Any, ...], call: str) -> tuple[Any, tuple[A
     return kernel, args
 
 
-class _Launcher:
-    """A kernel ready for stream launches: its argument layout and the function handle to launch.
-
-    A Numba dispatcher (``info`` is ``None``) is specialised from each call's arguments: slow path.
-    """
-
-    __slots__ = ("source", "info", "func")
-
-    def __init__(self, source: Any, call: str) -> None:
-        self.source = source
-        self.info: Any = None
-        self.func: Any = None
-        if type(source).__name__ == "CUDADispatcher":
-            return
-        kernel = _kernel(source, (), call)[0]
-        self.info = kernel_info(kernel)
-        # A CUkernel is launched as a CUfunction of the current context, as cuda.core does.
-        self.func = require_driver().CUfunction(int(self.info.handle))
-
-
-# id(kernel) -> _Launcher (the entry holds the kernel: its id stays its own)
-_LAUNCHERS: dict[int, _Launcher] = {}
-
-
-def _launcher(kernel: Any, call: str) -> _Launcher:
-    entry = _LAUNCHERS.get(id(kernel))
-    if entry is not None and entry.source is kernel:
-        return entry
-    entry = _Launcher(kernel, call)
-    if len(_LAUNCHERS) > 4096:
-        _LAUNCHERS.clear()
-    _LAUNCHERS[id(kernel)] = entry
-    return entry
+def _prepared(kernel: Any, call: str) -> PreparedLaunch | None:
+    """The prepared launch of ``kernel`` (checked on its first use); ``None`` for a Numba dispatcher,
+    which is specialised from each call's arguments."""
+    if type(kernel).__name__ == "CUDADispatcher":
+        return None
+    p = stream_launch._PREPARED.get(id(kernel))
+    if p is not None and p.source is kernel:
+        return p
+    _kernel(kernel, (), call)  # the typed refusal of a kernel of the wrong kind
+    return prepared(kernel)
 
 
 def _scratch_issue(call: str, build: Callable[[Graph], Node], h: int) -> None:
@@ -365,24 +361,37 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> Node | None:
     DefinitionError
         Dimensions the kernel cannot take.
     """
+    if _FAST is not None:  # the compiled launcher takes what it has learned (declined: -1)
+        rc = _FAST.launch(target, config, kernel, args)
+        if rc == 0:
+            return None
+        if rc > 0:
+            _refused(rc, kernel)
     if type(target) is Path:
         return _launch_path(target, config, kernel, args)
     if type(target) in _PATH_TARGETS:
         return _launch_path(_PATH_TARGETS[type(target)](target, "launch"), config, kernel, args)
-    h = _stream(target, "launch")
-    c = _config(config, "launch")
-    entry = _launcher(kernel, "launch")
-    info = entry.info
-    if info is None or not c.plain:
-        _launch_slow(h, c, kernel, args)
-        return None
-    with PACKING_LOCK:
-        params = info.pack(args, "cudagraph.launch", _NO_BINDINGS)
-        g, b = c.grid, c.block
-        (err,) = require_driver().cuLaunchKernel(entry.func, g[0], g[1], g[2], b[0], b[1], b[2], c.smem, h, params, 0)
-    if err:
-        raise_error(err, "cuLaunchKernel", None, f"cudagraph.launch of kernel {info.name!r}")
+    _launch_stream(_stream(target, "launch"), _config(config, "launch"), kernel, args)
     return None
+
+
+def _launch_stream(h: int, c: _Config, kernel: Any, args: tuple[Any, ...]) -> None:
+    """A launch on the stream handle ``h``: the Python twin of the compiled ``StreamLauncher.launch``."""
+    p = _prepared(kernel, "launch")
+    if p is None or not c.plain:
+        _launch_slow(h, c, kernel, args)
+        return
+    with PACKING_LOCK:
+        params = p.info.pack(args, "cudagraph.launch", _NO_BINDINGS)
+        err = launch_packed(p, params, c.grid, c.block, c.smem, h)
+    if err:
+        _refused(err, kernel)
+
+
+def _refused(err: Any, kernel: Any) -> NoReturn:
+    """Raise the typed error of a launch the driver refused."""
+    name = prepared(kernel).info.name
+    raise_error(require_driver().CUresult(int(err)), "cuLaunchKernel", None, f"cudagraph.launch of kernel {name!r}")
 
 
 _NO_BINDINGS: dict[str, Any] = {}

@@ -1,130 +1,168 @@
-"""The capture materializer: replay a definition onto streams under stream capture.
+"""The capture materializer: replay a definition onto a stream under stream capture.
 
 Each node is issued as the stream call that does the same work (kernels with
-``cuLaunchKernel``, copies, fills, host functions, event records and waits)
-on a set of streams forked from one origin stream; fan-out takes new
-streams, fan-in waits on events. The captured graph is equivalent to the
-explicit one (child graphs are replayed inline). The driver node made for
-each definition node is read with ``cuStreamGetCaptureInfo`` so that the
-executable can update nodes like an explicitly built one.
+``cuLaunchKernel``, copies, fills, host functions, event records and waits) on
+one stream. Before each node, the stream's capture dependencies are set to the
+driver nodes its predecessors were captured as
+(``cuStreamUpdateCaptureDependencies``, skipped when they already are those),
+so the captured graph has the definition's edges exactly, with no forked
+streams or events; after it, they are read back (``cuStreamGetCaptureInfo``):
+they are what its successors depend on, and the single one after a node's one
+call is the driver node made for it, kept so that the executable can update
+nodes like an explicitly built one. Child graphs are replayed inline.
+
+Runs of kernel nodes go to the compiled ``StreamLauncher.capture``
+(:data:`cudagraph.driver.stream_launch.LAUNCHER`), which makes the same three
+driver calls per node from C; the loop of :func:`_replay` is its Python twin.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
+from ..definition.bindings import node_params_uses
 from ..definition.graph import Graph
 from ..definition.nodes import Node
+from ..driver import stream_launch
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
+from ..driver.streams import capture_dependencies, set_capture_dependencies
 from ..errors import UnsupportedError
 from ..ops.lower_state import LowerState
 from ..ops.registry import ops_for
 from .capture_region import pause_collector, resume_collector
 from .eager import StreamIssue
-from .explicit import LoweredGraph, Lowering, node_params_uses
+from .explicit import DriverNodes, LoweredGraph, Lowering
 
 __all__ = ["capture_lower"]
 
 
 class _Replay:
-    """Streams, events and the node map of one capture; each node is expressed by its kind's ``capture``."""
+    """One capture: its stream, the dependencies last set or read on it, and the driver node of each node."""
 
     def __init__(self, lowering: Lowering) -> None:
         from cuda.core import Device
 
         self.drv = require_driver()
         self.lowering = lowering
-        self.device = Device()
-        self.origin = self.device.create_stream()
-        self.owned: list[Any] = [self.origin]
-        self.free: list[Any] = []
-        self.events: list[Any] = []
-        self.tail: dict[int, Any] = {}  # id(stream handle) -> (stream, last event)
+        self.origin = Device().create_stream()
+        self.h = self.origin.handle
+        self.handle = int(self.h)
         # Nodes are issued as an eager run would issue them, with this construction's callbacks.
         self.run = StreamIssue(
             lowering.bindings, lowering.sink, lowering.host_keys, LowerState(lowering.ctx, eager=True)
         )
-
-    def event_on(self, h: Any) -> Any:
-        drv = self.drv
-        ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-        self.events.append(ev)
-        check(drv.cuEventRecord(ev, h), "cuEventRecord")
-        return ev
-
-    def new_stream(self) -> Any:
-        s = self.free.pop() if self.free else None
-        if s is None:
-            s = self.device.create_stream()
-            self.owned.append(s)
-        return s
+        self.cur: list[int] = []  # the stream's capture dependencies, sorted
+        self.fresh = False  # whether `cur` was read after the node being issued
+        self.raw: list[int] = []  # the driver node of each node of the graph being replayed, by index
+        fast = stream_launch.LAUNCHER
+        self.fast = fast if fast is not None and fast.captures else None
 
     def close(self) -> None:
-        for ev in self.events:
-            self.drv.cuEventDestroy(ev)
-        for s in self.owned:
-            s.close()
+        self.origin.close()
 
     def issued(self, node: Node, h: Any) -> None:
         """Map ``node`` to the driver node the last call on the stream handle ``h`` captured."""
-        dn = _last_node(self, h, node)
-        if dn is not None:
-            lowering = self.lowering
-            lowering.driver_nodes[id(node)] = (node, dn)
-            if lowering.bindings:
-                for name in node_params_uses(node):
-                    lowering.param_users.setdefault(name, []).append(node)
+        deps = capture_dependencies(h, node)
+        self.cur, self.fresh = sorted(deps), True
+        if len(deps) == 1:
+            self.raw[node.index] = deps[0]
 
     def inline(self, node: Node, graph: Graph, stream: Any) -> None:
-        """Replay ``graph`` (the body of ``node``) after the work on ``stream``; join its exits back onto it."""
-        h = stream.handle
-        exits = _replay(self, graph, [(stream, self.event_on(h))])
-        for s2, ev in exits:
-            if s2 is not stream:
-                check(self.drv.cuStreamWaitEvent(h, ev, 0), "cuStreamWaitEvent", node)
+        """Replay ``graph`` (the body of ``node``) after the work on ``stream``; continue after its exits."""
+        raw = [0] * len(graph._nodes)
+        exits = _replay(self, graph, tuple(self.cur), raw)
+        _record(self.lowering, graph, raw)
+        self.depend_on(exits, node)
+        self.fresh = True
+
+    def depend_on(self, deps: list[int], node: Node | None) -> None:
+        """Make the next captured work depend on exactly ``deps`` (sorted; no call when it already does)."""
+        if deps != self.cur:
+            set_capture_dependencies(self.h, deps, node)
+            self.cur = deps
 
 
-def _last_node(rp: _Replay, h: Any, node: Node) -> Any:
-    res = rp.drv.cuStreamGetCaptureInfo(h)
-    if res[0]:
-        raise_error(res[0], "cuStreamGetCaptureInfo", node)
-    deps = res[4]
-    n = res[-1]
-    return deps[0] if n == 1 else None
+def _union(groups: list[Any]) -> list[int]:
+    """The driver nodes of several exit tuples, sorted, each once."""
+    if len(groups) == 1:
+        return sorted(set(groups[0]))
+    out: set[int] = set()
+    for g in groups:
+        out.update(g)
+    return sorted(out)
 
 
-def _replay(rp: _Replay, graph: Graph, entry: list[tuple[Any, Any]]) -> list[Any]:
-    """Issue ``graph``'s nodes; ``entry`` are (stream, event) the roots must follow. Returns the exits."""
-    drv = rp.drv
+def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -> list[int]:
+    """Capture ``graph``'s nodes, its roots after ``entry``, writing the driver node of each into ``raw``
+    (by index); return the driver nodes its leaves end with."""
     order = graph.topological_order()
-    where: dict[int, tuple[Any, Any]] = {}  # node index -> (stream, event after it)
-    claimed: set[int] = set()
-    for node in order:
-        ops = ops_for(node)
-        why = ops.capture_refusal(node)
-        if why is not None:
-            raise UnsupportedError(why, node=node)
-        waits = [where[p.index] for p in node._preds] or entry
-        stream = None
-        for p in node._preds:
-            if p.index not in claimed:
-                stream = where[p.index][0]
-                claimed.add(p.index)
-                break
-        if stream is None:
-            stream = rp.new_stream()
-        h = stream.handle
-        for s2, ev in waits:
-            if s2 is not stream and ev is not None:
-                check(drv.cuStreamWaitEvent(h, ev, 0), "cuStreamWaitEvent", node)
-        ops.capture(rp, node, stream)
-        where[node.index] = (stream, rp.event_on(h))
-    leaves = [n for n in graph._nodes if not n._succs]
+    total = len(order)
+    exits: list[Any] = [None] * len(graph._nodes)  # node index -> the stream's dependencies after it
+    outer, rp.raw = rp.raw, raw
+    fast = rp.fast
+    try:
+        i = 0
+        while i < total:
+            if fast is not None:  # the kernel nodes it can take, in a row
+                start = i
+                i = fast.capture(order, i, rp.handle, exits, raw, entry)
+                if fast.rc:
+                    if fast.rc < 0:
+                        raise MemoryError("capture: out of memory")
+                    raise_error(rp.drv.CUresult(fast.rc), "cuLaunchKernel", order[i])
+                if i > start:
+                    rp.cur = sorted(exits[order[i - 1].index])
+                if i == total:
+                    break
+            node = order[i]
+            ops = ops_for(node)
+            why = ops.capture_refusal(node)
+            if why is not None:
+                raise UnsupportedError(why, node=node)
+            preds = node._preds
+            rp.depend_on(_union([exits[p.index] for p in preds]) if preds else sorted(set(entry)), node)
+            rp.fresh = False
+            ops.capture(rp, node, rp.origin)
+            if not rp.fresh:
+                rp.cur = sorted(capture_dependencies(rp.h, node))
+            exits[node.index] = tuple(rp.cur)
+            i += 1
+    finally:
+        rp.raw = outer
     if not graph._nodes:
-        return entry
-    return [where[n.index] for n in leaves]
+        return sorted(set(entry))
+    return _union([exits[n.index] for n in graph._nodes if not n._succs])
+
+
+def _record(lowering: Lowering, graph: Graph, raw: list[int]) -> _CapturedNodes:
+    """Keep the driver node of each node of ``graph`` (``raw``, by index) and note those using parameters."""
+    if lowering.bindings:
+        for node in graph._nodes:
+            if raw[node.index]:
+                for name in node_params_uses(node):
+                    lowering.param_users.setdefault(name, []).append(node)
+    nodes = _CapturedNodes(raw, [None] * len(raw), require_driver().CUgraphNode)
+    lowering.tracked.append((list(graph._nodes), nodes))  # read into the executable's node map on demand
+    return nodes
+
+
+class _CapturedNodes(DriverNodes):
+    """The driver node of each top-level node by index; ``None`` for a node captured as none (an empty node)."""
+
+    __slots__ = ()
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.raw)))]
+        return super().__getitem__(index) if self.raw[index] else None
 
 
 def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGraph:
@@ -133,25 +171,23 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
     ctx = ensure_context()
     lowering = Lowering(ctx, bindings, sink)
     rp = _Replay(lowering)
-    origin = rp.origin.handle
+    origin = rp.h
     mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
     captured = None
     collecting = pause_collector()
+    top: list[int] = [0] * len(graph._nodes)
     try:
         check(drv.cuStreamBeginCapture(origin, mode), "cuStreamBeginCapture")
         try:
-            start = rp.event_on(origin)
             with PACKING_LOCK:
-                exits = _replay(rp, graph, [(rp.origin, start)])
-            for s2, ev in exits:
-                if s2 is not rp.origin:
-                    check(drv.cuStreamWaitEvent(origin, ev, 0), "cuStreamWaitEvent")
+                exits = _replay(rp, graph, (), top)
+            rp.depend_on(exits, None)  # every leaf joined to the end of the capture
         finally:
             err, captured = drv.cuStreamEndCapture(origin)
         if err:
             raise_error(err, "cuStreamEndCapture")
     except BaseException:
-        if captured is not None:
+        if captured is not None and int(captured):
             drv.cuGraphDestroy(captured)
         unregister(lowering.host_keys)
         rp.close()
@@ -159,5 +195,4 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
     finally:
         resume_collector(collecting)
     rp.close()
-    top = [lowering.driver_nodes.get(id(n), (n, None))[1] for n in graph._nodes]
-    return LoweredGraph(captured, graph, top, lowering)
+    return LoweredGraph(captured, graph, _record(lowering, graph, top), lowering)

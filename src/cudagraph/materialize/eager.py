@@ -1,7 +1,8 @@
 """The eager materializer: run a definition on a stream with no graph.
 
 Each node is issued by its kind's ops (:meth:`~cudagraph.ops.kinds.base.KindOps.issue`)
-as the stream calls that do its work, in topological order.
+as the stream calls that do its work, in topological order; runs of kernel nodes
+are launched from C where the compiled module is built (see :meth:`StreamIssue.issue_graph`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 from ..definition.bindings import resolve_bindings
 from ..definition.graph import Graph
 from ..definition.nodes import Node
-from ..driver.calls import check, ensure_context, require_driver
+from ..driver import stream_launch
+from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
@@ -46,9 +48,28 @@ class StreamIssue:
         self.state = state
 
     def issue_graph(self, graph: Graph, stream: Any) -> None:
-        """Issue every node of ``graph`` on the stream handle ``stream``, in topological order."""
-        for node in graph.topological_order():
-            ops_for(node).issue(node, stream, self)
+        """Issue every node of ``graph`` on the stream handle ``stream``, in topological order.
+
+        Runs of kernel nodes go to the compiled ``StreamLauncher.issue`` where it is available
+        (:data:`cudagraph.driver.stream_launch.LAUNCHER`); every node it hands back is issued by its
+        kind's ops (a kernel node's, its twin, prepares the kernel and learns its argument kinds, so
+        that the compiled loop takes the next nodes of that kernel).
+        """
+        order = graph.topological_order()
+        fast = stream_launch.LAUNCHER
+        if fast is None:
+            for node in order:
+                ops_for(node).issue(node, stream, self)
+            return
+        h = int(stream)
+        i, total = 0, len(order)
+        while i < total:
+            i = fast.issue(order, i, h)
+            if fast.rc:
+                raise_error(require_driver().CUresult(fast.rc), "cuLaunchKernel", order[i])
+            if i < total:
+                ops_for(order[i]).issue(order[i], stream, self)
+                i += 1
 
 
 def issue_node(node: Node, stream: Any, run: StreamIssue) -> None:

@@ -54,6 +54,8 @@ from ...driver.calls import check, raise_error, require_driver
 from ...driver.compat import BINDINGS_MAJOR
 from ...driver.devices import primary_context
 from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
+from ...driver.stream_launch import launch_packed
+from ...driver.stream_launch import prepared as prepared_launch
 from ...errors import DriverError, OperandError, UnsupportedError
 from ..lower_state import LowerState, is_late, late_kernel_args
 from .base import Builder, ExecSetter, KindOps, StreamRun
@@ -348,25 +350,21 @@ class KernelOps(KindOps):
 
     # ---------------------------------------------------------------- streams
     def issue(self, node: KernelNode, stream: Any, run: StreamRun) -> None:
-        drv = require_driver()
-        state = run.state
-        info = kernel_info(node.kernel)
+        """One launch (the Python twin of the compiled ``StreamLauncher.issue``, which learns from it)."""
+        p = prepared_launch(node.kernel)
         try:
-            params = info.pack(node.args, node, run.bindings)
+            params = p.info.pack(node.args, node, run.bindings)
         except OperandError:
-            late = late_kernel_args(state, node)
+            late = late_kernel_args(run.state, node)
             if late is None:
                 raise
-            params = info.pack(late, node, run.bindings)
+            params = p.info.pack(late, node, run.bindings)
         if node.attrs is not None:
-            self._launch_ex(node, info, params, stream, state)
+            self._launch_ex(node, p.info, params, stream, run.state)
             return
-        g, b = node.grid, node.block
-        check(
-            drv.cuLaunchKernel(_function(info, state), *g, *b, node.shared_mem, stream, params, 0),
-            "cuLaunchKernel",
-            node,
-        )
+        err = launch_packed(p, params, node.grid, node.block, node.shared_mem, stream)
+        if err:
+            raise_error(err, "cuLaunchKernel", node)
 
     @staticmethod
     def _launch_ex(node: KernelNode, info: Any, params: int, stream: Any, state: LowerState) -> None:

@@ -1,0 +1,176 @@
+"""Host overhead per launch on the CPU, against a fake CUDA driver whose calls cost (almost) nothing.
+
+No GPU needed: ``bench/fake_driver/fake_libcuda.c`` is built into a ``libcuda.so.1`` that
+``cuda.bindings`` (and so ``cuda.core`` and cudagraph) loads instead of the driver; every figure is
+then the Python/C work above the driver call, the part these libraries add. Side by side, interleaved
+within each repeat, medians:
+
+- ``cudagraph.launch`` vs ``cuda.core.launch`` on a stream (Buffer and int-pointer arguments, a
+  LaunchConfig and a (grid, block) tuple), ns per launch;
+- ``Graph.run`` of an N-kernel chain vs the same launches in a ``cuda.core.launch`` loop, ns per kernel;
+- ``g.instantiate(backend="capture")`` of an N-kernel chain vs cuda.core's capture of the same
+  launches into a GraphBuilder + ``complete()``, and vs ``backend="explicit"``, ns per node.
+
+On a GPU each figure adds the driver's own cost to both sides (cuLaunchKernel is about 2-3 µs on an
+H200), so these ratios bound the GPU ratios from above when cudagraph's overhead is the smaller one.
+
+Run from the repository root: ``python bench/cpu_overhead.py [--repeats 7] [--chain 100] [--nodes 1000]``
+(with ``CUDAGRAPH_NO_C_ENTRY=1`` for the Python paths). Needs a C compiler; on a machine with a real
+driver it still uses the fake one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _relaunch_under_fake_driver() -> None:
+    """Build the fake libcuda.so.1 and run this script again with it first on the library path."""
+    out = Path(tempfile.mkdtemp(prefix="cudagraph-fake-cuda-"))
+    cc = os.environ.get("CC", "cc")
+    src = HERE / "fake_driver" / "fake_libcuda.c"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out / "libcuda.so.1"), str(src), "-ldl"], check=True)
+    env = dict(os.environ, CUDAGRAPH_FAKE_DRIVER=str(out))
+    env["LD_LIBRARY_PATH"] = f"{out}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else str(out)
+    env.setdefault("PYTHONPATH", str(HERE.parent / "src"))
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def _interleaved(peers: dict[str, Callable[[], Any]], count: int, repeats: int, per: int) -> dict[str, float]:
+    """Median ns per unit of each peer (``count`` calls of ``per`` units per repeat), peers interleaved."""
+    for fn in peers.values():
+        for _ in range(min(count, 50)):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in peers}
+    for _ in range(repeats):
+        for name, fn in peers.items():
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                for _ in range(count):
+                    fn()
+                samples[name].append((time.perf_counter() - t0) / (count * per) * 1e9)
+            finally:
+                gc.enable()
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--launches", type=int, default=20000)
+    ap.add_argument("--chain", type=int, default=100)
+    ap.add_argument("--nodes", type=int, default=1000)
+    opts = ap.parse_args()
+    if not os.environ.get("CUDAGRAPH_FAKE_DRIVER"):
+        _relaunch_under_fake_driver()
+
+    import numpy as np
+    from cuda.core import Device, LaunchConfig, ObjectCode, launch
+
+    import cudagraph as cg
+    from cudagraph.driver.c_entry import NATIVE
+
+    try:
+        from cudagraph.driver.stream_launch import LAUNCHER
+    except ImportError:  # a checkout from before the compiled launcher: measured all the same
+        LAUNCHER = None
+
+    dev = Device(0)
+    dev.set_current()
+    s = dev.create_stream()
+    k = ObjectCode.from_cubin(b"\0" * 64).get_kernel("inc")  # the fake driver takes any image
+    buf = dev.allocate(128, stream=s)
+    addr = int(buf.handle)
+    cfg = LaunchConfig(grid=1, block=32)
+    a, n = np.float32(1.0), np.int32(32)
+    compiled = f"compiled module: {NATIVE is not None}, compiled launcher: {LAUNCHER is not None}"
+    print(f"python {sys.version.split()[0]}, {compiled}")
+
+    one = _interleaved(
+        {
+            "cuda.core.launch (Buffer)": lambda: launch(s, cfg, k, buf, a, n),
+            "cudagraph.launch (Buffer)": lambda: cg.launch(s, cfg, k, buf, a, n),
+            "cuda.core.launch (int ptr)": lambda: launch(s, cfg, k, addr, a, n),
+            "cudagraph.launch (int ptr)": lambda: cg.launch(s, cfg, k, addr, a, n),
+            "cudagraph.launch ((grid, block))": lambda: cg.launch(s, (1, 32), k, addr, a, n),
+        },
+        opts.launches,
+        opts.repeats,
+        1,
+    )
+    print(f"\n{'stream launch':<34} {'ns/launch':>10}")
+    for name, v in one.items():
+        print(f"{name:<34} {v:>10.0f}")
+    for form in ("Buffer", "int ptr"):
+        r = one[f"cudagraph.launch ({form})"] / one[f"cuda.core.launch ({form})"]
+        print(f"ratio cudagraph.launch / cuda.core.launch ({form}): {r:.2f}")
+
+    kargs = (buf, a, n)
+    chain = cg.Graph("chain")
+    prev = None
+    for _ in range(opts.chain):
+        prev = chain.kernel(k, 1, 32, kargs, after=prev)
+
+    def loop() -> None:
+        for _ in range(opts.chain):
+            launch(s, cfg, k, *kargs)
+
+    run = _interleaved(
+        {"cuda.core.launch loop": loop, "Graph.run": lambda: chain.run(s)},
+        max(1, opts.launches // opts.chain // 4),
+        opts.repeats,
+        opts.chain,
+    )
+    print(f"\n{f'{opts.chain}-kernel chain':<34} {'ns/kernel':>10}")
+    for name, v in run.items():
+        print(f"{name:<34} {v:>10.0f}")
+    print(f"ratio Graph.run / cuda.core.launch loop: {run['Graph.run'] / run['cuda.core.launch loop']:.2f}")
+
+    big = cg.Graph("chain")
+    prev = None
+    for _ in range(opts.nodes):
+        prev = big.kernel(k, 1, 32, kargs, after=prev)
+
+    def core_capture() -> None:
+        builder = dev.create_graph_builder()
+        builder.begin_building()
+        for _ in range(opts.nodes):
+            launch(builder, cfg, k, *kargs)
+        builder.end_building()
+        builder.complete().close()
+        builder.close()
+
+    cap = _interleaved(
+        {
+            "cuda.core capture + complete": core_capture,
+            "instantiate(backend='capture')": lambda: big.instantiate(backend="capture").close(),
+            "instantiate(backend='explicit')": lambda: big.instantiate().close(),
+        },
+        3,
+        opts.repeats,
+        opts.nodes,
+    )
+    print(f"\n{f'{opts.nodes}-kernel chain, build + instantiate':<34} {'ns/node':>10}")
+    for name, v in cap.items():
+        print(f"{name:<34} {v:>10.0f}")
+    r = cap["instantiate(backend='capture')"] / cap["cuda.core capture + complete"]
+    print(f"ratio capture backend / cuda.core capture + complete: {r:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

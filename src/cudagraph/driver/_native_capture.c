@@ -1,0 +1,206 @@
+/*
+ * StreamLauncher.capture: runs of kernel nodes under stream capture, each node's capture dependencies
+ * set to its predecessors' driver nodes. Python twin: the loop of cudagraph.materialize.capture._replay.
+ */
+#include "_native_launch.h"
+
+/* ------------------------------------------------------------------ capture */
+
+static int
+cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int
+grow(void ***arr, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    void **p = PyMem_Realloc(*arr, 2 * n * sizeof(void *));
+    if (p == NULL)
+        return -1;
+    *arr = p;
+    *cap = 2 * n;
+    return 0;
+}
+
+/* Sort and deduplicate a[0:n]; return the new length. */
+static size_t
+sort_unique(void **a, size_t n)
+{
+    if (n > 1)
+        qsort(a, n, sizeof(void *), cmp_ptr);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || a[m - 1] != a[i])
+            a[m++] = a[i];
+    return m;
+}
+
+/* Append the driver nodes of `t` (a tuple of ints) to self->want at *n; 0, or -1 (no exception set). */
+static int
+want_add(StreamLauncher *self, PyObject *t, size_t *n)
+{
+    if (t == NULL || !PyTuple_CheckExact(t) || grow(&self->want, &self->want_cap, *n + (size_t)PyTuple_GET_SIZE(t)) < 0)
+        return -1;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(t); j++) {
+        void *h = PyLong_AsVoidPtr(PyTuple_GET_ITEM(t, j));
+        if (h == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        self->want[(*n)++] = h;
+    }
+    return 0;
+}
+
+/* The dependencies a captured node must have: the exits of its predecessors (exits[p.index]), or
+ * `entry` for a root, sorted, in self->want. Their count, or -1 (decline). Runs no Python code. */
+static Py_ssize_t
+capture_want(StreamLauncher *self, PyObject *node, PyObject *exits, PyObject *entry)
+{
+    PyObject *preds = SLOT(node, self->nd.preds);
+    if (preds == NULL || !PyList_CheckExact(preds))
+        return -1;
+    size_t n = 0;
+    if (PyList_GET_SIZE(preds) == 0)
+        return want_add(self, entry, &n) < 0 ? -1 : (Py_ssize_t)sort_unique(self->want, n);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(preds); i++) {
+        PyObject *p = PyList_GET_ITEM(preds, i);
+        if (!PyObject_TypeCheck(p, self->node_type))
+            return -1;
+        PyObject *index = SLOT(p, self->nd.index);
+        Py_ssize_t at = index != NULL && PyLong_CheckExact(index) ? PyLong_AsSsize_t(index) : -1;
+        if (at < 0 || at >= PyList_GET_SIZE(exits)) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (want_add(self, PyList_GET_ITEM(exits, at), &n) < 0)
+            return -1;
+    }
+    return (Py_ssize_t)sort_unique(self->want, n);
+}
+
+/* Read the stream's capture dependencies into self->cur (sorted) and, when `out` is given, as a
+ * tuple of ints into *out (a new reference) and the single one into *single (NULL otherwise).
+ * 0, the CUresult (> 0), or -1 (no memory; no exception set). */
+static int
+capture_read(StreamLauncher *self, void *stream, PyObject **out, void **single)
+{
+    int status = 0;
+    unsigned long long id = 0;
+    void *graph = NULL;
+    void *const *deps = NULL;
+    const void *edata = NULL;
+    size_t n = 0;
+    int rc = ((cg_capture_info_fn)self->capture_info)(stream, &status, &id, &graph, &deps, &edata, &n);
+    if (rc)
+        return rc;
+    if (grow(&self->cur, &self->cur_cap, n ? n : 1) < 0)
+        return -1;
+    if (out != NULL) {
+        PyObject *t = PyTuple_New((Py_ssize_t)n);
+        for (size_t j = 0; t != NULL && j < n; j++) {
+            PyObject *h = PyLong_FromVoidPtr(deps[j]);
+            if (h == NULL)
+                Py_CLEAR(t);
+            else
+                PyTuple_SET_ITEM(t, (Py_ssize_t)j, h);
+        }
+        if (t == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        *out = t;
+        *single = n == 1 ? deps[0] : NULL;
+    }
+    if (n)
+        memcpy(self->cur, deps, n * sizeof(void *));
+    self->ncur = sort_unique(self->cur, n);
+    return 0;
+}
+
+const char cg_launcher_capture_doc[] =
+             "capture(order, start, stream, exits, raw, entry) -> int\n\n"
+             "Under stream capture on the stream handle `stream`: for order[start:], while each node is\n"
+             "one issue() takes, set the stream's capture dependencies to the exits of its predecessors\n"
+             "(exits[p.index], tuples of driver node handles; `entry` for a root) unless they are\n"
+             "already those, launch it, and record the stream's dependencies after it in\n"
+             "exits[node.index] and the captured node in raw[node.index]. Return the index of the first\n"
+             "node not done; `rc` holds the CUresult of a refused call (-1: no memory).";
+
+PyObject *
+cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    void *stream;
+    if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1]) || !PyList_CheckExact(argv[3]) ||
+        !PyList_CheckExact(argv[4]) || !PyTuple_CheckExact(argv[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "capture(order: list, start: int, stream: int, exits: list, raw: list, entry: tuple)");
+        return NULL;
+    }
+    if (address_of(argv[2], "stream", &stream) < 0)
+        return NULL;
+    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
+    if (i < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "capture: start must be non-negative");
+        return NULL;
+    }
+    if (self->capture_info == NULL || !cg_launcher_enter(self))
+        return PyLong_FromSsize_t(i);
+    PyObject *order = argv[0], *exits = argv[3], *raw = argv[4], *entry = argv[5];
+    RunState run = {NULL, NULL};
+    int rc = i < PyList_GET_SIZE(order) ? capture_read(self, stream, NULL, NULL) : 0;
+    for (; !rc && i < PyList_GET_SIZE(order); i++) {
+        PyObject *node = Py_NewRef(PyList_GET_ITEM(order, i));
+        unsigned int d[6], smem;
+        Py_ssize_t nw = -1, at = -1;
+        if (cg_run_prepare(self, &run, node, d, &smem)) { /* (the last code that may run Python code) */
+            PyObject *index = SLOT(node, self->nd.index);
+            at = index != NULL && PyLong_CheckExact(index) ? PyLong_AsSsize_t(index) : -1;
+            if (at >= PyList_GET_SIZE(exits) || at >= PyList_GET_SIZE(raw))
+                at = -1;
+            PyErr_Clear();
+            nw = at < 0 ? -1 : capture_want(self, node, exits, entry);
+        }
+        Py_DECREF(node);
+        if (nw < 0)
+            break;
+        if ((size_t)nw != self->ncur || (nw && memcmp(self->want, self->cur, (size_t)nw * sizeof(void *)))) {
+            rc = ((cg_update_deps_fn)self->update_deps)(stream, self->want, NULL, (size_t)nw,
+                                                         SET_CAPTURE_DEPENDENCIES);
+            if (rc)
+                break;
+        }
+        rc = cg_launcher_call(self, run.lk, d, smem, stream);
+        PyObject *after = NULL;
+        void *single = NULL;
+        if (!rc)
+            rc = capture_read(self, stream, &after, &single);
+        if (rc)
+            break;
+        PyObject *h = PyLong_FromVoidPtr(single);
+        if (h == NULL || at >= PyList_GET_SIZE(exits) || at >= PyList_GET_SIZE(raw)) {
+            Py_XDECREF(h);
+            Py_DECREF(after);
+            PyErr_Clear();
+            rc = -1;
+            break;
+        }
+        /* Lists of tuples of ints and of ints (from the caller): replacing items runs no Python code
+         * unless the caller put other objects there. */
+        PyObject *old_exit = PyList_GET_ITEM(exits, at), *old_raw = PyList_GET_ITEM(raw, at);
+        PyList_SET_ITEM(exits, at, after);
+        PyList_SET_ITEM(raw, at, h);
+        Py_XDECREF(old_exit);
+        Py_XDECREF(old_raw);
+    }
+    self->rc = rc;
+    self->busy = 0;
+    Py_XDECREF(run.lk);
+    Py_XDECREF(run.packed);
+    return PyLong_FromSsize_t(i);
+}

@@ -1,0 +1,273 @@
+/*
+ * Stream launches in C: LaunchKernel (one kernel's prepared parameter layout and argument buffer)
+ * and StreamLauncher (cudagraph.launch on a stream, Graph.run's runs of kernel nodes, and the
+ * capture backend's runs of kernel nodes, each ending in cuLaunchKernel called through its address).
+ *
+ * Python twins (see cudagraph.driver.c_entry): StreamLauncher.launch, the stream path of
+ * cudagraph.frontends.launch.launch; StreamLauncher.issue, cudagraph.ops.kinds.kernel_issue.issue_kernel
+ * called on each node; StreamLauncher.capture, the Python loop of cudagraph.materialize.capture.
+ *
+ * cuda.bindings' cuLaunchKernel converts its eleven arguments on every call (about 1 us above the
+ * driver); here a call is the function pointer. Everything that is not the common case (a target,
+ * configuration or kernel not learned yet, arguments whose types have no learned kinds, launch
+ * attributes) is declined (-1, or the index of the node) and handled by the Python path, which
+ * checks and names every error, learns, and registers what this side reads:
+ *
+ *   - target types and how to read their stream handle (learn_target), set by the Python path;
+ *   - LaunchConfig objects checked plain (remember_config; every use checks that the object still
+ *     holds the same values);
+ *   - the LaunchKernel of each kernel, in the dict `kernels` (id(kernel) -> LaunchKernel) owned by
+ *     the Python side; the argument kinds are the dict KernelInfo learns (as in KernelLoop).
+ *
+ * A launcher does not re-enter: a call made while one runs (from Python code it runs, or from
+ * another thread while the GIL is released around the driver call) is declined and takes the Python
+ * path, which packs into other buffers. The GIL is released around each driver call, as cuda.core
+ * does (a launch may block when the stream's queue is full).
+ */
+#include "_native_launch.h"
+
+/* ------------------------------------------------------------------ LaunchKernel */
+
+static void
+lk_dealloc(LaunchKernel *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->kernel);
+    Py_CLEAR(self->kinds);
+    Py_CLEAR(self->last_key);
+    Py_CLEAR(self->last_kinds);
+    PyMem_Free(self->offsets);
+    PyMem_Free(self->buf);
+    PyMem_Free(self->ptrs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+lk_traverse(LaunchKernel *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->kernel);
+    Py_VISIT(self->kinds);
+    Py_VISIT(self->last_key);
+    Py_VISIT(self->last_kinds);
+    return 0;
+}
+
+static int
+lk_clear(LaunchKernel *self)
+{
+    Py_CLEAR(self->kernel);
+    Py_CLEAR(self->kinds);
+    Py_CLEAR(self->last_key);
+    Py_CLEAR(self->last_kinds);
+    return 0;
+}
+
+static int
+lk_init(LaunchKernel *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"source", "func", "kinds", "offsets", "sizes", NULL};
+    PyObject *kernel, *func, *kinds, *offsets, *sizes;
+    if (self->kernel != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "LaunchKernel is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!", kwlist, &kernel, &func, &PyDict_Type, &kinds,
+                                     &PyTuple_Type, &offsets, &PyTuple_Type, &sizes))
+        return -1;
+    void *f;
+    if (address_of(func, "func", &f) < 0)
+        return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(offsets);
+    if (f == NULL || n != PyTuple_GET_SIZE(sizes) || n > MAX_LAUNCH_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "LaunchKernel: func must not be NULL and offsets, sizes of one length <= %d",
+                     MAX_LAUNCH_PARAMS);
+        return -1;
+    }
+    Py_ssize_t *at = PyMem_Calloc((size_t)(2 * n + 1), sizeof(Py_ssize_t));
+    if (at == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t size = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
+        Py_ssize_t sz = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, i));
+        if ((off == -1 || sz == -1) && PyErr_Occurred()) {
+            PyMem_Free(at);
+            return -1;
+        }
+        if (off < 0 || sz < 0 || off > PY_SSIZE_T_MAX / 2 || sz > PY_SSIZE_T_MAX / 2) {
+            PyMem_Free(at);
+            PyErr_Format(PyExc_ValueError, "LaunchKernel: parameter %zd has %zd bytes at offset %zd", i, sz, off);
+            return -1;
+        }
+        at[i] = off;
+        at[n + i] = sz;
+        if (off + sz > size)
+            size = off + sz;
+    }
+    char *buf = PyMem_Calloc((size_t)size, 1);
+    void **ptrs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(void *));
+    if (buf == NULL || ptrs == NULL) {
+        PyMem_Free(at);
+        PyMem_Free(buf);
+        PyMem_Free(ptrs);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        ptrs[i] = buf + at[i];
+    self->func = f;
+    self->n = n;
+    self->size = size;
+    self->offsets = at;
+    self->sizes = at + n;
+    self->buf = buf;
+    self->ptrs = ptrs;
+    self->kinds = Py_NewRef(kinds);
+    self->kernel = Py_NewRef(kernel); /* last: initialized */
+    return 0;
+}
+
+/* The bytes of kinds learned for the types of `args` (n items), held by self->last_kinds; NULL when
+ * none is known (no exception set). May run Python code (a type's __hash__ or __eq__). */
+static PyObject *
+lk_kinds(LaunchKernel *self, PyObject *args, Py_ssize_t n)
+{
+    PyObject *kinds = self->last_kinds;
+    for (Py_ssize_t i = 0; kinds != NULL && i < n; i++) {
+        if ((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i)) != PyTuple_GET_ITEM(self->last_key, i))
+            kinds = NULL;
+    }
+    if (kinds != NULL)
+        return kinds;
+    PyObject *key = PyTuple_New(n);
+    if (key == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(key, i, Py_NewRef((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i))));
+    PyObject *table = Py_NewRef(self->kinds);
+    kinds = PyDict_GetItemWithError(table, key);
+    if (kinds == NULL || !PyBytes_CheckExact(kinds) || PyBytes_GET_SIZE(kinds) != n) {
+        Py_DECREF(table);
+        Py_DECREF(key);
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(kinds);
+    Py_DECREF(table);
+    /* Tuples of types and bytes: releasing the old entry runs no Python code. */
+    Py_XSETREF(self->last_kinds, kinds);
+    Py_XSETREF(self->last_key, key);
+    return kinds;
+}
+
+/* Pack `args` (held by the caller) into the buffer by the kinds learned for their types.
+ * 1: packed; 0: not (no exception set): the Python path packs it and names what is wrong. */
+int
+cg_lk_pack(LaunchKernel *self, PyObject *args)
+{
+    Py_ssize_t n = self->n;
+    if (self->kernel == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n)
+        return 0;
+    PyObject *kinds = lk_kinds(self, args, n);
+    if (kinds == NULL)
+        return 0;
+    Py_INCREF(kinds); /* the Python code run below (int(handle)) may change self->last_kinds */
+    const char *k = PyBytes_AS_STRING(kinds);
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        char *to = self->buf + self->offsets[i];
+        Py_ssize_t size = self->sizes[i];
+        switch (k[i]) {
+        case KIND_POINTER:
+            ok = size == 8 && PyLong_CheckExact(a) && pack_u64(a, to);
+            break;
+        case KIND_SCALAR: {
+            Py_buffer view;
+            if (PyObject_GetBuffer(a, &view, PyBUF_SIMPLE) < 0) {
+                PyErr_Clear();
+                ok = 0;
+                break;
+            }
+            ok = view.len == size;
+            if (ok)
+                memcpy(to, view.buf, (size_t)size);
+            PyBuffer_Release(&view);
+            break;
+        }
+        case KIND_BYTES:
+            ok = PyBytes_CheckExact(a) && PyBytes_GET_SIZE(a) == size;
+            if (ok)
+                memcpy(to, PyBytes_AS_STRING(a), (size_t)size);
+            break;
+        case KIND_HANDLE: {
+            PyObject *h = PyObject_GetAttr(a, cg_str_handle);
+            PyObject *v = h == NULL ? NULL : PyLong_CheckExact(h) ? Py_NewRef(h) : PyNumber_Long(h);
+            Py_XDECREF(h);
+            ok = v != NULL && size == 8 && pack_u64(v, to);
+            Py_XDECREF(v);
+            if (!ok)
+                PyErr_Clear();
+            break;
+        }
+        default:
+            ok = 0;
+        }
+    }
+    Py_DECREF(kinds);
+    return ok;
+}
+
+PyDoc_STRVAR(lk_pack_doc, "pack(args) -> bytes or None\n\n"
+                          "Pack `args` by the learned kinds and return the whole argument buffer (None: declined,\n"
+                          "the Python packer takes them). For tests: launches pack the same way.");
+
+static PyObject *
+lk_pack_method(LaunchKernel *self, PyObject *args)
+{
+    Py_INCREF(args);
+    int ok = cg_lk_pack(self, args);
+    Py_DECREF(args);
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(self->buf, self->size);
+}
+
+static PyObject *
+lk_get_kernel(LaunchKernel *self, void *closure)
+{
+    return Py_NewRef(self->kernel == NULL ? Py_None : self->kernel);
+}
+
+static PyMethodDef lk_methods[] = {
+    {"pack", (PyCFunction)lk_pack_method, METH_O, lk_pack_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef lk_getset[] = {
+    {"source", (getter)lk_get_kernel, NULL, "The kernel object it was prepared for.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(lk_doc, "LaunchKernel(source, func, kinds, offsets, sizes)\n\n"
+                     "The kernel `source` ready for stream launches: its function handle `func` (an address), its\n"
+                     "parameter layout (offsets, sizes) and an argument buffer of its own; `kinds` is the\n"
+                     "dict of argument kinds its KernelInfo learns (see KernelLoop.use).");
+
+PyTypeObject cg_LaunchKernelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.driver._native.LaunchKernel",
+    .tp_basicsize = sizeof(LaunchKernel),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = lk_doc,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)lk_init,
+    .tp_dealloc = (destructor)lk_dealloc,
+    .tp_traverse = (traverseproc)lk_traverse,
+    .tp_clear = (inquiry)lk_clear,
+    .tp_methods = lk_methods,
+    .tp_getset = lk_getset,
+};

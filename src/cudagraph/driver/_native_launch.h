@@ -1,0 +1,94 @@
+/*
+ * Shared by the sources of the stream launches (_native_launch.c: LaunchKernel; _native_launcher.c:
+ * StreamLauncher, its targets, configurations, launch() and issue(); _native_capture.c: its capture()).
+ * See _native_launch.c for what they do and their Python twins.
+ */
+#ifndef CUDAGRAPH_NATIVE_LAUNCH_H
+#define CUDAGRAPH_NATIVE_LAUNCH_H
+
+#include "_native.h"
+
+/* CUresult cuLaunchKernel(CUfunction, gx, gy, gz, bx, by, bz, sharedMemBytes, CUstream, void**, void**) */
+typedef int (*cg_launch_fn)(void *, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                            unsigned int, unsigned int, void *, void **, void **);
+/* CUresult cuStreamGetCaptureInfo_v3(CUstream, status*, id*, CUgraph*, const CUgraphNode**, const edge**, size_t*) */
+typedef int (*cg_capture_info_fn)(void *, int *, unsigned long long *, void **, void *const **, const void **,
+                                  size_t *);
+/* CUresult cuStreamUpdateCaptureDependencies_v2(CUstream, CUgraphNode*, const CUgraphEdgeData*, size_t, unsigned) */
+typedef int (*cg_update_deps_fn)(void *, void **, const void *, size_t, unsigned int);
+
+#define SET_CAPTURE_DEPENDENCIES 1u
+/* Dynamic shared memory a launch takes without the kernel's opt-in (more: the Python path decides). */
+#define PLAIN_SMEM (48ul * 1024)
+#define MAX_LAUNCH_PARAMS 256
+#define MAX_TARGETS 16
+#define CONFIG_CACHE 8
+
+enum { KIND_POINTER = 'P', KIND_SCALAR = 'S', KIND_BYTES = 'B', KIND_HANDLE = 'H' };
+enum { TARGET_INT = 1, TARGET_PROTOCOL = 2, TARGET_LONG = 3 };
+/* The attribute names read on foreign objects, handed over by Python (launcher_init). */
+enum { NAME_GRID, NAME_BLOCK, NAME_SHMEM, NAME_CLUSTER, NAME_COOPERATIVE, NAME_PROTOCOL, NAME_COUNT };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *kernel; /* the kernel object it was prepared for (compared by identity) */
+    void *func;       /* the CUfunction (or CUkernel) handle launched */
+    PyObject *kinds;  /* dict: tuple of argument types -> bytes of kinds (KernelInfo._kinds) */
+    PyObject *last_key, *last_kinds;
+    Py_ssize_t n, size;
+    Py_ssize_t *offsets, *sizes;
+    char *buf;   /* the argument buffer */
+    void **ptrs; /* kernelParams: ptrs[i] = buf + offsets[i] */
+} LaunchKernel;
+
+typedef struct {
+    PyObject *config, *grid, *block; /* held; grid and block are the objects the config held */
+    long smem;
+    unsigned int dims[6];
+} ConfigEntry;
+
+typedef struct {
+    PyObject_HEAD
+    int busy, rc;
+    void *launch;
+    void *capture_info; /* NULL: no capture loop */
+    void *update_deps;
+    PyTypeObject *kernel_type, *node_type; /* NULL until initialized */
+    cg_kernel_slots kn;
+    cg_node_slots nd;
+    PyObject *kernels; /* dict: id(kernel) -> LaunchKernel */
+    PyObject *names[NAME_COUNT];
+    unsigned long limits[6]; /* grid x, y, z, block x, y, z */
+    PyObject *target_types[MAX_TARGETS];
+    int target_modes[MAX_TARGETS];
+    int ntargets;
+    ConfigEntry configs[CONFIG_CACHE];
+    void **want, **cur; /* capture: the dependencies wanted, and the stream's (sorted) */
+    size_t want_cap, cur_cap, ncur;
+} StreamLauncher;
+
+/* The run's state across nodes: the kernel in use and the argument tuple packed last (both held). */
+typedef struct {
+    LaunchKernel *lk;
+    PyObject *packed;
+} RunState;
+
+/* _native_launch.c: pack `args` (held by the caller) into lk's buffer by the learned kinds.
+ * 1: packed; 0: declined (no exception set). May run Python code (int(handle), a type's __hash__). */
+int cg_lk_pack(LaunchKernel *lk, PyObject *args);
+
+/* _native_launcher.c */
+/* Begin a call: 1, or 0 when the launcher is busy or not initialized (the caller declines). */
+int cg_launcher_enter(StreamLauncher *self);
+/* cuLaunchKernel of lk's function and buffer with dims d[0:6], the GIL released around it; the CUresult. */
+int cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, unsigned int smem, void *stream);
+/* The LaunchKernel registered for `kernel` (a new reference), or NULL (no exception set). Runs no Python code. */
+LaunchKernel *cg_launcher_kernel(StreamLauncher *self, PyObject *kernel);
+/* Make `node` (held by the caller) ready to launch in `run`: 1, or 0 when the Python path takes it. */
+int cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int *d, unsigned int *smem);
+
+/* _native_capture.c: StreamLauncher.capture */
+PyObject *cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);
+extern const char cg_launcher_capture_doc[];
+
+#endif

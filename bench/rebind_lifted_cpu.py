@@ -109,7 +109,8 @@ EW = CUkernel("elementwise", (0, 8, 32), (4, 24, 8))  # (int n, Array<char*, 3>,
 GEMM = CUkernel("gemm", (0, 8, 16, 24, 28, 32, 36), (8, 8, 8, 4, 4, 4, 4))  # (a, b, c, m, n, k, alpha)
 LN = CUkernel("layernorm", (0, 8, 16, 24, 32, 40, 48, 56), (8,) * 7 + (4,))  # (x, w, b, y, mean, rstd, n, eps)
 RED = CUkernel("reduce", (0, 512), (512, 4))  # (ReduceOp by value, int n)
-KERNELS = (EW, GEMM, LN, RED)
+LOOP = CUkernel("elementwise_loop", (0, 8), (4, 648))  # (int n, a functor holding an OffsetCalculator)
+KERNELS = (EW, GEMM, LN, RED, LOOP)
 
 
 def args_of(k: CUkernel, i: int, x: int, out: int, role: int) -> tuple[bytes, ...]:
@@ -124,6 +125,11 @@ def args_of(k: CUkernel, i: int, x: int, out: int, role: int) -> tuple[bytes, ..
     if k is LN:
         first = x if role == 2 else p
         return (q(first), *(q(p + 8 * j) for j in range(1, 6)), q(128), struct.pack("<f", 1e-5))
+    if k is LOOP:
+        functor = bytearray(648)
+        struct.pack_into("<QQQ", functor, 0, p, p + 8, p + 16)
+        struct.pack_into("<25I", functor, 24, *range(1, 26))  # sizes, strides: small ints
+        return (struct.pack("<i", 4096), bytes(functor))
     red = bytearray(512)
     struct.pack_into("<QQ", red, 0, p, p + 8)
     struct.pack_into("<Q", red, 256, out + 1024 if role == 5 else p + 24)
@@ -137,8 +143,8 @@ def lifted_like(kernels: int = 45, x: int = X1, out: int = OUT1) -> cg.Graph:
     by_role = {1: EW, 2: LN, 3: GEMM, 4: EW, 5: RED, 6: GEMM}
     prev = g.memcpy(POOL, x + 256, 4096, name="copy_in")
     for i in range(kernels):
-        role = roles.get(i % 45, 0)
-        k = by_role[role] if role else KERNELS[i % 4]
+        role = roles.get(i % 45, 0) if i < 45 else 0
+        k = by_role[role] if role else KERNELS[i % len(KERNELS)]
         prev = g.kernel(k, 1, 128, args_of(k, i, x, out, role), after=prev)
     g.memcpy(out, POOL + 64, NBYTES, after=prev, name="copy_out")
     return g
@@ -318,18 +324,20 @@ def per_step(step: Callable[[int], None], steps: int, rounds: int) -> float:
     return best
 
 
-def parametrize_cost(kernels: int, repeats: int) -> tuple[float, int]:
-    """``(µs per node of g.parametrize(x=..., out=...), nodes)`` on fresh definitions."""
+def parametrize_cost(kernels: int, repeats: int) -> tuple[float, int, float]:
+    """``(µs per node of g.parametrize(x=..., out=...), nodes, 8-byte slots per node)`` on fresh definitions."""
     best = float("inf")
     nodes = 0
+    slots = 0.0
     for _ in range(repeats):
         g = lifted_like(kernels)
         nodes = len(g)
+        slots = sum(len(a) // 8 for n in g.nodes if n.kind == "kernel" for a in n.args) / nodes  # type: ignore[attr-defined]
         x, out = CaiArray(X1), CaiArray(OUT1)
         t0 = time.perf_counter()
         g.parametrize(x=x, out=out)
         best = min(best, (time.perf_counter() - t0) / nodes * 1e6)
-    return best, nodes
+    return best, nodes, slots
 
 
 def main() -> None:
@@ -411,10 +419,10 @@ def run(fake: FakeDriver, steps: int, rounds: int, native: bool) -> None:
         above = t - floor
         mark = "" if t is floor or "no change" in label else f"{fmt(target, 1)} {verdict(above <= target)}"
         print(f"| {label} | {fmt(t, 2)} | {fmt(above, 2) if t is not floor else ''} | {mark} |")
-    small, nodes = parametrize_cost(45, 20)
-    big, big_nodes = parametrize_cost(45 * 20, 3)
-    print(f"\ng.parametrize(x=, out=): {fmt(small, 2)} µs per node ({nodes} nodes), {fmt(big, 2)} µs per node "
-          f"({big_nodes} nodes)")  # fmt: skip
+    small, nodes, slots = parametrize_cost(45, 20)
+    big, big_nodes, _ = parametrize_cost(45 * 20, 3)
+    print(f"\ng.parametrize(x=, out=): {fmt(small, 2)} µs per node ({nodes} nodes, {slots:.0f} argument words per "
+          f"node on average), {fmt(big, 2)} µs per node ({big_nodes} nodes)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -182,28 +182,33 @@ patch_entry(void *exec, PyObject *t, const cg_patch_value *values, Py_ssize_t nv
         return -1;
     }
     const char *w = PyBytes_AS_STRING(writes);
-    for (Py_ssize_t k = 0; k < nwrites; k++) {
-        cg_patch_write one;
-        memcpy(&one, w + k * (Py_ssize_t)sizeof one, sizeof one); /* little-endian, like the driver ABI */
-        if (one.idx < 0 || one.idx >= nvalues) {
-            PyErr_Format(PyExc_ValueError, "patch: write %zd names value %lld of %zd", k, one.idx, nvalues);
-            return -1;
-        }
-        const cg_patch_value *v = &values[one.idx];
-        Py_ssize_t len = v->data == NULL ? (Py_ssize_t)sizeof v->word : v->len;
-        if (one.off < 0 || one.off > (long long)(size - len)) {
-            PyErr_Format(PyExc_ValueError, "patch: %zd bytes at offset %lld do not fit a structure of %zd bytes", len,
-                         one.off, size);
-            return -1;
-        }
-        if (v->data == NULL) {
-            unsigned long long word = v->word + (unsigned long long)one.add; /* wraps like the twin's mask */
-            memcpy((char *)buf + one.off, &word, sizeof word);
-        } else if (one.add != 0) {
-            PyErr_Format(PyExc_ValueError, "patch: write %zd adds %lld to a bytes value", k, one.add);
-            return -1;
-        } else {
-            memcpy((char *)buf + one.off, v->data, (size_t)len);
+    for (int pass = 0; pass < 2; pass++) { /* every write is checked before any is made */
+        for (Py_ssize_t k = 0; k < nwrites; k++) {
+            cg_patch_write one;
+            memcpy(&one, w + k * (Py_ssize_t)sizeof one, sizeof one); /* little-endian, like the driver ABI */
+            if (one.idx < 0 || one.idx >= nvalues) {
+                PyErr_Format(PyExc_ValueError, "patch: write %zd names value %lld of %zd", k, one.idx, nvalues);
+                return -1;
+            }
+            const cg_patch_value *v = &values[one.idx];
+            Py_ssize_t len = v->data == NULL ? (Py_ssize_t)sizeof v->word : v->len;
+            if (one.off < 0 || one.off > (long long)(size - len)) {
+                PyErr_Format(PyExc_ValueError, "patch: %zd bytes at offset %lld do not fit a structure of %zd bytes",
+                             len, one.off, size);
+                return -1;
+            }
+            if (v->data != NULL && one.add != 0) {
+                PyErr_Format(PyExc_ValueError, "patch: write %zd adds %lld to a bytes value", k, one.add);
+                return -1;
+            }
+            if (pass == 0)
+                continue;
+            if (v->data == NULL) {
+                unsigned long long word = v->word + (unsigned long long)one.add; /* wraps like the twin's mask */
+                memcpy((char *)buf + one.off, &word, sizeof word);
+            } else {
+                memcpy((char *)buf + one.off, v->data, (size_t)len);
+            }
         }
     }
     /* The length is read at every step: a driver entry point that is a Python callback may change the list. */

@@ -170,6 +170,7 @@ class FakeDriver:
         self.c_address: int | None = None
         self.callback: Any = None
         self.how = "none"
+        self.folder: Path | None = None
         self._saved: list[tuple[Any, str, Any]] = []
 
     def c_calls(self) -> int:
@@ -183,7 +184,7 @@ class FakeDriver:
     def _compile(self) -> None:
         cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
         if cc is not None:
-            folder = Path(tempfile.mkdtemp(prefix="cg_fake_driver_"))
+            folder = self.folder = Path(tempfile.mkdtemp(prefix="cg_fake_driver_"))
             (folder / "fake.c").write_text(_FAKE_C)
             try:
                 subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(folder / "fake.so"), str(folder / "fake.c")],
@@ -249,6 +250,9 @@ class FakeDriver:
         for obj, name, value in reversed(self._saved):
             setattr(obj, name, value)
         self._saved.clear()
+        if self.folder is not None:  # (the library stays loaded)
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 #: ``(module, attribute)`` of further driver entry points held as addresses (filled where they exist).

@@ -43,7 +43,7 @@ class BindPlan:
         Per kernel group, for the compiled loop: ``(argument buffer address,
         its size, offsets of the parameter in it, parameter structure address,
         driver node handles)`` (see :meth:`KernelWriter.write_plan
-        <cudagraph.executable.kernel_ops.KernelWriter.write_plan>`).
+        <cudagraph.ops.kinds.kernel.KernelWriter.write_plan>`).
     group_nodes : list of list of Node
         The nodes of each group of :attr:`groups` (named in errors).
     bindings_groups : list of tuple
@@ -55,7 +55,7 @@ class BindPlan:
         :attr:`groups`, set by :meth:`finish` when the plan is an unchecked pointer's
         (see :attr:`memory`) made for the compiled loop: then the compiled
         ``Executable.bind`` (``_native_bind.c``) runs it itself, with :attr:`set_address`,
-        as :meth:`KernelWriter.write_plan <cudagraph.executable.kernel_ops.KernelWriter.write_plan>`
+        as :meth:`KernelWriter.write_plan <cudagraph.ops.kinds.kernel.KernelWriter.write_plan>`
         does through the compiled ``rebind``.
     set_address : int or None
         The address of ``cuGraphExecKernelNodeSetParams_v2`` the plan was made for.

@@ -91,7 +91,7 @@ class Binding(ExecutableBase):
             return self._apply_plan(name, v)
 
     def _bind_many(self, params: dict[str, Any]) -> int:
-        """:meth:`bind` of several parameters (``Executable.launch`` calls it with its keywords)."""
+        """:meth:`bind` of several parameters."""
         if self._exec is None:
             self._require_open()
         names: list[str] = []

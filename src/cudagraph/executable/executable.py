@@ -247,10 +247,7 @@ class Executable(Binding, Updating):
         if exec_handle is None:
             self._require_open()
         if params:
-            if len(params) == 1:
-                self.bind(**params)  # the compiled bind's one-pointer path, where it applies
-            else:
-                self._bind_many(params)  # (the dict made for this call, not another)
+            self.bind(**params)
         if stream is not self._last_stream:
             self._last_handle = stream_handle(stream)
             self._last_stream = stream

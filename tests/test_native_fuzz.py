@@ -467,7 +467,7 @@ def test_diff_decides_only_what_the_python_twin_decides_the_same_way(changes, pl
         assert states[i][4] is py_states[i][4] or states[i][4] == py_states[i][4]
 
 
-# ------------------------------------------------------------------------------------------ rebind, bind
+# ------------------------------------------------------------------------------------ rebind, patch, bind
 
 
 @FUZZ
@@ -517,6 +517,57 @@ def test_rebind_writes_every_group_or_says_where_the_driver_refused(counts, valu
     else:
         assert result is None and seen == everything
         assert all(b.raw[0:8] == b.raw[16:24] == struct.pack("<Q", 0x1234) for b in bufs)
+
+
+@FUZZ
+@given(
+    counts=st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    value=st.sampled_from(["int", "hint", "bytes"]),
+    fail_at=st.integers(0, 12),
+    plan=plans,
+    target=targets,
+)
+def test_patch_writes_every_entry_or_says_where_the_driver_refused(counts, value, fail_at, plan, target):
+    seen: list[tuple[int, int]] = []
+
+    def setter(e: int, n: int, p: int) -> int:
+        try:
+            CHAOS.poke()
+        except HostileError:
+            pass
+        if len(seen) == fail_at:
+            return 1
+        seen.append((n, p))
+        return 0
+
+    cb = SET(setter)
+    v = {"int": 0x1234, "hint": HInt(0x1234), "bytes": b"\x34\x12\0\0\0\0\0\0"}[value]
+    add = 0 if value == "bytes" else 8
+    writes = struct.pack("<qqqqqq", 0, 0, 0, 16, 0, add)
+    bufs = [ctypes.create_string_buffer(24) for _ in counts]
+    nodes = [[HInt(0x31 + 8 * g + i) for i in range(c)] for g, c in enumerate(counts)]
+    entries = [(address(cb), ctypes.addressof(b), 24, writes, 0x700 + g, nodes[g]) for g, b in enumerate(bufs)]
+    chaos = arm(plan, target, groups=entries, nodes=nodes[0])
+    try:
+        result = native.patch(0x42, entries, (v,))
+    except TYPED:
+        assert chaos.fired
+        return
+    finally:
+        chaos.armed = False
+    if chaos.fired:
+        assert result is None or (isinstance(result, tuple) and len(result) == 3 and result[2] == 1)
+        return
+    everything = [(int(n), 0x700 + g) for g, c in enumerate(counts) for n in nodes[g][:c]]
+    if fail_at < len(everything):
+        assert seen == everything[:fail_at]
+        g = everything[fail_at][1] - 0x700
+        assert result == (g, fail_at - sum(counts[:g]), 1)
+    else:
+        assert result is None and seen == everything
+        assert all(
+            b.raw[0:8] == struct.pack("<Q", 0x1234) and b.raw[16:24] == struct.pack("<Q", 0x1234 + add) for b in bufs
+        )
 
 
 @FUZZ

@@ -273,3 +273,41 @@ def test_exact_mode_keeps_a_scalar_that_equals_the_address(gpu, nvrtc, device):
         exe.launch(s, x=x3, y=y3)
         s.sync()
     assert int(gpu.read(tags, 1, np.int64)[0]) == int(x3.handle)  # rewritten
+
+
+def test_copies_fills_and_pointers_at_offsets_rebind_together(gpu, kernels, stream):
+    """A copy from x at an offset, a kernel writing out at an offset, a fill of out: rebound as one."""
+    x, out, mid = gpu.alloc(8 * N), gpu.alloc(8 * N), gpu.alloc(4 * N)
+    xa, oa, ma = int(x.handle), int(out.handle), int(mid.handle)
+    original = np.arange(2 * N, dtype=np.float32)
+    gpu.write(x, original)
+    gpu.write(out, np.zeros(2 * N, np.float32))
+    g = cg.Graph("offsets")
+    c = g.memcpy(ma, xa + 4 * N, 4 * N)  # mid = x[N:]
+    k = g.kernel(kernels.combine, N // 256, 256, (oa + 4 * N, xa, ma, np.int32(N)), after=c)  # out[N:] = x[:N] - 2 mid
+    g.memset(oa, 0x3F800000, count=N, element_size=4, after=k)  # out[:N] = 1.0
+    report = g.parametrize(x=x, out=out)
+    assert {(r.node.index, r.where, r.param, r.offset) for r in report} == {
+        (0, "src", "x", 4 * N),
+        (1, "args[0]", "out", 4 * N),
+        (1, "args[1]", "x", 0),
+        (2, "dst", "out", 0),
+    }
+    with g.instantiate() as exe:
+        outs = []
+        for i in range(4):
+            data = np.random.default_rng(i).standard_normal(2 * N).astype(np.float32)
+            nx, nout = gpu.upload(data), gpu.alloc(8 * N)
+            assert exe.bind(x=nx, out=nout) == 3  # each node once
+            exe.launch(stream)
+            stream.sync()
+            got = gpu.read(nout, 2 * N)
+            np.testing.assert_array_equal(got[:N], np.ones(N, np.float32))
+            np.testing.assert_array_equal(got[N:], data[:N] - np.float32(2.0) * data[N:])
+            nx2 = gpu.upload(data[::-1].copy())
+            exe.launch(stream, x=nx2)  # x alone: the copy and the kernel; out stays
+            stream.sync()
+            np.testing.assert_array_equal(gpu.read(nout, N, offset=4 * N), data[::-1][:N] - 2 * data[::-1][N:])
+            outs.append((nx, nout, nx2))
+    np.testing.assert_array_equal(gpu.read(x, 2 * N), original)  # the captured memory is left as it was
+    np.testing.assert_array_equal(gpu.read(out, 2 * N), np.zeros(2 * N, np.float32))

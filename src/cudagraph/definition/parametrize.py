@@ -29,6 +29,8 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import DefinitionError, OperandError
 from .edits import before_edit
 from .memory_info import Memory, describe_memory
@@ -293,14 +295,66 @@ class Parametrizing:
     # -------------------------------------------------------------- planning
     def plan(self) -> None:
         """Find every slot to rewrite; raise (changing nothing) on a pointer inside an opaque node."""
-        for node in walk_nodes(self.graph):
+        nodes = list(walk_nodes(self.graph))
+        hits = self._argument_hits(nodes)
+        for k, node in enumerate(nodes):
             if node.kind == "opaque":
                 self._opaque(node)
                 continue
             for field in node.pointer_fields:
                 self._pointer_field(node, field)
             for field in node.arg_fields:
-                self._args(node, field)
+                found = hits.get((k, field))
+                if found:
+                    self._args(node, field, found)
+
+    def _argument_hits(self, nodes: list[Node]) -> dict[tuple[int, str], dict[int, list[tuple[int, int]]]]:
+        """The aligned 8-byte words of kernel arguments whose values lie in a region, found in one pass.
+
+        ``{(node position, field): {argument index: [(byte position, value), ...]}}``, positions
+        ascending. Every argument that can hold an address (an int, raw bytes) is laid end to end
+        and read as one array of words, compared with each region at once: lifted kernels carry
+        structs of hundreds of bytes, and a word-by-word loop cost about a microsecond a word
+        (bench/rebind_lifted_cpu.py: 2.3 µs per node instead of 8.7 at 27 words per node).
+        """
+        chunks: list[Any] = []
+        keys: list[tuple[int, str, int]] = []
+        starts: list[int] = []
+        n = 0
+        for k, node in enumerate(nodes):
+            if node.kind == "opaque":
+                continue
+            for field in node.arg_fields:
+                for i, a in enumerate(getattr(node, field)):
+                    t = type(a)
+                    if t is int:
+                        data: Any = a.to_bytes(8, "little")
+                    elif t is bytes or t is ParamBytes:
+                        data = a
+                    else:
+                        continue  # Params, numpy scalars (typed by the builder), late operands
+                    words = len(data) >> 3
+                    if not words:
+                        continue
+                    chunks.append(data if len(data) == words << 3 else data[: words << 3])
+                    keys.append((k, field, i))
+                    starts.append(n)
+                    n += words
+        if not n:
+            return {}
+        values = np.frombuffer(b"".join(chunks), dtype="<u8")
+        inside = np.zeros(n, dtype=bool)
+        for r in self._ordered:
+            inside |= (values >= np.uint64(r.start)) & (values < np.uint64(r.end))
+        at = np.flatnonzero(inside)
+        out: dict[tuple[int, str], dict[int, list[tuple[int, int]]]] = {}
+        if not at.size:
+            return out
+        spans = (np.searchsorted(np.asarray(starts), at, side="right") - 1).tolist()
+        for word, span, v in zip(at.tolist(), spans, values[at].tolist()):
+            k, field, i = keys[span]
+            out.setdefault((k, field), {}).setdefault(i, []).append(((word - starts[span]) << 3, v))
+        return out
 
     def _pointer_field(self, node: Node, field: str) -> None:
         v = getattr(node, field)
@@ -313,24 +367,23 @@ class Parametrizing:
         self.changes.append((node, field, r.param if not off else ParamAt(r.param, off)))
         self.rewrites.append(Rewrite(node, field, None, 0, r.name, off))
 
-    def _args(self, node: Node, field: str) -> None:
+    def _args(self, node: Node, field: str, hits: dict[int, list[tuple[int, int]]]) -> None:
+        """Rewrite the ``hits`` (``{argument index: [(byte position, value)]}``) of ``node.<field>``."""
         args = getattr(node, field)
         out = list(args)
         changed = False
-        for i, a in enumerate(args):
+        for i, words in hits.items():
+            a = args[i]
             t = type(a)
             if t is int:
                 data, patches = a.to_bytes(8, "little"), []
-            elif t is bytes or t is ParamBytes:
-                data, patches = bytes(a), list(a.patches) if t is ParamBytes else []
             else:
-                continue  # Params, numpy scalars (typed by the builder), late operands
+                data, patches = bytes(a), list(a.patches) if t is ParamBytes else []
             taken = {pos for pos, _p, _o in patches}
             found = []
-            for pos in range(0, len(data) - 7, 8):
+            for pos, v in words:
                 if pos in taken or not self._allowed(node, (field, i, pos)):
                     continue
-                (v,) = _U64.unpack_from(data, pos)
                 r = self.region(v)
                 if r is not None:
                     found.append((pos, r, v - r.start))

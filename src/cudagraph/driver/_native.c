@@ -145,6 +145,7 @@ static PyMethodDef native_methods[] = {
     {"declare_slots", (PyCFunction)declare_slots, METH_O, declare_slots_doc},
     {"set_kernel_node", (PyCFunction)(void (*)(void))cg_set_kernel_node, METH_FASTCALL, cg_set_kernel_node_doc},
     {"rebind", (PyCFunction)(void (*)(void))cg_rebind, METH_FASTCALL, cg_rebind_doc},
+    {"patch", (PyCFunction)(void (*)(void))cg_patch, METH_FASTCALL, cg_patch_doc},
     {"read_nodes", (PyCFunction)(void (*)(void))cg_read_nodes, METH_FASTCALL, cg_read_nodes_doc},
     {"kernel_args", (PyCFunction)(void (*)(void))cg_kernel_args, METH_FASTCALL, cg_kernel_args_doc},
     {NULL, NULL, 0, NULL},

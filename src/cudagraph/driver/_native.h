@@ -5,7 +5,7 @@
  *   _native.c         module init; the slot list (declare_slots) and resolving it on classes
  *   _native_loop.c    KernelLoop: adding or setting runs of kernel nodes
  *   _native_layout.c  Layout: topology signatures and kernel-node diffs
- *   _native_rebind.c  set_kernel_node, rebind: executable kernel-node updates
+ *   _native_rebind.c  set_kernel_node, rebind, patch: executable node updates
  *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
  *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
  *   _native_launch.c  LaunchKernel: a kernel prepared for stream launches (_native_launch.h: shared by
@@ -194,6 +194,10 @@ extern const char cg_set_kernel_node_doc[], cg_rebind_doc[];
  * before was set); -1 with an exception set for a malformed group. */
 int cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ssize_t len, Py_ssize_t *g_out,
                      Py_ssize_t *i_out);
+
+/* Rebind several values in nodes of any kind (see cg_patch_doc). */
+PyObject *cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
+extern const char cg_patch_doc[];
 
 /* _native_read.c */
 PyObject *cg_read_nodes(PyObject *module, PyObject *const *argv, Py_ssize_t argc);

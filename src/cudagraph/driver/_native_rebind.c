@@ -1,9 +1,10 @@
 /*
- * Executable kernel-node updates: set_kernel_node (one node) and rebind (one parameter in many nodes).
+ * Executable node updates: set_kernel_node (one kernel node), rebind (one parameter in many kernel
+ * nodes) and patch (several parameters, pointers at offsets, kernel, copy and fill nodes).
  *
  * Python twins (see cudagraph.driver.c_entry): set_kernel_node, the cuda.bindings call in
- * cudagraph.ops.node_update.KernelParamsWriter.set; rebind, the cuda.bindings loop over `bindings_groups`
- * in cudagraph.executable.bind_plan.BindPlan.apply.
+ * cudagraph.ops.kinds.kernel.KernelWriter.write; rebind, the cuda.bindings loop over `bindings_groups`
+ * in cudagraph.ops.kinds.kernel.KernelWriter.write_plan; patch, cudagraph.executable.patch_plan.run_patches.
  *
  * The addresses handed over (argument buffers, parameter structures) are the caller's to keep alive.
  */
@@ -140,4 +141,169 @@ cg_rebind(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     if (rc > 0)
         return Py_BuildValue("(nni)", g, i, rc);
     Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ patch: several values, any node kind */
+
+/* One write of a patch entry: `value[idx] + add` (an int value, as a 64-bit word) or the bytes value[idx]
+ * (then add is 0) at byte `off` of the entry's structure. */
+typedef struct {
+    long long off, idx, add;
+} cg_patch_write;
+
+_Static_assert(sizeof(cg_patch_write) == 24, "patch writes are three little-endian int64");
+
+/* The values of a patch call: an int as a word, or a bytes object (held by the caller's tuple). */
+typedef struct {
+    unsigned long long word;
+    const char *data; /* NULL for a word */
+    Py_ssize_t len;
+} cg_patch_value;
+
+/* Apply the writes of entry `t` (held by the caller) and set its nodes. 0, the CUresult with the node's
+ * position in *i_out, or -1 with an exception set for a malformed entry. */
+static int
+patch_entry(void *exec, PyObject *t, const cg_patch_value *values, Py_ssize_t nvalues, Py_ssize_t *i_out)
+{
+    void *fn, *buf, *params;
+    if (address_of(PyTuple_GET_ITEM(t, 0), "set_params", &fn) < 0 ||
+        address_of(PyTuple_GET_ITEM(t, 1), "structure", &buf) < 0 ||
+        address_of(PyTuple_GET_ITEM(t, 4), "params", &params) < 0)
+        return -1;
+    Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
+    if (size < 0 && PyErr_Occurred())
+        return -1;
+    PyObject *writes = PyTuple_GET_ITEM(t, 3), *nodes = PyTuple_GET_ITEM(t, 5);
+    Py_ssize_t nwrites = PyBytes_GET_SIZE(writes) / (Py_ssize_t)sizeof(cg_patch_write);
+    if (fn == NULL || params == NULL || (buf == NULL && nwrites) || size < 0 ||
+        PyBytes_GET_SIZE(writes) % (Py_ssize_t)sizeof(cg_patch_write)) {
+        PyErr_SetString(PyExc_ValueError, "patch: set_params, structure and params must not be NULL, size must be "
+                                          "positive and writes whole (offset, index, addend) triples");
+        return -1;
+    }
+    const char *w = PyBytes_AS_STRING(writes);
+    for (int pass = 0; pass < 2; pass++) { /* every write is checked before any is made */
+        for (Py_ssize_t k = 0; k < nwrites; k++) {
+            cg_patch_write one;
+            memcpy(&one, w + k * (Py_ssize_t)sizeof one, sizeof one); /* little-endian, like the driver ABI */
+            if (one.idx < 0 || one.idx >= nvalues) {
+                PyErr_Format(PyExc_ValueError, "patch: write %zd names value %lld of %zd", k, one.idx, nvalues);
+                return -1;
+            }
+            const cg_patch_value *v = &values[one.idx];
+            Py_ssize_t len = v->data == NULL ? (Py_ssize_t)sizeof v->word : v->len;
+            if (one.off < 0 || one.off > (long long)(size - len)) {
+                PyErr_Format(PyExc_ValueError, "patch: %zd bytes at offset %lld do not fit a structure of %zd bytes",
+                             len, one.off, size);
+                return -1;
+            }
+            if (v->data != NULL && one.add != 0) {
+                PyErr_Format(PyExc_ValueError, "patch: write %zd adds %lld to a bytes value", k, one.add);
+                return -1;
+            }
+            if (pass == 0)
+                continue;
+            if (v->data == NULL) {
+                unsigned long long word = v->word + (unsigned long long)one.add; /* wraps like the twin's mask */
+                memcpy((char *)buf + one.off, &word, sizeof word);
+            } else {
+                memcpy((char *)buf + one.off, v->data, (size_t)len);
+            }
+        }
+    }
+    /* The length is read at every step: a driver entry point that is a Python callback may change the list. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i));
+        if (h == NULL && PyErr_Occurred())
+            return -1;
+        int rc = ((cg_set_kernel_fn)fn)(exec, h, params);
+        if (rc) {
+            *i_out = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* The values of a patch call, read from `values` (a tuple held by the caller) into `out`. 0 or -1. */
+static int
+patch_values(PyObject *values, cg_patch_value *out)
+{
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(values); j++) {
+        PyObject *v = PyTuple_GET_ITEM(values, j);
+        if (PyLong_Check(v)) {
+            out[j].word = PyLong_AsUnsignedLongLong(v); /* runs no Python code, even for an int subclass */
+            if (out[j].word == (unsigned long long)-1 && PyErr_Occurred())
+                return -1;
+            out[j].data = NULL;
+            out[j].len = 0;
+        } else if (PyBytes_CheckExact(v)) {
+            out[j].data = PyBytes_AS_STRING(v);
+            out[j].len = PyBytes_GET_SIZE(v);
+        } else {
+            PyErr_Format(PyExc_TypeError, "patch: value %zd must be an int or bytes", j);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char cg_patch_doc[] =
+    "patch(exec, entries, values) -> None or (entry, index, CUresult)\n\n"
+    "Rebind parameters in nodes of executable `exec`. `values` is a tuple of ints (addresses,\n"
+    "written as 64-bit little-endian words) and bytes (packed scalars). Each entry is a tuple\n"
+    "(set_params, structure, size, writes, params, nodes): the structure at address `structure`\n"
+    "(`size` bytes: a kernel's argument buffer, or a node's CUgraphNodeParams) gets, for each\n"
+    "(offset, index, addend) int64 triple of the bytes `writes`, values[index] + addend (bytes:\n"
+    "copied, addend 0) at that offset; then the entry point at address `set_params`\n"
+    "(cuGraphExecKernelNodeSetParams_v2 or cuGraphExecNodeSetParams) is called on every driver node\n"
+    "in the list `nodes` (ints) with the parameters at address `params`. None when every call\n"
+    "succeeded; else where the driver refused and its CUresult (everything before was set).";
+
+PyObject *
+cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 3 || !PyList_CheckExact(argv[1]) || !PyTuple_CheckExact(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "patch(exec: int, entries: list, values: tuple)");
+        return NULL;
+    }
+    void *exec;
+    if (address_of(argv[0], "exec", &exec) < 0)
+        return NULL;
+    PyObject *entries = argv[1], *values = argv[2];
+    Py_ssize_t nvalues = PyTuple_GET_SIZE(values);
+    cg_patch_value small[8], *vals = small;
+    if (nvalues > 8 && (vals = PyMem_New(cg_patch_value, (size_t)nvalues)) == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL;
+    Py_INCREF(entries); /* held across the driver calls, with the values (bytes read in place) */
+    Py_INCREF(values);
+    if (patch_values(values, vals) < 0)
+        goto done;
+    for (Py_ssize_t e = 0; e < PyList_GET_SIZE(entries); e++) {
+        PyObject *t = PyList_GET_ITEM(entries, e);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 6 || !PyBytes_CheckExact(PyTuple_GET_ITEM(t, 3)) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(t, 5))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "patch: an entry is (set_params, structure, size, writes: bytes, params, nodes: list)");
+            goto done;
+        }
+        Py_INCREF(t);
+        Py_ssize_t i = 0;
+        int rc = patch_entry(exec, t, vals, nvalues, &i);
+        Py_DECREF(t);
+        if (rc < 0)
+            goto done;
+        if (rc > 0) {
+            result = Py_BuildValue("(nni)", e, i, rc);
+            goto done;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(values);
+    Py_DECREF(entries);
+    if (vals != small)
+        PyMem_Free(vals);
+    return result;
 }

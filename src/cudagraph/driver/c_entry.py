@@ -11,7 +11,8 @@ around the wrapper live here:
   ``pip install``; see ``_native.c``), which takes the driver's entry points as
   addresses (:func:`c_address`) and loops over the nodes in C:
   :func:`kernel_loop` for construction and for executable updates of many
-  kernel nodes, ``rebind`` for rebinding a parameter, ``StreamLauncher`` for
+  kernel nodes, ``rebind`` for rebinding a parameter, ``patch`` for rebinding
+  several (and pointers at offsets, copies and fills), ``StreamLauncher`` for
   stream launches (``stream_launch.py``);
 - :func:`c_function`, an exported symbol as a ctypes function (lifting reads
   graphs through these; see ``graph_reader.py``).
@@ -32,6 +33,7 @@ KernelLoop                     cudagraph.materialize.kernel_loop.KernelLoopTwin
 KernelLoop(set_mode=True)      cudagraph.ops.kinds.kernel.KernelWriter.write
 set_kernel_node                cudagraph.ops.kinds.kernel.KernelWriter.write
 rebind                         cudagraph.ops.kinds.kernel.KernelWriter.write_plan
+patch                          cudagraph.executable.patch_plan.run_patches
 BindMethod                     cudagraph.executable.executable.Executable.bind
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
@@ -106,6 +108,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "KernelLoop(set_mode=True)": "cudagraph.ops.kinds.kernel:KernelWriter.write",
         "set_kernel_node": "cudagraph.ops.kinds.kernel:KernelWriter.write",
         "rebind": "cudagraph.ops.kinds.kernel:KernelWriter.write_plan",
+        "patch": "cudagraph.executable.patch_plan:run_patches",
         "BindMethod": "cudagraph.executable.executable:Executable.bind",
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",

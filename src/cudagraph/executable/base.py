@@ -25,7 +25,9 @@ from ..ops.node_update import set_node_params
 from ..ops.registry import ops_for
 
 if TYPE_CHECKING:
+    from .bind_checks import ValueCheck
     from .bind_plan import BindPlan
+    from .patch_plan import PatchPlan, PreparedNode
     from .updating import _Shape
 
 __all__ = ["ExecutableBase"]
@@ -52,6 +54,7 @@ class ExecutableBase:
     __slots__ = (
         "__weakref__",
         "_bindings",
+        "_checks",
         "_ctx",
         "_exec_addr",
         "_enabled",
@@ -64,6 +67,7 @@ class ExecutableBase:
         "_lowered",
         "_overrides",
         "_plans",
+        "_prepared_nodes",
         "_raw_bound",
         "_sig",
         "_shared",
@@ -91,7 +95,9 @@ class ExecutableBase:
     _writer: KernelWriter  # the one writer of kernel nodes (see ops.kinds.kernel)
     _updaters: dict[int, PreparedKernel]  # id(node) -> its prepared parameters
     _shared: dict[tuple[Any, ...], tuple[PreparedKernel, Node]]
-    _plans: dict[str, BindPlan]
+    _plans: dict[str | tuple[str, ...], BindPlan | PatchPlan]  # by name, or by the names rebound together
+    _checks: dict[str, ValueCheck]  # how each parameter's new values are checked (see bind_checks)
+    _prepared_nodes: dict[int, PreparedNode | None]  # id(node) -> a copy's or fill's patchable parameters
     _overrides: dict[int, Node]  # id(node) -> the node as changed by exe[node].update()
     _enabled: dict[int, bool]
     _states: list[Any] | None  # None until recorded (see Updating._recorded_states)

@@ -1,22 +1,40 @@
-"""Checks of a new value for a parameter made by :meth:`Graph.parametrize <cudagraph.Graph.parametrize>`.
+"""Checking and converting a new value of a parameter before :meth:`Executable.bind <cudagraph.Executable.bind>`.
 
-The parameter stands for memory the graph was captured on; a new value must
-be device memory at least as large, on the same device, and (where both the
-captured and the new object expose them) of the same dtype, shape and
-strides. Objects say most of this themselves; a bare address or an
-``(address, nbytes)`` pair is asked of the driver (memory type, device).
+Each parameter of an executable gets one converter on first bind
+(:func:`value_check`): a scalar is coerced to its dtype; a pointer is read as an
+address. A pointer made by :meth:`Graph.parametrize <cudagraph.Graph.parametrize>`
+stands for memory the graph was captured on: a new value must be device memory
+at least as large, on the same device, and (where both the captured and the
+new object expose them) of the same dtype, shape and strides. Objects say most
+of this themselves; a bare address or an ``(address, nbytes)`` pair is asked of
+the driver (memory type, device).
+
+Describing an object in full costs microseconds per bind; a rebinding launch
+usually passes a fresh object of the same layout every step. So a
+:class:`MemoryCheck` reads objects of the common types (PyTorch tensors, arrays
+with a ``__cuda_array_interface__`` property, ``cuda.core`` Buffers) as their
+address plus a key of everything else the checks read, and remembers the keys
+that passed the full check: the same layout at another address passes without
+it, anything else is checked in full (:func:`checked_address`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from ..definition.diff import same_value
 from ..definition.memory_info import Memory, describe_memory
+from ..definition.operands import buffer_like
 from ..driver.calls import require_driver
 from ..errors import OperandError
 from ..ops.operands import pointer_attribute
 
-__all__ = ["checked_address", "probe"]
+__all__ = ["BUFFER_TYPES", "MemoryCheck", "ValueCheck", "checked_address", "probe", "value_check"]
+
+#: Types seen to be ``cuda.core`` Buffer-like (their ``handle`` is the address); the
+#: compiled ``Executable.bind`` reads the same set.
+BUFFER_TYPES: set[type] = set()
 
 
 def probe(address: int) -> tuple[bool, int | None]:
@@ -63,3 +81,183 @@ def checked_address(name: str, captured: Memory, value: Any, graph: str) -> int:
                 f"(new memory {mem.nbytes} bytes, captured {captured.nbytes} bytes)"
             )
     return mem.address
+
+
+# ------------------------------------------------------------------ reading common objects cheaply
+
+#: ``reader(value) -> (address, key)``: the key holds everything but the address that
+#: :func:`~cudagraph.definition.memory_info.describe_memory` reads of such a value.
+Reader = Callable[[Any], tuple[int, Any]]
+
+
+def _torch(t: Any) -> tuple[int, Any]:
+    dev = t.device
+    key = (type(t), t.dtype, t.shape, t.stride(), t.element_size(), getattr(dev, "type", "cuda"), dev.index)
+    return int(t.data_ptr()), key
+
+
+def _cai(obj: Any) -> tuple[int, Any]:
+    cai = obj.__cuda_array_interface__
+    key = (type(obj), cai.get("typestr", "|u1"), cai.get("shape", ()), cai.get("strides"))
+    return int(cai["data"][0]), key
+
+
+def _cai_device(obj: Any) -> tuple[int, Any]:
+    cai = obj.__cuda_array_interface__
+    key = (type(obj), cai.get("typestr", "|u1"), cai.get("shape", ()), cai.get("strides"), obj.device.id)
+    return int(cai["data"][0]), key
+
+
+def _buffer(b: Any) -> tuple[int, Any]:
+    return int(b.handle), (type(b), b.size, b.device_id, b.is_device_accessible)
+
+
+#: ``type -> its reader`` (``None``: every value of the type is checked in full).
+_READERS: dict[type, Reader | None] = {}
+
+
+def _plain(t: type) -> bool:
+    """Whether every instance of ``t`` has exactly the attributes its type defines (no ``__dict__``, no hooks)."""
+    return (
+        getattr(t, "__dictoffset__", 1) == 0
+        and getattr(t, "__getattr__", None) is None
+        and t.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
+    )
+
+
+def reader(t: type) -> Reader | None:
+    """The reader of values of type ``t`` (decided once per type), or ``None``.
+
+    It follows :func:`~cudagraph.definition.memory_info.describe_memory`'s
+    order. A tensor-like type (``data_ptr`` and ``stride`` methods) is read
+    through the same calls, which fail (then the value is checked in full)
+    where an instance would be described otherwise. An array or a Buffer is
+    read only when its type fixes its instances' attributes (no ``__dict__``,
+    no attribute hooks), so that every instance is described the same way.
+    """
+    found = _READERS.get(t, _READERS)
+    if found is not _READERS:
+        return found  # type: ignore[return-value]
+    read: Reader | None = None
+    if issubclass(t, (int, tuple)):  # addresses and (address, nbytes) pairs: the driver is asked
+        read = None
+    elif callable(getattr(t, "data_ptr", None)) and callable(getattr(t, "stride", None)):
+        read = _torch
+    elif _plain(t):
+        if getattr(t, "__cuda_array_interface__", None) is not None:
+            read = _cai_device if hasattr(t, "device") else _cai
+        elif all(hasattr(t, a) for a in ("handle", "size", "memory_resource", "device_id", "is_device_accessible")):
+            read = _buffer
+    _READERS[t] = read
+    return read
+
+
+class MemoryCheck:
+    """The checks of new memory for one parametrized name, remembering the layouts that passed.
+
+    Parameters
+    ----------
+    name : str
+        The parameter.
+    captured : Memory
+        The memory it was parametrized with.
+    graph : str
+        The graph's name (for messages).
+    """
+
+    __slots__ = ("name", "captured", "graph", "passed")
+
+    #: Keys remembered per name at most (a program alternating between more layouts is checked in full).
+    LIMIT = 64
+
+    def __init__(self, name: str, captured: Memory, graph: str) -> None:
+        self.name = name
+        self.captured = captured
+        self.graph = graph
+        self.passed: dict[Any, None] = {}
+
+    def address(self, value: Any) -> int:
+        """The address of ``value``, checked against the captured memory.
+
+        Raises
+        ------
+        OperandError
+            As :func:`checked_address`.
+        """
+        read = _READERS.get(type(value), _READERS)
+        if read is _READERS:
+            read = reader(type(value))
+        key: Any = None
+        if read is not None:
+            try:
+                address, key = read(value)  # type: ignore[operator]
+                if key in self.passed:  # 0.49 µs instead of 4.8 (a fresh CuPy-like array; Buffer: 0.22 vs 0.84)
+                    return address
+            except Exception:  # an object its type does not describe: the full check says what is wrong
+                key = None
+        checked = checked_address(self.name, self.captured, value, self.graph)
+        if key is not None and checked == address:
+            if len(self.passed) >= self.LIMIT:
+                self.passed.clear()
+            self.passed[key] = None
+        return checked
+
+
+class ValueCheck:
+    """How new values of one parameter are checked and converted (made once per parameter; see :func:`value_check`).
+
+    Attributes
+    ----------
+    scalar : bool
+        A scalar parameter (values compared with ``same_value``), else a pointer (addresses compared).
+    """
+
+    __slots__ = ("param", "scalar", "memory")
+
+    def __init__(self, param: Any, memory: MemoryCheck | None) -> None:
+        self.param = param
+        self.scalar = param.dtype is not None
+        self.memory = memory
+
+    def convert(self, value: Any, bound: Any) -> Any:
+        """``value`` as the executable binds it (an address, or a scalar of the parameter's dtype).
+
+        ``bound`` is the value bound now: an address equal to it is taken without asking the driver.
+
+        Raises
+        ------
+        OperandError
+            A value of the wrong kind, or memory the checks refuse.
+        """
+        if self.scalar:
+            return self.param.coerce(value)
+        t = type(value)
+        if self.memory is not None:
+            if t is int and value == bound:
+                return value  # the address bound now (checked when it was bound, or the captured one)
+            return self.memory.address(value)
+        if t is int and 0 < value < 1 << 64:
+            return value
+        if t in BUFFER_TYPES:
+            return int(value.handle) or _pointer(self.param, value)
+        return _pointer(self.param, value)
+
+    def same(self, v: Any, bound: Any) -> bool:
+        """Whether the converted value ``v`` equals the ``bound`` one (no driver call needed)."""
+        return same_value(v, bound) if self.scalar else bool(v == bound)
+
+
+def value_check(param: Any, memory: Memory | None, graph: str) -> ValueCheck:
+    """The :class:`ValueCheck` of ``param``; ``memory`` is what :meth:`Graph.parametrize` made it from, if any."""
+    check = None if memory is None or param.dtype is not None else MemoryCheck(param.name, memory, graph)
+    return ValueCheck(param, check)
+
+
+def _pointer(param: Any, value: Any) -> int:
+    """A pointer parameter's value as an address (the common cases first)."""
+    if buffer_like(value):
+        BUFFER_TYPES.add(type(value))
+        ptr = int(value.handle)
+        if ptr:
+            return ptr
+    return param.coerce(value)  # type: ignore[no-any-return]

@@ -1,15 +1,19 @@
-"""Rebinding one parameter of an executable: the prepared plan of the nodes that use it.
+"""Rebinding one parameter of an executable: the prepared plan of the kernel nodes that use it.
 
 A plan is made the first time a parameter is rebound and kept until the
 executable's nodes change. Kernel nodes that share a prepared parameter
-structure (:class:`~cudagraph.executable.kernel_ops.PreparedKernel`) form one
+structure (:class:`~cudagraph.ops.kinds.kernel.PreparedKernel`) form one
 group: the parameter's bytes are written into the group's argument buffer
 once, then each node of the group costs one ``cuGraphExecKernelNodeSetParams``
 call. A plan is data: the executable's kernel writer runs it
-(:meth:`~cudagraph.executable.kernel_ops.KernelWriter.write_plan`: with the
+(:meth:`~cudagraph.ops.kinds.kernel.KernelWriter.write_plan`: with the
 compiled module every group in one C call, ``rebind``; without it, through
-``cuda.bindings``), and users that are not kernel nodes (copies, fills) get
-their parameters in full from the executable.
+``cuda.bindings``).
+
+This plan is for a parameter held whole by kernel arguments only. A bind of
+several parameters, a pointer at an offset into a parameter's memory, or a copy
+or fill using the parameter goes through a
+:class:`~cudagraph.executable.patch_plan.PatchPlan` instead.
 """
 
 from __future__ import annotations
@@ -39,28 +43,22 @@ class BindPlan:
         Per kernel group, for the compiled loop: ``(argument buffer address,
         its size, offsets of the parameter in it, parameter structure address,
         driver node handles)`` (see :meth:`KernelWriter.write_plan
-        <cudagraph.executable.kernel_ops.KernelWriter.write_plan>`).
+        <cudagraph.ops.kinds.kernel.KernelWriter.write_plan>`).
     group_nodes : list of list of Node
         The nodes of each group of :attr:`groups` (named in errors).
     bindings_groups : list of tuple
         Per kernel group, without the compiled module: ``(prepared structure,
         driver nodes, nodes, [(offset, struct code), ...])``.
-    others : list of tuple
-        ``(node, driver node)`` for the users that are not kernel nodes.
     count : int
         Driver calls one rebind makes.
     pointer_groups : list of tuple or None
-        :attr:`groups`, set by :meth:`finish` when the plan is a pointer's and
-        only sets kernel nodes through the compiled loop: then the compiled
+        :attr:`groups`, set by :meth:`finish` when the plan is an unchecked pointer's
+        (see :attr:`memory`) made for the compiled loop: then the compiled
         ``Executable.bind`` (``_native_bind.c``) runs it itself, with :attr:`set_address`,
-        as :meth:`KernelWriter.write_plan <cudagraph.executable.kernel_ops.KernelWriter.write_plan>`
+        as :meth:`KernelWriter.write_plan <cudagraph.ops.kinds.kernel.KernelWriter.write_plan>`
         does through the compiled ``rebind``.
     set_address : int or None
         The address of ``cuGraphExecKernelNodeSetParams_v2`` the plan was made for.
-    shifted : list of PreparedKernel
-        The groups whose structure also holds the pointer at an offset (``ParamBytes`` of
-        :meth:`Graph.parametrize <cudagraph.Graph.parametrize>`): the caller writes those
-        slots (:meth:`PreparedKernel.write_shifted`) before the plan is run.
     memory : Memory or None
         The memory the parameter was made from by ``Graph.parametrize``: every new
         value is checked against it (then the compiled ``Executable.bind`` leaves the
@@ -73,11 +71,9 @@ class BindPlan:
         "groups",
         "group_nodes",
         "bindings_groups",
-        "others",
         "count",
         "pointer_groups",
         "set_address",
-        "shifted",
         "memory",
         "_open",
     )
@@ -88,11 +84,9 @@ class BindPlan:
         self.groups: list[CompiledGroup] = []
         self.group_nodes: list[list[Node]] = []
         self.bindings_groups: list[Group] = []
-        self.others: list[tuple[Node, Any]] = []
         self.count = 0
         self.pointer_groups: list[CompiledGroup] | None = None
         self.set_address: int | None = None
-        self.shifted: list[PreparedKernel] = []
         self.memory: Any = None
         self._open: dict[int, int] = {}  # id(updater) -> position of its group, while adding
 
@@ -102,8 +96,6 @@ class BindPlan:
         if at is None:
             at = self._open[id(up)] = len(self.group_nodes)
             slots = up.slots.get(name, [])
-            if up.shifted.get(name):
-                self.shifted.append(up)
             if self.native:
                 offsets = tuple(off for off, _code in slots)
                 self.groups.append((up.buf_address, up.buf_size, offsets, up.params_address, []))
@@ -118,16 +110,10 @@ class BindPlan:
         self.group_nodes[at].append(node)
         self.count += 1
 
-    def add_other(self, node: Node, dnode: Any) -> None:
-        """Add a user that is not a kernel node."""
-        self.others.append((node, dnode))
-        self.count += 1
-
     def finish(self) -> BindPlan:
         """Mark the plan complete (no more users are added); return it."""
         self._open.clear()
         self.set_address = kernel_ops._SET_KERNEL_ADDR
-        if self.native and self.code is None and self.groups and not self.others and not self.shifted:
-            if self.memory is None:
-                self.pointer_groups = self.groups
+        if self.native and self.code is None and self.groups and self.memory is None:
+            self.pointer_groups = self.groups
         return self

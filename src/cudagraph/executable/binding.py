@@ -1,9 +1,13 @@
 """Rebinding the parameters of an executable: :meth:`Executable.bind <cudagraph.Executable.bind>`.
 
-One parameter rebound alone goes through its prepared
-:class:`~cudagraph.executable.bind_plan.BindPlan` (made on first use, kept until
-the executable's nodes change); several at once refresh each user. Kernel nodes
-are written by the executable's :class:`~cudagraph.ops.kinds.kernel.KernelWriter`.
+Each set of names rebound together goes through a prepared plan (made on first
+use, kept until the executable's nodes change): one parameter held whole by
+kernel arguments through a :class:`~cudagraph.executable.bind_plan.BindPlan`,
+run by the executable's :class:`~cudagraph.ops.kinds.kernel.KernelWriter`;
+anything else (several names at once, pointers at offsets into a parameter's
+memory, copies and fills) through a
+:class:`~cudagraph.executable.patch_plan.PatchPlan`. New values are checked and
+converted by each parameter's :class:`~cudagraph.executable.bind_checks.ValueCheck`.
 With the compiled module, ``Executable.bind`` itself is replaced by the compiled
 ``BindMethod`` (see ``_install_compiled_bind`` in :mod:`cudagraph.executable.executable`),
 which takes the one-pointer case before :meth:`Binding.bind` here, its Python twin.
@@ -14,18 +18,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.bindings import all_params
-from ..definition.diff import same_value
 from ..definition.nodes import KernelNode, Node
-from ..definition.operands import buffer_like
 from ..definition.parametrize import param_memory
 from ..driver.kernel_args import _STRUCT_CODES
 from ..errors import OperandError
 from ..ops.kinds.kernel import PreparedKernel, native_rebind
 from .base import _UNSET, ExecutableBase
-from .bind_checks import checked_address
+from .bind_checks import BUFFER_TYPES, ValueCheck, value_check
 from .bind_plan import BindPlan
+from .patch_plan import PatchPlan, PreparedNode, patch_native, prepare_node
 
-__all__ = ["Binding"]
+__all__ = ["BUFFER_TYPES", "Binding"]
+
+#: What :meth:`Binding._prepared` gives: ``(node as the executable has it, driver node,
+#: prepared kernel parameters or None, just made)``.
+_Prepared = tuple[Node, Any, PreparedKernel | None, bool]
 
 
 class Binding(ExecutableBase):
@@ -38,13 +45,16 @@ class Binding(ExecutableBase):
 
         A value equal to the bound one (the same object, or an equal address
         or scalar) costs no driver call. All values are checked before any
-        node is touched. Each kernel node costs one
-        ``cuGraphExecKernelNodeSetParams`` call; nodes built with the same
-        kernel, dimensions and argument objects share one prepared parameter
-        structure, so a parameter's bytes are written once for all of them.
-        With the compiled module, rebinding one pointer parameter to a Buffer or
-        an int address (after its first rebind, which prepares the plan) runs in
-        C from the call on: no Python frame between the call and the driver.
+        node is touched. Each node using a changed parameter costs one driver
+        call (``cuGraphExecKernelNodeSetParams``, ``cuGraphExecNodeSetParams``
+        for copies and fills), however many of its arguments change: the
+        writes of each set of names rebound together are prepared once, and
+        nodes built with the same kernel, dimensions and argument objects
+        share one prepared parameter structure, so a parameter's bytes are
+        written once for all of them. With the compiled module, rebinding one
+        pointer parameter to a Buffer or an int address (after its first
+        rebind, which prepares the plan) runs in C from the call on: no Python
+        frame between the call and the driver.
 
         Parameters
         ----------
@@ -66,32 +76,7 @@ class Binding(ExecutableBase):
         if len(params) == 1:
             ((name, value),) = params.items()
             return self._bind_one(name, value)
-        if self._exec is None:
-            self._require_open()
-        raw = self._raw_bound
-        bound = self._bindings
-        changed: dict[str, Any] = {}
-        for name, value in params.items():
-            v = self._new_value(name, value)
-            if v is not _UNSET:
-                changed[name] = v
-        if not changed:
-            return 0
-        with self._lock:
-            for name, v in changed.items():
-                bound[name] = v
-                raw[name] = params[name]
-            if len(changed) == 1:
-                ((name, v),) = changed.items()
-                return self._apply_plan(name, v)
-            dirty: dict[int, Node] = {}
-            for name in changed:
-                for node in self._lowered.param_users.get(name, ()):
-                    dirty[id(node)] = node
-            self._plans.clear()
-            for node in dirty.values():
-                self._refresh(node, changed)
-        return len(dirty)
+        return self._bind_many(params)
 
     def _bind_one(self, name: str, value: Any) -> int:
         """:meth:`bind` of one parameter (the compiled method takes the common case before it)."""
@@ -105,6 +90,32 @@ class Binding(ExecutableBase):
             self._raw_bound[name] = value
             return self._apply_plan(name, v)
 
+    def _bind_many(self, params: dict[str, Any]) -> int:
+        """:meth:`bind` of several parameters."""
+        if self._exec is None:
+            self._require_open()
+        names: list[str] = []
+        values: list[Any] = []
+        for name, value in params.items():
+            v = self._new_value(name, value)
+            if v is not _UNSET:
+                names.append(name)
+                values.append(v)
+        if not names:
+            return 0
+        with self._lock:
+            bound, raw = self._bindings, self._raw_bound
+            for name, v in zip(names, values):
+                bound[name] = v
+                raw[name] = params[name]
+            if len(names) == 1:
+                return self._apply_plan(names[0], values[0])
+            key = tuple(names)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = self._make_plan(key)
+            return self._run_patch(plan, values)  # type: ignore[arg-type]
+
     def _new_value(self, name: str, value: Any) -> Any:
         """``value`` checked and converted for parameter ``name``; ``_UNSET`` when it equals the bound one.
 
@@ -116,48 +127,61 @@ class Binding(ExecutableBase):
         raw = self._raw_bound
         if raw.get(name, _UNSET) is value:
             return _UNSET
-        p = self.graph._params.get(name)
-        if p is None:
-            p = self._param(name)
-        if p.dtype is None:
-            t = type(value)
-            plan = self._plans.get(name)
-            memory = param_memory(self.graph).get(name) if plan is None else plan.memory
-            if memory is not None:
-                v = checked_address(name, memory, value, self.graph.name)
-            elif t is int and 0 < value < 1 << 64:
-                v = value
-            elif t in BUFFER_TYPES:
-                v = int(value.handle) or _pointer(p, value)
-            else:
-                v = _pointer(p, value)
-            same = v == self._bindings.get(name)
-        else:
-            v = p.coerce(value)
-            same = same_value(v, self._bindings.get(name, _UNSET))
-        if same:
+        check = self._checks.get(name)
+        if check is None:
+            check = self._checks[name] = self._value_check(name)
+        bound = self._bindings.get(name, _UNSET)
+        v = check.convert(value, bound)
+        if check.same(v, bound):
             raw[name] = value  # the same value under another object: remembered, no driver call
             return _UNSET
         return v
+
+    def _value_check(self, name: str) -> ValueCheck:
+        p = self._param(name)
+        return value_check(p, param_memory(self.graph).get(name), self.graph.name)
 
     def _apply_plan(self, name: str, value: Any) -> int:
         """Rebind one parameter through its prepared plan (made on first use; see :class:`BindPlan`)."""
         plan = self._plans.get(name)
         if plan is None:
-            plan = self._plans[name] = self._make_plan(name)
-        for up in plan.shifted:
-            up.write_shifted(name, value)
-        self._writer.write_plan(plan, value)
-        if plan.others:
+            plan = self._plans[name] = self._make_plan((name,))
+        if type(plan) is PatchPlan:
+            return self._run_patch(plan, [value])
+        self._writer.write_plan(plan, value)  # type: ignore[arg-type]
+        count = plan.count
+        self.update_calls += count
+        return count
+
+    def _run_patch(self, plan: PatchPlan, values: list[Any]) -> int:
+        """Rebind ``plan``'s names to ``values`` (as bound, in the plan's order); see :class:`PatchPlan`."""
+        addr = self._exec_addr
+        if plan.native and not addr:
+            addr = self._exec_addr = int(self._exec)
+        plan.run(self._exec, addr, values)
+        if plan.general:
             bindings = self._bindings
-            for node, dnode in plan.others:
+            for node, dnode in plan.general:
                 self._set_node(node, dnode, bindings)
         count = plan.count
         self.update_calls += count
         return count
 
-    def _make_plan(self, name: str) -> BindPlan:
-        """The users of parameter ``name``, kernel nodes grouped by shared parameter structure."""
+    def _make_plan(self, names: tuple[str, ...]) -> BindPlan | PatchPlan:
+        """The users of parameters ``names``, each once, as a :class:`BindPlan` where one will do."""
+        users: dict[int, Node] = {}
+        for name in names:
+            for node in self._lowered.param_users.get(name, ()):
+                users.setdefault(id(node), node)
+        prepared = [self._prepared(node) for node in users.values()]
+        if len(names) == 1:
+            name = names[0]
+            if all(up is not None and not up.shifted.get(name) for _n, _d, up, _f in prepared):
+                return self._bind_plan(name, prepared)
+        return self._patch_plan(names, list(users.values()), prepared)
+
+    def _bind_plan(self, name: str, prepared: list[_Prepared]) -> BindPlan:
+        """One parameter held whole by kernel arguments, kernel nodes grouped by shared parameter structure."""
         p = self._param(name)
         code = None if p.dtype is None else "<" + _STRUCT_CODES[(p.dtype.kind, p.dtype.itemsize)]
         native = native_rebind()
@@ -166,15 +190,51 @@ class Binding(ExecutableBase):
         plan = BindPlan(code, native)
         if code is None:
             plan.memory = param_memory(self.graph).get(name)
-        for node in self._lowered.param_users.get(name, ()):
-            current, dnode, up, _fresh = self._prepared(node)
-            if up is None:
-                plan.add_other(current, dnode)
-            else:
-                plan.add_kernel(up, name, current, dnode)
+        for current, dnode, up, _fresh in prepared:
+            assert up is not None
+            plan.add_kernel(up, name, current, dnode)
         return plan.finish()
 
-    def _prepared(self, node: Node) -> tuple[Node, Any, PreparedKernel | None, bool]:
+    def _patch_plan(self, names: tuple[str, ...], users: list[Node], prepared: list[_Prepared]) -> PatchPlan:
+        """Several parameters, pointers at offsets, copies and fills (``prepared``: of each of ``users``)."""
+        codes = []
+        for name in names:
+            p = self._param(name)
+            codes.append(None if p.dtype is None else "<" + _STRUCT_CODES[(p.dtype.kind, p.dtype.itemsize)])
+        others = [
+            (current, dnode, self._prepared_node(node, current))
+            for node, (current, dnode, up, _f) in zip(users, prepared)
+            if up is None
+        ]
+        plan = PatchPlan(names, tuple(codes), patch_native(any(pn is not None for _c, _d, pn in others)))
+        for current, dnode, up, _fresh in prepared:
+            if up is not None:
+                plan.add_kernel(up, current, dnode)
+        for current, dnode, pn in others:
+            if pn is None:
+                plan.add_general(current, dnode)
+            else:
+                plan.add_node(pn, current, dnode)
+        return plan.finish()
+
+    def _prepared_node(self, node: Node, current: Node) -> PreparedNode | None:
+        """The patchable parameters of ``node`` (``current``: as the executable has it), or ``None``.
+
+        Made once per node and shared by every plan, so that its words always hold the
+        bound values; forgotten with the node's kernel structure (``exe[node].update``,
+        ``exe.update``).
+        """
+        cache = self._prepared_nodes
+        key = id(node)  # the definition's node, kept alive by the lowered graph
+        if key in cache:
+            return cache[key]
+        lw = self._lowered
+        pn = cache[key] = prepare_node(
+            current, self._context(), self._bindings, self._sink, lw.host_keys, lw.state, param_memory(self.graph)
+        )
+        return pn
+
+    def _prepared(self, node: Node) -> _Prepared:
         """``(node as the executable has it, driver node, prepared kernel parameters or None, just made)``.
 
         Kernel nodes with the same kernel, grid, block, shared memory and the very same
@@ -209,27 +269,3 @@ class Binding(ExecutableBase):
                     f"its parameters are {sorted(params) or 'none'}"
                 )
         return p
-
-    def _refresh(self, node: Node, changed: dict[str, Any]) -> None:
-        """Re-issue one node's parameters after ``changed`` parameters were rebound."""
-        current, dnode, up, fresh = self._prepared(node)
-        if up is not None and not fresh:
-            for name, v in changed.items():
-                up.rebind(name, v)
-        self._set_node(current, dnode, self._bindings, up)
-        self.update_calls += 1
-
-
-#: Types seen to be ``cuda.core`` Buffer-like (their ``handle`` is the address); the
-#: compiled ``Executable.bind`` reads the same set.
-BUFFER_TYPES: set[type] = set()
-
-
-def _pointer(param: Any, value: Any) -> int:
-    """A pointer parameter's value as an address (the common cases first)."""
-    if buffer_like(value):
-        BUFFER_TYPES.add(type(value))
-        ptr = int(value.handle)
-        if ptr:
-            return ptr
-    return param.coerce(value)  # type: ignore[no-any-return]

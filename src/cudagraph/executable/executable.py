@@ -30,9 +30,11 @@ from ..errors import DriverError, HostCallbackError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
 from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from .base import _UNSET, _instantiate_lowered
+from .bind_checks import ValueCheck
 from .bind_plan import BindPlan
 from .binding import BUFFER_TYPES, Binding
 from .node_view import ExecutableNode
+from .patch_plan import PatchPlan, PreparedNode
 from .profile import ProfileResult, profile_executable
 from .updating import UpdateResult, Updating
 
@@ -166,7 +168,9 @@ class Executable(Binding, Updating):
         # Kernel nodes with the same kernel, dimensions and argument objects share one prepared
         # structure (see _prepared): key -> (structure, the node whose objects the key names).
         self._shared: dict[tuple[Any, ...], tuple[PreparedKernel, Node]] = {}
-        self._plans: dict[str, BindPlan] = {}
+        self._plans: dict[str | tuple[str, ...], BindPlan | PatchPlan] = {}
+        self._checks: dict[str, ValueCheck] = {}
+        self._prepared_nodes: dict[int, PreparedNode | None] = {}
         self._exec_addr = 0  # the exec handle as an int, for the compiled bind (see BindPlan)
         self._overrides: dict[int, Node] = {}
         self._enabled: dict[int, bool] = {}

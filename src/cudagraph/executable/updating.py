@@ -329,6 +329,8 @@ class Updating(ExecutableBase):
         self._updaters.clear()
         self._shared.clear()
         self._plans.clear()
+        self._checks.clear()
+        self._prepared_nodes.clear()
         if not same_lowered and self._sig is not None:
             self._sig.nested = self._sig.nested_of = None  # they belonged to the lowered graph replaced
         if same_lowered and graph is not self._lowered.definition:
@@ -417,6 +419,7 @@ class Updating(ExecutableBase):
             self.update_calls += 1
             self._overrides[id(node)] = new
             self._plans.clear()
+            self._prepared_nodes.pop(id(node), None)
             if up is not None:
                 self._updaters[id(node)] = up
             else:

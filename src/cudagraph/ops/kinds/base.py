@@ -209,5 +209,17 @@ class KindOps:
         """Give ``driver_node`` of an executable the parameters of ``node`` (by default its :meth:`params`)."""
         setter.set_params(node, driver_node)
 
+    def address_paths(self, node: Any, params: Any) -> dict[str, tuple[str, bool]]:
+        """Where ``params`` (made by :meth:`params` for ``node``) hold pointer fields' addresses as plain words.
+
+        ``{pointer field: (attribute path in params, typed)}``: the attribute
+        holds the address as a 64-bit word that a rebind may overwrite in place
+        (an executable's bind plans patch these words, then set the node). With
+        ``typed``, the parameters also hold that memory's type, fixed at memory
+        CUDA knows: only such memory may be written there. A field not listed
+        (the default: none) is set from fresh parameters instead.
+        """
+        return {}
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"

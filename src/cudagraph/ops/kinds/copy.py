@@ -48,6 +48,17 @@ class _CopyOps(KindOps):
         p.memcpy.copyCtx = env.ctx
         return p
 
+    def address_paths(self, node: Any, params: Any) -> dict[str, tuple[str, bool]]:
+        """The device endpoints (``srcDevice``, ``dstDevice``); a host endpoint is left to fresh parameters."""
+        c = params.memcpy.copyParams
+        host = require_driver().CUmemorytype.CU_MEMORYTYPE_HOST
+        out = {}
+        if c.srcMemoryType != host:
+            out["src"] = ("memcpy.copyParams.srcDevice", True)
+        if c.dstMemoryType != host:
+            out["dst"] = ("memcpy.copyParams.dstDevice", True)
+        return out
+
 
 _LATE = (AllocNode, AllocOffset)
 

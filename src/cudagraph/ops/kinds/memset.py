@@ -36,6 +36,9 @@ class MemsetOps(KindOps):
         m.ctx = env.ctx
         return p
 
+    def address_paths(self, node: MemsetNode, params: Any) -> dict[str, tuple[str, bool]]:
+        return {"dst": ("memset.dst", False)}
+
     def issue(self, node: MemsetNode, stream: Any, run: StreamRun) -> None:
         drv = require_driver()
         dst = pointer_value(node.dst, run.bindings, f"{node.label}: dst", run.state)

@@ -10,7 +10,15 @@ runs the same code paths through ``cuda.bindings``.
 from setuptools import Extension, setup
 
 #: The module (``_native.c``) and one source per compiled algorithm (see ``_native.h``).
-_SOURCES = ("_native", "_native_loop", "_native_layout", "_native_rebind", "_native_read", "_native_bind")
+_SOURCES = (
+    "_native",
+    "_native_loop",
+    "_native_kernels",
+    "_native_layout",
+    "_native_rebind",
+    "_native_read",
+    "_native_bind",
+)
 
 setup(
     ext_modules=[

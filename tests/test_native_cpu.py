@@ -534,6 +534,31 @@ def test_compiled_signature_equals_the_definition_layers():
 
 
 @needs_native
+def test_compiled_signature_of_kernel_only_graphs_equals_the_definition_layers():
+    """Kernel nodes only (the signature is gathered in one pass), then a graph that is not (two passes)."""
+    import random
+
+    from cudagraph.definition import diff as _diff
+    from cudagraph.executable import compare as _compare
+
+    rng = random.Random(5)
+    for size in [0, 1, 2, 3, 17, 300]:
+        g = cg.Graph("k")
+        nodes: list[Any] = []
+        for i in range(size):
+            after = rng.sample(nodes, rng.randint(0, min(4, i))) or None
+            nodes.append(g.kernel(K1 if i % 3 else K2, 1, 32, SAME, after=after))
+        sig = _compare.topology_signature(g)
+        assert sig == _diff.topology_signature(g) and len(sig) == size + g.num_edges
+        if size:
+            nodes[-1]._preds.append("not a node")  # a predecessor that is not a node: signed in Python
+            assert _compare._LAYOUT.signature(g._nodes, _compare._FLAT) is None
+            nodes[-1]._preds.pop()
+            g.empty(after=nodes[-1])
+            assert _compare.topology_signature(g) == _diff.topology_signature(g)
+
+
+@needs_native
 def test_compiled_diff_equals_the_definition_layers():
     import random
 

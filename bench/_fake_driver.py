@@ -141,13 +141,16 @@ def _fake_info(drv: Any, handle: int) -> Any:
 
 
 _ADD_HANDLE = [0x200000]
+_ADD_TYPES: list[Any] = []  # (CUDA_SUCCESS, CUgraphNode), read once
 
 
 def _bindings_add(graph: Any, deps: Any, edges: Any, n: int, params: Any) -> Any:
-    from cuda.bindings import driver as drv
+    if not _ADD_TYPES:
+        from cuda.bindings import driver as drv
 
+        _ADD_TYPES[:] = [drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode]
     _ADD_HANDLE[0] += 1
-    return drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(_ADD_HANDLE[0])
+    return _ADD_TYPES[0], _ADD_TYPES[1](_ADD_HANDLE[0])
 
 
 def bindings_add_us() -> float:

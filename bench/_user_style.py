@@ -67,12 +67,16 @@ TARGET_SCALING = 1.3  # per-node cost at the largest N <= 1.3x N = 1000
 PHASES = ("define", "validate", "lower", "signature")
 
 perf_counter = time.perf_counter
+#: How the samples of a cell are summarised (see :func:`use_clock`).
+summary: Callable[[Sequence[float]], float] = statistics.median
 
 
-def use_clock(clock: Callable[[], float]) -> None:
-    """Time with ``clock`` from now on (``bench/construction.py --cpu``: the process's CPU time)."""
-    global perf_counter
+def use_clock(clock: Callable[[], float], statistic: Callable[[Sequence[float]], float]) -> None:
+    """Time with ``clock`` and summarise the samples with ``statistic`` from now on (``bench/construction.py
+    --cpu``: the process's CPU time and the fastest sample, the least disturbed by other load)."""
+    global perf_counter, summary
     perf_counter = clock
+    summary = statistic
 
 
 # --------------------------------------------------------------------------- shapes (no GPU needed)
@@ -164,7 +168,7 @@ class UserRow:
 
     def us(self, key: str) -> float | None:
         vals = self.samples.get(key)
-        return statistics.median(vals) if vals else None
+        return summary(vals) if vals else None
 
 
 #: (column title, sample key) of the user-style table.

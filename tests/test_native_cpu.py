@@ -535,7 +535,7 @@ def test_compiled_signature_equals_the_definition_layers():
 
 @needs_native
 def test_compiled_signature_of_kernel_only_graphs_equals_the_definition_layers():
-    """Kernel nodes only (the signature is gathered in one pass), then a graph that is not (two passes)."""
+    """Graphs of kernel nodes only (no Python code runs in the compiled signature), then with another kind."""
     import random
 
     from cudagraph.definition import diff as _diff

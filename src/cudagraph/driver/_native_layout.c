@@ -100,51 +100,6 @@ release_types(PyObject **types, Py_ssize_t count)
     PyMem_Free(types);
 }
 
-/* The items of a signature gathered in one pass, held (at == NULL: none are gathered). */
-struct items {
-    PyObject **at;
-    Py_ssize_t size, cap;
-};
-
-static int
-items_reserve(struct items *it, Py_ssize_t cap)
-{
-    PyObject **at = PyMem_Realloc(it->at, (size_t)cap * sizeof(PyObject *));
-    if (at == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    it->at = at;
-    it->cap = cap;
-    return 0;
-}
-
-/* Stop gathering: release what was gathered (types and ints the nodes hold: runs no Python code). */
-static void
-items_release(struct items *it)
-{
-    for (Py_ssize_t i = 0; i < it->size; i++)
-        Py_DECREF(it->at[i]);
-    PyMem_Free(it->at);
-    it->at = NULL;
-    it->size = it->cap = 0;
-}
-
-/* Gather the type of `node` and the index of each of its `n` predecessors (checked by node_preds). */
-static int
-items_add(struct items *it, PyObject *node, Py_ssize_t preds_at, Py_ssize_t index_at, Py_ssize_t n)
-{
-    if (it->size + 1 + n > it->cap && items_reserve(it, 2 * (it->size + 1 + n)) < 0)
-        return -1;
-    PyObject **to = it->at + it->size;
-    *to++ = Py_NewRef((PyObject *)Py_TYPE(node));
-    PyObject *preds = SLOT(node, preds_at);
-    for (Py_ssize_t j = 0; j < n; j++)
-        *to++ = Py_NewRef(SLOT(PyList_GET_ITEM(preds, j), index_at));
-    it->size += 1 + n;
-    return 0;
-}
-
 static PyObject *
 layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -162,12 +117,6 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
      * set lookup: a lookup may run Python code, which may put a node of another kind at a position
      * already checked, so the second pass compares each node's type with the one checked there. */
     PyObject **types = NULL;
-    /* The items of the answer, gathered (held) by the first pass while no Python code has run (kernel
-     * nodes only): the answer is then made without reading the nodes again, which halves the memory
-     * read (bench/construction.py --cpu, signature at N = 100,000: 0.085 -> 0.05 us/node). */
-    struct items items = {NULL, 0, 0};
-    if (items_reserve(&items, 2 * count + 1) < 0)
-        return NULL;
     /* First pass: check every node and count its predecessors (the tuple is made at its size). */
     for (Py_ssize_t i = 0; i < count; i++) {
         if (i >= PyList_GET_SIZE(nodes)) /* shortened by the Python code a __hash__ ran */
@@ -175,7 +124,6 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         PyObject *node = PyList_GET_ITEM(nodes, i);
         PyObject *t = (PyObject *)Py_TYPE(node);
         if (t != (PyObject *)self->kernel_type) {
-            items_release(&items); /* Python code may run from here on: the nodes are read again */
             if (types == NULL && (types = PyMem_Calloc((size_t)count, sizeof(PyObject *))) == NULL) {
                 PyErr_NoMemory();
                 return NULL;
@@ -195,8 +143,6 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         if (n < 0)
             goto changed;
         total += n;
-        if (items.at != NULL && items_add(&items, node, self->nd.preds, self->nd.index, n) < 0)
-            goto error;
     }
     int collecting = PyGC_Disable(); /* the collector would run Python code (finalizers) */
     out = PyTuple_New(total);
@@ -204,11 +150,6 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         PyGC_Enable();
     if (out == NULL)
         goto error;
-    if (items.at != NULL && items.size == total) { /* no Python code ran: the items gathered are the answer */
-        memcpy(((PyTupleObject *)out)->ob_item, items.at, (size_t)total * sizeof(PyObject *)); /* (refs move) */
-        PyMem_Free(items.at);
-        return out;
-    }
     /* Second pass. Where no Python code ran since the first (no set lookup: kernel nodes only), the nodes
      * are those just checked; else they are checked again, and must fit what was counted. */
     Py_ssize_t at = 0;
@@ -236,12 +177,10 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
     }
 changed: /* the graph changed while it was read: the items not set are NULL, which a tuple releases */
     Py_XDECREF(out);
-    items_release(&items);
     release_types(types, count);
     Py_RETURN_NONE;
 error:
     Py_XDECREF(out);
-    items_release(&items);
     release_types(types, count);
     return NULL;
 }

@@ -51,6 +51,7 @@ Run from the repository root::
     PYTHONPATH=src python3 bench/construction.py --quick    # N = 1000 only, 3 repeats
     PYTHONPATH=src python3 bench/construction.py --big      # also N = 100000 in the scaling table
     PYTHONPATH=src python3 bench/construction.py --mode all --json out.json
+    PYTHONPATH=src python3 bench/construction.py --cpu --big   # no GPU: cudagraph's own work, fake driver
 
 Targets of the user-style table: define + lower at most 1.5 µs per node, end
 to end at most 0.9x cuda.core capture on the chain and 0.6x on the DAG,

@@ -76,8 +76,8 @@ def plain_kernel_passes(node: KernelNode, seen: set[int]) -> bool:
     without building a message (``seen``: see :func:`~cudagraph.definition.operands.kernel_args_pass`).
 
     ``True`` only when it passes (and the node needs no whole-tree checks); ``False``: ``_check`` decides.
-    :meth:`Graph.validate <cudagraph.Graph.validate>` asks this first (bench/construction.py, user-style
-    chain: validate 3.5 -> 0.5 us/node on the CPU).
+    :meth:`Graph.validate <cudagraph.Graph.validate>` asks this first (bench/construction.py --cpu, user-style
+    chain: validate 3.65 -> 0.34 µs/node).
     """
     kernel = node.kernel
     t = type(kernel)
@@ -322,7 +322,9 @@ class KernelBuilders(GraphCore):
             after._succs.append(node)  # type: ignore[union-attr]
             self._nedges += 1
         else:
-            deps = self._dep_list(after)  # (a list or tuple of this graph's nodes: no message built)
+            # A list or tuple of this graph's nodes is taken with no message built (bench/construction.py
+            # --cpu, user-style chain, every fourth node with two dependencies: define 1.36 -> 1.15 µs/node).
+            deps = self._dep_list(after)
             if deps is None:
                 deps = self._deps(after, self._what("kernel", name))
             node._preds = deps

@@ -67,6 +67,16 @@ TARGET_SCALING = 1.3  # per-node cost at the largest N <= 1.3x N = 1000
 PHASES = ("define", "validate", "lower", "signature")
 
 perf_counter = time.perf_counter
+#: How the samples of a cell are summarised (see :func:`use_clock`).
+summary: Callable[[Sequence[float]], float] = statistics.median
+
+
+def use_clock(clock: Callable[[], float], statistic: Callable[[Sequence[float]], float]) -> None:
+    """Time with ``clock`` and summarise the samples with ``statistic`` from now on (``bench/construction.py
+    --cpu``: the process's CPU time and the fastest sample, the least disturbed by other load)."""
+    global perf_counter, summary
+    perf_counter = clock
+    summary = statistic
 
 
 # --------------------------------------------------------------------------- shapes (no GPU needed)
@@ -158,7 +168,7 @@ class UserRow:
 
     def us(self, key: str) -> float | None:
         vals = self.samples.get(key)
-        return statistics.median(vals) if vals else None
+        return summary(vals) if vals else None
 
 
 #: (column title, sample key) of the user-style table.
@@ -339,18 +349,20 @@ def sample_capture(ue: UserEnv, shape: str, n: int, row: UserRow, keep: bool) ->
 
 
 def measure_user(
-    ue: UserEnv, sizes: Sequence[int], repeats: int, floor: Callable[[int], float | None]
+    ue: UserEnv, sizes: Sequence[int], repeats: int, floor: Callable[[int], float | None], capture: bool = True
 ) -> list[UserRow]:
     """Every shape (the chain at each N, the DAG once): one warm-up, then ``repeats`` samples, peers interleaved.
 
-    ``floor(nodes)`` gives seconds of the bare ``cuGraphAddNode`` loop for a chain of that many nodes.
+    ``floor(nodes)`` gives seconds of the bare ``cuGraphAddNode`` loop for a chain of that many nodes;
+    ``capture``: also time cuda.core capture (needs a GPU).
     """
     rows: list[UserRow] = []
     cases = [("chain", n) for n in sizes] + [("dag", DAG_WIDTH * DAG_DEPTH)]
+    samplers = (sample_user, sample_capture) if capture else (sample_user,)
     for shape, n in cases:
         row = UserRow(shape, n, node_count(shape, n))
         for rep in range(repeats + 1):
-            for fn in (sample_user, sample_capture):
+            for fn in samplers:
                 try:
                     fn(ue, shape, n, row, rep > 0)
                 except Exception as exc:  # one failure must not stop the run
@@ -394,12 +406,10 @@ def measure_scaling(ue: UserEnv, sizes: Sequence[int], repeats: int) -> dict[int
     return out
 
 
-def measure_memory(ue: UserEnv, n: int = 10000) -> tuple[float | None, float | None]:
-    """Bytes per kernel node (tracemalloc) of a user-style cudagraph chain and of a cuda.core GraphDefinition
-    chain with the same arguments."""
-    import numpy as np
-
-    ours = core = None
+def measure_memory(ue: UserEnv, n: int = 10000, core: bool = True) -> tuple[float | None, float | None]:
+    """Bytes per kernel node (tracemalloc) of a user-style cudagraph chain and (``core``: needs a GPU) of a
+    cuda.core GraphDefinition chain with the same arguments."""
+    ours = theirs = None
     gc.collect()
     tracemalloc.start()
     try:
@@ -408,20 +418,30 @@ def measure_memory(ue: UserEnv, n: int = 10000) -> tuple[float | None, float | N
         ours = (tracemalloc.get_traced_memory()[0] - before) / n
         del g
         gc.collect()
-        try:
-            from cuda.core.graph import GraphDefinition
-
-            before = tracemalloc.get_traced_memory()[0]
-            gd = GraphDefinition()
-            node = gd.launch(ue.cfg, ue.kernels[0], ue.buf, np.float32(1.0), np.int32(ue.nelem))
-            for i in range(1, n):
-                node = node.launch(ue.cfg, ue.kernels[i % 3], ue.buf, np.float32(1.0), np.int32(ue.nelem))
-            del node
-            gc.collect()
-            core = (tracemalloc.get_traced_memory()[0] - before) / n
-            del gd
-        except Exception as exc:  # report and go on
-            print(f"cuda.core GraphDefinition memory failed: {type(exc).__name__}: {exc}", flush=True)
+        if core:
+            theirs = _core_memory(ue, n)
     finally:
         tracemalloc.stop()
-    return ours, core
+    return ours, theirs
+
+
+def _core_memory(ue: UserEnv, n: int) -> float | None:
+    """Bytes per kernel node of a cuda.core GraphDefinition chain (tracemalloc running), or ``None``."""
+    import numpy as np
+
+    try:
+        from cuda.core.graph import GraphDefinition
+
+        before = tracemalloc.get_traced_memory()[0]
+        gd = GraphDefinition()
+        node = gd.launch(ue.cfg, ue.kernels[0], ue.buf, np.float32(1.0), np.int32(ue.nelem))
+        for i in range(1, n):
+            node = node.launch(ue.cfg, ue.kernels[i % 3], ue.buf, np.float32(1.0), np.int32(ue.nelem))
+        del node
+        gc.collect()
+        out = (tracemalloc.get_traced_memory()[0] - before) / n
+        del gd
+        return out
+    except Exception as exc:  # report and go on
+        print(f"cuda.core GraphDefinition memory failed: {type(exc).__name__}: {exc}", flush=True)
+        return None

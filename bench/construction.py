@@ -51,6 +51,7 @@ Run from the repository root::
     PYTHONPATH=src python3 bench/construction.py --quick    # N = 1000 only, 3 repeats
     PYTHONPATH=src python3 bench/construction.py --big      # also N = 100000 in the scaling table
     PYTHONPATH=src python3 bench/construction.py --mode all --json out.json
+    PYTHONPATH=src python3 bench/construction.py --cpu --big   # no GPU: cudagraph's own work, fake driver
 
 Targets of the user-style table: define + lower at most 1.5 µs per node, end
 to end at most 0.9x cuda.core capture on the chain and 0.6x on the DAG,
@@ -800,6 +801,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "and a 16x64 DAG) against cuda.core capture, cudagraph's own work inside g.instantiate(), scaling and "
         "memory; shared: every peer on one shared argument tuple (or --vary-args); all: both",
     )
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        help="no GPU: the user-style table, scaling and memory of cudagraph alone, over a driver that does "
+        "nothing (bench/_fake_driver.py), timed in CPU time of the process",
+    )
     p.add_argument("--quick", action="store_true", help="only N=1000, 3 repeats (scaling: N=1000 and 10000)")
     p.add_argument("--big", action="store_true", help="also N=100000 in the scaling table (slow)")
     p.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement (default 5, quick 3)")
@@ -818,6 +825,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = opts.repeats if opts.repeats is not None else (3 if opts.quick else 5)
     sizes: tuple[int, ...] = (1000,) if opts.quick else (1000, 10000)
     _import_cudagraph()
+    if opts.cpu:
+        return run_cpu(opts, sizes, repeats)
     try:
         env = setup(opts.vary_args)
     except Exception as exc:
@@ -938,12 +947,49 @@ def run_user_style(
     }
 
 
+def run_cpu(opts: argparse.Namespace, sizes: Sequence[int], repeats: int) -> int:
+    """``--cpu``: the user-style measurements of cudagraph alone over the fake driver of ``_fake_driver``."""
+    import _fake_driver
+    import cudagraph
+    from cudagraph.driver.c_entry import NATIVE
+
+    _user.use_clock(time.process_time, min)  # other load on the machine disturbs this the least
+    with _fake_driver.fake_driver() as fake:
+        ue = _user.UserEnv(cudagraph, fake.kernels, fake.buf, NELEM, GRID, BLOCK, None, None, fake.driver)
+        print("# cudagraph construction on the CPU (fake driver)\n")
+        print(f"- compiled loops: {'yes (_native)' if NATIVE is not None else 'no (cuda.bindings calls)'}")
+        print(f"- fake cuGraphAddNode_v2 (compiled loop): {fake.add_node}")
+        print(f"- fake cuGraphAddNode (cuda.bindings path): {_fake_driver.bindings_add_us():.3f} µs per call")
+        print(f"- {repeats} repeats + 1 warm-up; the fastest sample; CPU time of the process\n")
+        rows = _user.measure_user(ue, sizes, repeats, lambda nodes: None, capture=False)
+        scaling = _user.measure_scaling(ue, scaling_sizes(opts.big), repeats)
+        ours, _ = _user.measure_memory(ue, core=False)
+    user = {
+        "rows": [
+            {"shape": r.shape, "n": r.n, "nodes": r.nodes, "status": r.status, "us_per_node": r.samples} for r in rows
+        ],
+        "table": _user.user_table(rows),
+        "ratios": _user.user_ratios(rows) + _user.scaling_ratios(scaling),
+        "scaling_us_per_node": {str(n): v for n, v in scaling.items()},
+        "scaling_table": _user.scaling_table(scaling),
+        "memory_bytes_per_node": {"cudagraph": ours, "cuda.core GraphDefinition": None},
+        "statistic": "fastest sample",
+    }
+    print_user_style(user)
+    if opts.json is not None:
+        opts.json.parent.mkdir(parents=True, exist_ok=True)
+        opts.json.write_text(json.dumps({"mode": "cpu", "user_style": user}, indent=2, ensure_ascii=False))
+        print(f"\nwrote {opts.json}")
+    return 0
+
+
 def print_user_style(user: dict[str, Any]) -> None:
     print("## Construction as users write it\n")
     print("A fresh argument tuple per node (a cuda.core Buffer and numpy scalars), three kernels interleaved,")
     print(
         f"every fourth chain node with two dependencies; dag: a root, {_user.DAG_WIDTH} chains of "
-        f"{_user.DAG_DEPTH} kernels, a sink. Medians, µs per node. end-to-end: define + g.instantiate(); own"
+        f"{_user.DAG_DEPTH} kernels, a sink. {user.get('statistic', 'median').capitalize()}, µs per node. "
+        "end-to-end: define + g.instantiate(); own"
     )
     print("work: g.instantiate() - lowering - bare cuGraphInstantiateWithParams; cuda.core capture: launch() into")
     print("a GraphBuilder (split/join for the dag) + complete(); C driver floor: bare cuGraphAddNode loop (chain).\n")

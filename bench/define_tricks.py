@@ -87,13 +87,13 @@ def main() -> None:
         ("all shortcuts", lambda: _chain(n)),
         ("kernel types not remembered (_KERNEL_TYPES_SEEN)", lambda: _chain(n)),
         ("sizes not interned (_GRIDS/_BLOCKS)", lambda: _chain(n)),
-        ("after= node types not remembered (_NODE_TYPES)", lambda: _chain(n)),
+        ("after= node classes not remembered (_NODE_CLASSES)", lambda: _chain(n)),
     ]
     patches: list[dict[str, Any]] = [
         {},
         {"_KERNEL_TYPES_SEEN": _Forgetful()},
         {"_GRIDS": _ForgetfulDict(), "_BLOCKS": _ForgetfulDict()},
-        {"_NODE_TYPES": _Forgetful()},
+        {"_NODE_CLASSES": _Forgetful()},
     ]
     best = [float("inf")] * len(cases)
     for _ in range(r):

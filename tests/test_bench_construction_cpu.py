@@ -165,3 +165,30 @@ def test_memory_lines():
 def test_main_without_a_gpu_says_so(capsys):
     assert construction.main(["--quick"]) == 2
     assert "cannot set up the GPU" in capsys.readouterr().err
+
+
+def test_the_cpu_mode_measures_cudagraph_over_a_driver_that_does_nothing(capsys, tmp_path):
+    pytest.importorskip("cuda.bindings.driver")
+    """``--cpu``: the user-style table (no capture column), the scaling table and the memory, with no GPU."""
+    import json
+
+    clock, summary = us.perf_counter, us.summary
+    try:
+        assert construction.main(["--cpu", "--quick", "--repeats", "1", "--json", str(tmp_path / "cpu.json")]) == 0
+    finally:
+        us.use_clock(clock, summary)
+    out = capsys.readouterr().out
+    assert "# cudagraph construction on the CPU (fake driver)" in out
+    doc = json.loads((tmp_path / "cpu.json").read_text())["user_style"]
+    rows = {(r["shape"], r["n"]): r for r in doc["rows"]}
+    assert set(rows) == {("chain", 1000), ("dag", 1024)} and all(r["status"] == "ok" for r in rows.values())
+    for r in rows.values():
+        samples = r["us_per_node"]
+        assert {"define", "lower", "define_lower", "instantiate", "end_to_end", "own"} <= set(samples)
+        assert "capture" not in samples and "floor" not in samples
+        assert all(len(v) == 1 and v[0] > 0 for k, v in samples.items() if k != "own")
+    assert set(doc["scaling_us_per_node"]) == {"1000", "10000"}
+    assert all(set(v) == set(us.PHASES) for v in doc["scaling_us_per_node"].values())
+    assert 100 < doc["memory_bytes_per_node"]["cudagraph"] < 1000
+    assert doc["memory_bytes_per_node"]["cuda.core GraphDefinition"] is None
+    assert "| chain | 1000 | 1000 |" in out and "| dag | 1024 | 1026 |" in out

@@ -319,6 +319,68 @@ def test_the_compiled_loop_packs_arguments_of_known_types(monkeypatch):
     assert d.adders[0].done == len(g)
 
 
+def interleaved_graph() -> cg.Graph:
+    """Two kernels alternating node by node (a fresh argument tuple each), some nodes with two dependencies."""
+    g = cg.Graph("interleaved")
+    prev = before = None
+    for i in range(24):
+        after = [prev, before] if before is not None and i % 4 == 3 else prev
+        if i % 2:
+            node = g.kernel(K2, 2, 64, (np.int32(i), np.float64(i / 4)), after=after)
+        else:
+            node = g.kernel(K1, 1, 32, (Buffer(0xA000 + 16 * i), np.float32(i), np.int32(i)), after=after)
+        before, prev = prev, node
+    return g
+
+
+def test_interleaved_kernels_are_added_in_one_pass(fake_driver, monkeypatch):
+    """The loop keeps every kernel it was shown: each kernel is introduced once, each sequence of argument types
+    is packed once in Python, and the loop switches between the kernels itself."""
+    introduced: list[Any] = []
+    real_use = _explicit.use_kernel
+
+    def use_kernel(loop: Any, kernel: Any, info: Any) -> None:
+        introduced.append(kernel)
+        real_use(loop, kernel, info)
+
+    monkeypatch.setattr(_explicit, "use_kernel", use_kernel)
+    packed: list[Any] = []
+    real_pack = KernelInfo.pack
+
+    def pack(self: KernelInfo, args: Any, node: Any, bindings: Any) -> Any:
+        packed.append(node)
+        return real_pack(self, args, node, bindings)
+
+    monkeypatch.setattr(KernelInfo, "pack", pack)
+    g = interleaved_graph()
+    dn = lower(g, fake_driver)
+    check_calls(g, fake_driver, dn)
+    assert introduced == [K1, K2]
+    if fake_driver.adders:  # the compiled loop: Python packed the first node of each kernel only
+        (adder,) = fake_driver.adders
+        assert [n.index for n in packed] == [0, 1] and adder.done == len(g) == 24
+        assert adder.kernel is K2 and adder.args is g.nodes[-1].args  # type: ignore[attr-defined]
+    else:  # the twin packs every node itself
+        assert [n.index for n in packed] == list(range(24)) and fake_driver.through_bindings == 24
+
+
+@needs_native
+def test_a_kernel_shown_again_is_known_anew(monkeypatch):
+    """use() of a known kernel replaces what the loop knew of it (its buffer holds no known arguments)."""
+    d = install("native", monkeypatch)
+    g = interleaved_graph()
+    lower(g, d)
+    (loop,) = d.adders
+    info = INFOS[id(K1)]
+    _c_entry.use_kernel(loop, K1, info)
+    assert loop.kernel is K1 and loop.args is None
+    loop.args = g.nodes[0].args  # type: ignore[attr-defined]
+    assert loop.args is g.nodes[0].args  # type: ignore[attr-defined]
+    loop.args = None  # forgets every kernel's
+    _c_entry.use_kernel(loop, K2, INFOS[id(K2)])
+    assert loop.kernel is K2 and loop.args is None
+
+
 class DevicePointer:
     """A handle that is not an int but converts to one (as ``CUdeviceptr`` does)."""
 
@@ -437,9 +499,14 @@ def test_native_calls_reject_bad_arguments():
         native.KernelLoop(address, 1, 0, KernelNode, Node)
     loop = native.KernelLoop(address, 1, 1, KernelNode, Node)
     with pytest.raises(ValueError, match=r"parameter 1 \(8 bytes at 12\) is outside the 16-byte buffer"):
-        loop.use(K1, {}, (0, 12), (8, 8), 0x1000, 16)
+        loop.use(K1, {}, (0, 12), (8, 8), 0x1000, 16, 0x71, True, 0x2000, None)
+    with pytest.raises(ValueError, match="kernel_params must not be NULL"):
+        loop.use(K1, {}, (0,), (8,), 0x1000, 16, 0x71, True, 0, None)
     with pytest.raises(TypeError, match="use"):
-        loop.use(K1, [], (0,), (8,), 0x1000, 16)
+        loop.use(K1, [], (0,), (8,), 0x1000, 16, 0x71, True, 0x2000, None)
+    with pytest.raises(TypeError, match="use"):
+        loop.use(K1, {}, (0,), (8,), 0x1000, 16)  # the layout without the function and its kernelParams
+    assert loop.kernel is None and loop.args is None  # nothing known after refusals
 
     class Plain(Node):  # no kernel slots
         __slots__ = ()
@@ -464,6 +531,31 @@ def test_compiled_signature_equals_the_definition_layers():
             g = random_graph(rng, size, K1, (0x9000, np.float32(1.0), np.int32(32)))
             assert _compare.topology_signature(g) == _diff.topology_signature(g)
     assert _compare._LAYOUT.signature([object()], set()) is None  # not a node: signed in Python
+
+
+@needs_native
+def test_compiled_signature_of_kernel_only_graphs_equals_the_definition_layers():
+    """Graphs of kernel nodes only (no Python code runs in the compiled signature), then with another kind."""
+    import random
+
+    from cudagraph.definition import diff as _diff
+    from cudagraph.executable import compare as _compare
+
+    rng = random.Random(5)
+    for size in [0, 1, 2, 3, 17, 300]:
+        g = cg.Graph("k")
+        nodes: list[Any] = []
+        for i in range(size):
+            after = rng.sample(nodes, rng.randint(0, min(4, i))) or None
+            nodes.append(g.kernel(K1 if i % 3 else K2, 1, 32, SAME, after=after))
+        sig = _compare.topology_signature(g)
+        assert sig == _diff.topology_signature(g) and len(sig) == size + g.num_edges
+        if size:
+            nodes[-1]._preds.append("not a node")  # a predecessor that is not a node: signed in Python
+            assert _compare._LAYOUT.signature(g._nodes, _compare._FLAT) is None
+            nodes[-1]._preds.pop()
+            g.empty(after=nodes[-1])
+            assert _compare.topology_signature(g) == _diff.topology_signature(g)
 
 
 @needs_native
@@ -577,6 +669,56 @@ def test_per_node_updates_set_each_changed_node_once(path, monkeypatch):
             else:
                 assert launch["data"] == struct.pack("<i", int(n.args[0])) + struct.pack("<d", float(n.args[1]))
         assert others == [g2.nodes[20]]  # the memset, in full
+
+
+@pytest.mark.parametrize("path", ["native", "bindings"])
+def test_the_writer_packs_again_what_other_code_packed_meanwhile(path, monkeypatch):
+    """KernelWriter.run forgets what the kernels' buffers held at each call: code run between two calls (a
+    PreparedKernel, a launch) may have packed other arguments into them."""
+    import cudagraph.ops.kinds.kernel as _kernel_writer
+
+    seen: list[tuple[int, bytes]] = []
+
+    def set_c(exec_handle: int, dnode: int, params: int) -> int:
+        seen.append((dnode, read_kernel_params(params, 0)["data"]))
+        return 0
+
+    def set_bindings(exec_handle: Any, dnode: Any, params: Any) -> tuple[Any]:
+        seen.append((int(dnode), read_kernel_params(params.getPtr(), 0)["data"]))
+        return (drv.CUresult.CUDA_SUCCESS,)
+
+    cb = SET_PROTO(set_c)
+    address = ctypes.cast(cb, ctypes.c_void_p).value
+    for info in INFOS.values():
+        info._packers.clear()
+        info._kinds.clear()
+    monkeypatch.setattr(_kernel_writer, "kernel_info", lambda k: INFOS[id(k)])
+    monkeypatch.setattr(_kernel_writer, "_SET_KERNEL", set_bindings)
+    if path == "native":
+        if native is None:
+            pytest.skip("cudagraph.driver._native was not built")
+        monkeypatch.setattr(
+            _kernel_writer,
+            "kernel_loop",
+            lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
+        )
+        monkeypatch.setattr(_kernel_writer, "c_address", lambda symbol: address)
+    else:
+        monkeypatch.setattr(_kernel_writer, "kernel_loop", lambda *a, **k: None)
+    g = cg.Graph("twice")
+    a = g.kernel(K1, 1, 32, SAME)
+    b = g.kernel(K2, 1, 32, (np.int32(3), np.float64(0.25)), after=a)
+    writer = _kernel_writer.KernelWriter(drv.CUgraphExec(0x4242))
+    nodes = [a, b, a]
+    dnodes = [drv.CUgraphNode(0x100), drv.CUgraphNode(0x101)]
+    want_a = struct.pack("<Qfi", 0x9000, 1.0, 32)
+    for _ in range(2):
+        done = writer.run(nodes, 0, dnodes)
+        while done < len(nodes):  # (the Python path: the writer's write, node by node)
+            assert writer.write(nodes[done], dnodes[nodes[done].index], {})  # type: ignore[arg-type]
+            done += 1
+        INFOS[id(K1)].pack((0x7777, np.float32(9.0), np.int32(9)), "other code", {})  # the buffer now holds these
+    assert seen == [(0x100, want_a), (0x101, struct.pack("<id", 3, 0.25)), (0x100, want_a)] * 2
 
 
 SAME = (0x9000, np.float32(1.0), np.int32(32))

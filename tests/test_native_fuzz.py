@@ -313,6 +313,7 @@ def test_kernel_loop_packs_and_adds_each_node_or_stops_cleanly(
     cb = SET(driver) if set_mode else ADD(driver)
     loop = native.KernelLoop(address(cb), 0x42, ctypes.addressof(params), KernelNode, Node, set_mode)
     type_key = tuple(type(a) for a in shared_args)
+    ptrs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(scratch) + 8 * j for j in range(n)])
     loop.use(
         K,
         {type_key: b"".join(KIND_LETTER[k] for k in kinds)},
@@ -320,6 +321,10 @@ def test_kernel_loop_packs_and_adds_each_node_or_stops_cleanly(
         (8,) * n,
         ctypes.addressof(scratch),
         8 * n,
+        0x71,
+        True,
+        ctypes.addressof(ptrs),
+        ptrs,
     )
     raw = [0x100 + i for i in range(size)] if set_mode else [0] * size
     if not set_mode:  # the nodes before `start` were added by an earlier call

@@ -51,6 +51,12 @@ PARAMS = ctypes.create_string_buffer(256)
 def adding_loop(fn=ADDED):
     return native.KernelLoop(address(fn), 1, ctypes.addressof(PARAMS), KernelNode, Node)
 
+PTRS = (ctypes.c_void_p * 64)()
+
+def use(loop, kernel, kinds, offsets, sizes, scratch, size):
+    # (function 0x70, a CUkernel; the kernelParams array PTRS; no owner to keep alive)
+    loop.use(kernel, kinds, offsets, sizes, scratch, size, 0x70, True, ctypes.addressof(PTRS), None)
+
 class CUkernel:  # the definition layer recognises kernels by type name
     pass
 
@@ -94,7 +100,7 @@ def test_packing_holds_the_arguments_while_int_of_a_handle_replaces_them():
 
         scratch = ctypes.create_string_buffer(16)
         loop = adding_loop()
-        loop.use(K, {(HBuf, HBuf): b"HH"}, (0, 8), (8, 8), ctypes.addressof(scratch), 16)
+        use(loop, K, {(HBuf, HBuf): b"HH"}, (0, 8), (8, 8), ctypes.addressof(scratch), 16)
         node.args = (HBuf(Handle()), HBuf(Handle()))
         done = loop.run([node], 0, [0])
         gc.collect()
@@ -178,7 +184,7 @@ def test_bytes_kind_is_checked_before_the_bytes_are_read():
         size = 256 << 20
         scratch = (ctypes.c_char * size)()
         loop = adding_loop()
-        loop.use(K, {(float,): b"B"}, (0,), (size,), ctypes.addressof(scratch), size)
+        use(loop, K, {(float,): b"B"}, (0,), (size,), ctypes.addressof(scratch), size)
         node.args = (struct.unpack("<d", struct.pack("<q", size))[0],)  # a float whose bits read as that size
         print(loop.run([node], 0, [0]))
         """
@@ -193,7 +199,7 @@ def test_bytes_kind_refuses_an_int_whose_size_field_matches():
         node = g.kernel(K, 1, 32, (0x9000,))
         scratch = ctypes.create_string_buffer(8)
         loop = adding_loop()
-        loop.use(K, {(int,): b"B"}, (0,), (8,), ctypes.addressof(scratch), 8)
+        use(loop, K, {(int,): b"B"}, (0,), (8,), ctypes.addressof(scratch), 8)
         node.args = (1 << (30 * 7),)  # eight digits: its size field reads 8
         print(loop.run([node], 0, [0]), scratch.raw == bytes(8))
         """
@@ -209,9 +215,9 @@ def test_a_refused_use_leaves_the_loop_as_it_was():
         scratch = ctypes.create_string_buffer(16)
         loop = adding_loop()
         kinds = {(int,): b"P"}
-        loop.use(K, kinds, (0,), (8,), ctypes.addressof(scratch), 16)
+        use(loop, K, kinds, (0,), (8,), ctypes.addressof(scratch), 16)
         try:
-            loop.use(K, kinds, (1 << 40, 0), (8, -1), ctypes.addressof(scratch), 1 << 41)
+            use(loop, K, kinds, (1 << 40, 0), (8, -1), ctypes.addressof(scratch), 1 << 41)
         except ValueError as e:
             print("refused")
         print(loop.run([node], 0, [0]), struct.unpack("<Q", scratch.raw[:8])[0] == 0x9000)
@@ -321,7 +327,7 @@ def test_a_driver_that_runs_python_code_cannot_pull_the_lists_from_under_the_loo
         A = ADD(shrink)
         loop = adding_loop(A)
         scratch = ctypes.create_string_buffer(8)
-        loop.use(K, {(int,): b"P"}, (0,), (8,), ctypes.addressof(scratch), 8)
+        use(loop, K, {(int,): b"P"}, (0,), (8,), ctypes.addressof(scratch), 8)
         print(loop.run(order, 0, raw), loop.rc)
         """
     )
@@ -338,7 +344,7 @@ def test_the_loop_refuses_calls_from_the_code_it_runs():
 
         class Handle:
             def __int__(self):
-                for call in (lambda: loop.use(K, {}, (), (), 0, 0), lambda: loop.run([node], 0, [0]),
+                for call in (lambda: use(loop, K, {}, (), (), 0, 0), lambda: loop.run([node], 0, [0]),
                              lambda: setattr(loop, "args", None), lambda: loop.write_dims(node)):
                     try:
                         call()
@@ -350,7 +356,7 @@ def test_the_loop_refuses_calls_from_the_code_it_runs():
             handle = Handle()
 
         scratch = ctypes.create_string_buffer(8)
-        loop.use(K, {(HBuf,): b"H"}, (0,), (8,), ctypes.addressof(scratch), 8)
+        use(loop, K, {(HBuf,): b"H"}, (0,), (8,), ctypes.addressof(scratch), 8)
         node.args = (HBuf(),)
         print(loop.run([node], 0, [0]), len(errors), all("running a call" in e for e in errors))
         try:
@@ -360,6 +366,62 @@ def test_the_loop_refuses_calls_from_the_code_it_runs():
         """
     )
     assert out.split() == ["1", "4", "True", "again"]
+
+
+def test_a_table_of_many_kernels_holds_them_while_python_code_runs_and_drops_them_whole():
+    """Forty kernels interleaved (the table grows four times), packing code that tries to change the table,
+    the definition dropped while the loop holds its kernels, and a kernel whose __del__ uses the loop."""
+    out = run_script(
+        """
+        errors = []
+
+        class Handle:
+            def __int__(self):
+                for call in (lambda: use(loop, CUkernel(), {}, (), (), 0, 0), lambda: setattr(loop, "args", None)):
+                    try:
+                        call()
+                    except RuntimeError as e:
+                        errors.append(str(e))
+                overwrite(64)
+                return 0x9000
+
+        class HBuf:
+            __slots__ = ("handle",)
+            def __init__(self):
+                self.handle = Handle()
+
+        def dying(self):
+            try:
+                use(loop, CUkernel(), {}, (), (), 0, 0)  # the loop is being cleared: a fresh table
+            except Exception:  # (NameError once the loop is gone)
+                pass
+
+        Dying = type("CUkernel", (CUkernel,), {"__del__": dying})
+
+        kernels = [Dying() for _ in range(40)]
+        scratch = [ctypes.create_string_buffer(8) for _ in kernels]
+        g = cg.Graph()
+        order = [g.kernel(kernels[(7 * i) % 40], 1, 32, (0x9000,)) for i in range(120)]
+        for node in order:
+            node.args = (HBuf(),)  # (not memory the definition layer accepts: set past its checks)
+        loop = adding_loop()
+        for k, buf in zip(kernels, scratch):
+            use(loop, k, {(HBuf,): b"H"}, (0,), (8,), ctypes.addressof(buf), 8)
+        del kernels, k, node
+        raw = [0] * 120
+        print(loop.run(order, 0, raw), loop.done, len(errors), all("running a call" in e for e in errors))
+        print(all(struct.unpack("<Q", b.raw)[0] == 0x9000 for b in scratch))
+        del order, g
+        gc.collect()
+        print(type(loop.kernel).__name__)
+        holder = [loop]  # a cycle through the loop's table: the collector clears it
+        loop.use(Dying(), {}, (), (), 0, 0, 0x70, True, 0, holder)
+        del loop, holder
+        gc.collect()
+        print("cleared")
+        """
+    )
+    assert out.split() == ["120", "120", "240", "True", "True", "CUkernel", "cleared"]
 
 
 FUZZ = """
@@ -393,7 +455,7 @@ def mutate():
         gc.collect()
     elif what == 7 and loop is not None:
         try:
-            loop.use(K, {}, (), (), 0, 0)
+            use(loop, K, {}, (), (), 0, 0)
         except RuntimeError:
             pass
     elif what == 8:
@@ -483,7 +545,7 @@ for step in range(int(sys.argv[2]) if len(sys.argv) > 2 else 300):
              bytes(rng.choice(b"PSBHX") for _ in range(n)) for _ in range(6)}
     active.append(1)
     try:
-        loop.use(K, kinds, tuple(8 * i for i in range(n)), (8,) * n, ctypes.addressof(scratch), 64)
+        use(loop, K, kinds, tuple(8 * i for i in range(n)), (8,) * n, ctypes.addressof(scratch), 64)
         for call in range(4):
             calls += 1
             which = rng.randrange(4)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .graph import Graph
     from .kinds.conditionals import ConditionalNode
 
-__all__ = ["MAX_NESTING", "After", "DimLike", "GraphCore", "builder", "check_size"]
+__all__ = ["MAX_NESTING", "NODE_CLASSES", "After", "DimLike", "GraphCore", "builder", "check_size"]
 
 #: How deep child graphs and conditional bodies may nest (a body of the graph
 #: being built is level 1). :meth:`Graph.validate` and instantiation refuse a
@@ -40,6 +40,10 @@ DimLike = Union[int, Sequence[int]]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+#: Node classes met in ``after=`` (every one a :class:`Node` subclass): the builders' hot paths test a
+#: dependency with one set lookup (bench/define_tricks.py: define costs 1.40x per node without it).
+NODE_CLASSES: set[type] = set()
 
 
 def builder(fn: _F) -> _F:
@@ -125,6 +129,25 @@ class GraphCore:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ deps
+    def _dep_list(self, after: Any) -> list[Node] | None:
+        """``after`` as a new list when it is a list or tuple of distinct nodes of this graph (classes met
+        before), else ``None``: :meth:`_deps` decides (it names what is wrong). Builds no message."""
+        t = type(after)
+        if t is not list and t is not tuple:
+            return None
+        deps = list(after)
+        known = NODE_CLASSES
+        for d in deps:
+            if type(d) not in known or d.graph is not self:
+                return None
+        k = len(deps)
+        if k == 2:
+            if deps[0] is deps[1]:
+                return None
+        elif k > 2 and len(set(map(id, deps))) != k:
+            return None
+        return deps
+
     def _deps(self, after: Any, what: str) -> list[Node]:
         if after is None:
             return []
@@ -133,12 +156,17 @@ class GraphCore:
                 raise ForeignNodeError(
                     f"{what}: after= names {after.label} of Graph {after.graph.name!r}, not of {self.name!r}"
                 )
+            NODE_CLASSES.add(type(after))
             return [after]
         if isinstance(after, (list, tuple)):
+            deps = self._dep_list(after)
+            if deps is not None:
+                return deps
             deps = list(after)
             for d in deps:
                 if not isinstance(d, Node):
                     raise OperandError(f"{what}: after= must hold nodes, got {type(d).__name__}")
+                NODE_CLASSES.add(type(d))
                 if d.graph is not self:
                     raise ForeignNodeError(
                         f"{what}: after= names {d.label} of Graph {d.graph.name!r}, not of {self.name!r}"

@@ -20,10 +20,12 @@ from .param import Param
 __all__ = [
     "ARG_BUFFER_TYPES",
     "ARG_TYPES_OK",
+    "ARG_TYPES_VALID",
     "DLPACK_DEVICE_TYPES",
     "Deferred",
     "buffer_like",
     "check_kernel_arg",
+    "kernel_args_pass",
     "normalize_kernel_args",
     "resolve_pointer",
 ]
@@ -65,6 +67,8 @@ def resolve_pointer(obj: Any, what: str, allow_null: bool = False, sized: bool =
 
 
 _SCALAR, _INT, _BYTES, _CTYPES, _OBJ = 0, 1, 2, 3, 4
+#: numpy scalars that are not kernel arguments.
+_NOT_ARGUMENTS = (np.str_, np.bytes_, np.datetime64, np.timedelta64)
 _KIND_BY_TYPE: dict[type, int] = {int: _INT, bytes: _BYTES}
 
 
@@ -119,7 +123,7 @@ def normalize_kernel_args(args: Any, what: str) -> tuple[Any, ...]:
         if k is None:
             k = _kind_of(t)
         if k == _SCALAR:
-            if isinstance(a, (np.str_, np.bytes_, np.datetime64, np.timedelta64)):
+            if isinstance(a, _NOT_ARGUMENTS):
                 raise OperandError(f"{what}: argument {i}: numpy {t.__name__} cannot be a kernel argument")
             continue
         if k == _INT:
@@ -142,13 +146,66 @@ def normalize_kernel_args(args: Any, what: str) -> tuple[Any, ...]:
             continue
         if t is Param:
             continue
-        bad = _scalar_refusal(a, i, what)
-        if bad is not None:
-            raise OperandError(bad)
-        check_kernel_arg(a, i, what)  # not memory, or host memory
-        ptr, _owner, _size = resolve_pointer(a, f"{what}: argument {i}", allow_null=True, sized=False)
-        out[i] = ptr
+        out[i] = _memory_arg(a, i, what)
     return args if out is None else tuple(out)
+
+
+def _memory_arg(a: Any, i: int, what: str) -> Any:
+    """The address of kernel argument ``i``, an object that is neither a scalar nor bytes (or the error)."""
+    bad = _scalar_refusal(a, i, what)
+    if bad is not None:
+        raise OperandError(bad)
+    check_kernel_arg(a, i, what)  # not memory, or host memory
+    ptr, _owner, _size = resolve_pointer(a, f"{what}: argument {i}", allow_null=True, sized=False)
+    return ptr
+
+
+#: Types every value of which :func:`normalize_kernel_args` accepts (numpy scalars but strings and dates,
+#: ``bytes`` and ``bytearray``, ctypes values, :class:`~cudagraph.Param`): filled by :func:`kernel_args_pass`.
+ARG_TYPES_VALID: set[type] = {bytes, bytearray, Param}
+_U64_END = 1 << 64
+
+
+def kernel_args_pass(args: Any, seen: set[int]) -> bool:
+    """Whether :func:`normalize_kernel_args` accepts ``args``, answered without building its result or a message.
+
+    The common case of :meth:`Graph.validate <cudagraph.Graph.validate>`: a type set lookup per argument, a
+    range test per int, and the checks of :func:`normalize_kernel_args` itself for memory objects (Buffers,
+    arrays), each read once per pass: ``seen`` holds the ids of those accepted earlier in the pass (the
+    caller's nodes keep them alive).
+
+    Returns
+    -------
+    bool
+        ``True`` only when :func:`normalize_kernel_args` accepts ``args``; ``False`` when it may not (it then
+        decides, and names the argument at fault).
+    """
+    if type(args) is not tuple:
+        return False
+    for a in args:
+        t = type(a)
+        if t in ARG_TYPES_VALID:
+            continue
+        if t is int:
+            if 0 <= a < _U64_END:
+                continue
+            return False
+        if id(a) in seen:
+            continue
+        k = _KIND_BY_TYPE.get(t)
+        if k is None:
+            k = _kind_of(t)
+        if k == _OBJ:
+            try:
+                _memory_arg(a, 0, "")
+            except Exception:  # normalize_kernel_args raises it again, with the node and the argument
+                return False
+            seen.add(id(a))
+        elif k == _CTYPES or (k == _SCALAR and not issubclass(t, _NOT_ARGUMENTS)):
+            ARG_TYPES_VALID.add(t)
+        else:  # numpy strings and dates, bytes-like objects other than bytearray
+            return False
+    return True
 
 
 def _not_an_argument(t: type, i: int, what: str) -> str:
@@ -216,7 +273,7 @@ def check_kernel_arg(a: Any, i: int, what: str, always_ok: tuple[type, ...] = ()
         return
     k = _kind_of(t)
     if k == _SCALAR:
-        if issubclass(t, (np.str_, np.bytes_, np.datetime64, np.timedelta64)):
+        if issubclass(t, _NOT_ARGUMENTS):
             raise OperandError(f"{what}: argument {i}: numpy {t.__name__} cannot be a kernel argument")
         ARG_TYPES_OK.add(t)
         return

@@ -4,6 +4,7 @@
  *
  *   _native.c         module init; the slot list (declare_slots) and resolving it on classes
  *   _native_loop.c    KernelLoop: adding or setting runs of kernel nodes
+ *   _native_kernels.c the kernels a KernelLoop knows (prepared layouts by kernel) and argument packing
  *   _native_layout.c  Layout: topology signatures and kernel-node diffs
  *   _native_rebind.c  set_kernel_node, rebind, patch: executable node updates
  *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
@@ -174,6 +175,52 @@ int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn,
 
 /* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `locked`. */
 extern PyObject *cg_str_handle, *cg_str_locked;
+
+/* ------------------------------------------------------------------ _native_kernels.c
+ *
+ * The kernels a KernelLoop knows: one prepared layout per kernel object, filled on first sight by the
+ * Python side (KernelLoop.use) and looked up by the kernel's address, so that one run of the loop adds
+ * nodes of any mix of known kernels. Nothing here runs Python code except cg_entry_pack.
+ */
+
+typedef struct {
+    PyObject *kernel;                /* the key (a strong reference); NULL: a free slot */
+    PyObject *owner;                 /* keeps `scratch` and `kernel_params` alive (the KernelInfo) */
+    PyObject *kinds;                 /* dict: tuple of argument types -> bytes of kinds (one per argument) */
+    PyObject *last_key, *last_kinds; /* the entry of `kinds` used last (a run of nodes repeats it) */
+    PyObject *args;                  /* the argument tuple `scratch` holds (NULL: none known) */
+    void *func, *kern;               /* the function fields of the node parameters (CUfunction, CUkernel) */
+    void **kernel_params;            /* kernelParams: one pointer into `scratch` per parameter */
+    char *scratch;                   /* the kernel's argument buffer */
+    Py_ssize_t nparams;
+    Py_ssize_t *offsets, *sizes;     /* parameter i: sizes[i] bytes at scratch + offsets[i] */
+} cg_kernel_entry;
+
+typedef struct {
+    cg_kernel_entry *slots; /* open addressing on the kernel's address; capacity 0 or a power of 2 */
+    Py_ssize_t capacity, used;
+} cg_kernel_table;
+
+/* The entry of `kernel`, or NULL. Runs no Python code. */
+cg_kernel_entry *cg_table_find(const cg_kernel_table *t, PyObject *kernel);
+
+/* Make room for one more entry (the addresses of entries change). 0, or -1 with MemoryError. */
+int cg_table_reserve(cg_kernel_table *t);
+
+/* The entry of `kernel`, or the free slot it goes in (its `kernel` NULL); cg_table_reserve first. */
+cg_kernel_entry *cg_table_slot(cg_kernel_table *t, PyObject *kernel);
+
+/* Free the slot array; the references held are the caller's to release first (cg_entry_refs). */
+void cg_table_free(cg_kernel_table *t);
+
+/* The object references an entry holds (6 of them, some NULL), in the order cg_entry_refs writes. */
+#define CG_ENTRY_REFS 6
+void cg_entry_refs(cg_kernel_entry *e, PyObject **out);
+
+/* Pack `args` into the entry's buffer by the kinds learned for their types; on success the entry holds
+ * `args`. 1: packed; 0: not (no exception set): the caller packs in Python, which names bad arguments.
+ * May run Python code (int(handle), a type's __hash__): the caller holds `args` and keeps `e` in place. */
+int cg_entry_pack(cg_kernel_entry *e, PyObject *args);
 
 /* ------------------------------------------------------------------ the entry points of each source */
 

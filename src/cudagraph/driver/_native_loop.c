@@ -1,31 +1,21 @@
 /*
  * KernelLoop: adding (or setting) runs of kernel nodes in C.
  *
- * Python twins (see cudagraph.driver.c_entry): adding, the cuda.bindings branch of
- * cudagraph.materialize.explicit.Lowering.lower_graph; setting (set_mode), the cuda.bindings branch
- * of cudagraph.ops.node_update.KernelParamsWriter.set.
+ * Python twins (see cudagraph.driver.c_entry): adding, cudagraph.materialize.kernel_loop.KernelLoopTwin;
+ * setting (set_mode), cudagraph.ops.kinds.kernel.KernelWriter.write on each node.
  *
  * It reads the definition's nodes through their __slots__ (NATIVE_SLOTS "kernel_node" and "node",
- * resolved on the classes given at construction), packs their arguments by the kinds the Python
- * side learned for each sequence of argument types, and stops at the first node it cannot handle
- * (another node kind, launch attributes, another kernel, arguments of types not seen yet), handing
- * it back to the Python loop, which names any error.
+ * resolved on the classes given at construction), points the parameters at each node's kernel
+ * (a table of the kernels the Python side introduced with use(), _native_kernels.c), packs the
+ * arguments by the kinds the Python side learned for each sequence of argument types, and stops at
+ * the first node it cannot handle (another node kind, launch attributes, a kernel not introduced
+ * yet, arguments of types not seen yet), handing it back to the Python loop, which names any error.
  *
  * A loop is configured once (__init__ refuses a second call) and does not re-enter: a call made by
  * Python code it runs (int() of a handle, a type's __hash__, a driver callback) raises RuntimeError,
  * so its state stays the one the running call checked.
  */
 #include "_native.h"
-
-/* How one argument is packed (the kinds KernelInfo learns per sequence of argument types). */
-enum {
-    KIND_POINTER = 'P', /* a Python int: a 64-bit address */
-    KIND_SCALAR = 'S',  /* a numpy scalar: its bytes (buffer protocol), exactly the parameter's size */
-    KIND_BYTES = 'B',   /* bytes: exactly the parameter's size */
-    KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
-};
-
-#define MAX_PARAMS 256
 
 typedef struct {
     PyObject_HEAD
@@ -39,15 +29,9 @@ typedef struct {
     PyTypeObject *node_type;   /* Node: every predecessor is one */
     cg_kernel_slots kn;
     cg_node_slots nd;
-    PyObject *kernel;  /* the kernel object whose function the params hold */
-    PyObject *kinds;   /* dict: tuple of argument types -> bytes of kinds, for `kernel` */
-    PyObject *last_key, *last_kinds; /* the last entry of `kinds` used (a run of nodes repeats it) */
-    PyObject *args;    /* the argument tuple packed in the scratch buffer */
+    cg_kernel_table kernels;   /* the kernels known (see use()) */
+    cg_kernel_entry *cur;      /* the one whose function and buffer the params hold (NULL: none) */
     PyObject *grid, *block, *smem; /* the objects the dimensions in params came from */
-    char *scratch;     /* the kernel's argument buffer (kernelParams points into it; the caller keeps it) */
-    Py_ssize_t nparams;
-    Py_ssize_t offsets[MAX_PARAMS], sizes[MAX_PARAMS];
-    Py_ssize_t scratch_size;
     void **deps;
     Py_ssize_t deps_cap;
     void *out;
@@ -55,19 +39,32 @@ typedef struct {
     Py_ssize_t done;
 } KernelLoop;
 
+/* Forget every kernel. The loop stops pointing at the table before the references are released
+ * (that may run Python code, which may use the loop). */
+static void
+loop_drop_kernels(KernelLoop *self)
+{
+    cg_kernel_table t = self->kernels;
+    self->kernels = (cg_kernel_table){NULL, 0, 0};
+    self->cur = NULL;
+    for (Py_ssize_t i = 0; i < t.capacity; i++) {
+        PyObject *refs[CG_ENTRY_REFS];
+        cg_entry_refs(&t.slots[i], refs);
+        for (int j = 0; j < CG_ENTRY_REFS; j++)
+            Py_XDECREF(refs[j]);
+    }
+    cg_table_free(&t);
+}
+
 static void
 loop_clear_refs(KernelLoop *self)
 {
     Py_CLEAR(self->kernel_type);
     Py_CLEAR(self->node_type);
-    Py_CLEAR(self->kernel);
-    Py_CLEAR(self->kinds);
-    Py_CLEAR(self->last_key);
-    Py_CLEAR(self->last_kinds);
-    Py_CLEAR(self->args);
     Py_CLEAR(self->grid);
     Py_CLEAR(self->block);
     Py_CLEAR(self->smem);
+    loop_drop_kernels(self);
 }
 
 static void
@@ -84,14 +81,15 @@ loop_traverse(KernelLoop *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->kernel_type);
     Py_VISIT(self->node_type);
-    Py_VISIT(self->kernel);
-    Py_VISIT(self->kinds);
-    Py_VISIT(self->last_key);
-    Py_VISIT(self->last_kinds);
-    Py_VISIT(self->args);
     Py_VISIT(self->grid);
     Py_VISIT(self->block);
     Py_VISIT(self->smem);
+    for (Py_ssize_t i = 0; i < self->kernels.capacity; i++) {
+        PyObject *refs[CG_ENTRY_REFS];
+        cg_entry_refs(&self->kernels.slots[i], refs);
+        for (int j = 0; j < CG_ENTRY_REFS; j++)
+            Py_VISIT(refs[j]);
+    }
     return 0;
 }
 
@@ -162,8 +160,6 @@ loop_init(KernelLoop *self, PyObject *args, PyObject *kwds)
     self->kp = (cg_kernel_params_v3 *)((char *)p + (set_mode ? 0 : offsetof(cg_graph_node_params, u)));
     self->kn = kn;
     self->nd = nd;
-    self->scratch = NULL;
-    self->nparams = 0;
     self->rc = 0;
     self->done = 0;
     self->node_type = (PyTypeObject *)Py_NewRef(ntype);
@@ -172,176 +168,119 @@ loop_init(KernelLoop *self, PyObject *args, PyObject *kwds)
 }
 
 PyDoc_STRVAR(loop_use_doc,
-             "use(kernel, kinds, offsets, sizes, scratch, scratch_size) -> None\n\n"
-             "The caller has pointed the parameters at `kernel`'s function, with kernelParams into its\n"
-             "argument buffer at address `scratch` (`scratch_size` bytes; parameter i at offsets[i],\n"
-             "sizes[i] bytes; the caller keeps the buffer alive). `kinds` maps a tuple of argument types\n"
-             "to the bytes of per-argument kinds ('P' int pointer, 'S' numpy scalar, 'B' bytes, 'H' object\n"
-             "with an int `handle`) for the argument sequences the loop may pack itself. Forgets the\n"
-             "packed arguments. Nothing changes when the arguments are refused.");
+             "use(kernel, kinds, offsets, sizes, scratch, scratch_size, function, library, kernel_params,\n"
+             "    owner) -> None\n\n"
+             "Know `kernel` (or know it anew) and point the parameters at it. Its arguments go in the buffer\n"
+             "at address `scratch` (`scratch_size` bytes; parameter i at offsets[i], sizes[i] bytes);\n"
+             "`kernel_params` is the address of its kernelParams array (pointers into that buffer);\n"
+             "`function` is the address of its CUkernel (`library` true) or CUfunction, written into the\n"
+             "function fields of the parameters whenever a node of it is added; `owner` keeps the buffer and\n"
+             "the array alive (the loop holds it). `kinds` maps a tuple of argument types to the bytes of\n"
+             "per-argument kinds ('P' int pointer, 'S' numpy scalar, 'B' bytes, 'H' object with an int\n"
+             "`handle`) for the argument sequences the loop may pack itself (the loop reads the dict as it\n"
+             "grows). Nothing changes when the arguments are refused.");
 
-static PyObject *
-loop_use(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
+static void
+loop_select(KernelLoop *self, cg_kernel_entry *e)
 {
-    if (argc != 6 || !PyDict_CheckExact(argv[1]) || !PyTuple_CheckExact(argv[2]) || !PyTuple_CheckExact(argv[3]) ||
-        PyTuple_GET_SIZE(argv[2]) != PyTuple_GET_SIZE(argv[3])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "use(kernel, kinds: dict, offsets: tuple, sizes: tuple, scratch: int, scratch_size: int)");
+    cg_kernel_params_v3 *k = self->kp;
+    k->func = e->func;
+    k->kern = e->kern;
+    k->kernelParams = e->kernel_params;
+    self->cur = e;
+}
+
+/* Read use()'s layout arguments into a new array (offsets, then sizes); NULL with an exception set. */
+static Py_ssize_t *
+use_layout(PyObject *const *argv, void **scratch, void **function, void **kernel_params, int *library)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(argv[2]), size;
+    if (address_of(argv[4], "scratch", scratch) < 0 || address_of(argv[6], "function", function) < 0 ||
+        address_of(argv[8], "kernel_params", kernel_params) < 0)
         return NULL;
-    }
-    if (loop_enter(self) < 0)
-        return NULL;
-    self->busy = 0; /* nothing below runs Python code until the state is written */
-    Py_ssize_t n = PyTuple_GET_SIZE(argv[2]);
-    if (n > MAX_PARAMS) {
-        PyErr_Format(PyExc_ValueError, "use: at most %d parameters", MAX_PARAMS);
-        return NULL;
-    }
-    void *scratch;
-    if (address_of(argv[4], "scratch", &scratch) < 0)
-        return NULL;
-    Py_ssize_t size = PyLong_AsSsize_t(argv[5]);
+    size = PyLong_AsSsize_t(argv[5]);
     if (size < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "use: scratch_size must be non-negative");
         return NULL;
     }
-    /* Check every parameter before writing any: a refused call leaves the loop as it was. */
+    if ((*library = PyObject_IsTrue(argv[7])) < 0)
+        return NULL;
+    if (n > 0 && *kernel_params == NULL) {
+        PyErr_SetString(PyExc_ValueError, "use: kernel_params must not be NULL for a kernel with parameters");
+        return NULL;
+    }
+    Py_ssize_t *layout = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(Py_ssize_t));
+    if (layout == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[2], i));
         Py_ssize_t sz = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[3], i));
-        if ((off == -1 || sz == -1) && PyErr_Occurred())
+        if ((off == -1 || sz == -1) && PyErr_Occurred()) {
+            PyMem_Free(layout);
             return NULL;
-        if (off < 0 || sz < 0 || off > size - sz || scratch == NULL) {
+        }
+        if (off < 0 || sz < 0 || off > size - sz || *scratch == NULL) {
             PyErr_Format(PyExc_ValueError, "use: parameter %zd (%zd bytes at %zd) is outside the %zd-byte buffer", i,
                          sz, off, size);
+            PyMem_Free(layout);
             return NULL;
         }
+        layout[i] = off;
+        layout[n + i] = sz;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        self->offsets[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[2], i));
-        self->sizes[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[3], i));
+    return layout;
+}
+
+static PyObject *
+loop_use(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 10 || !PyDict_CheckExact(argv[1]) || !PyTuple_CheckExact(argv[2]) || !PyTuple_CheckExact(argv[3]) ||
+        PyTuple_GET_SIZE(argv[2]) != PyTuple_GET_SIZE(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "use(kernel, kinds: dict, offsets: tuple, sizes: tuple, scratch: int, "
+                                         "scratch_size: int, function: int, library: bool, kernel_params: int, owner)");
+        return NULL;
     }
-    self->nparams = n;
-    self->scratch = scratch;
-    self->scratch_size = size;
+    if (loop_enter(self) < 0) /* (reading the arguments may run Python code: __index__, __bool__) */
+        return NULL;
+    void *scratch, *function, *kernel_params;
+    int library;
+    Py_ssize_t n = PyTuple_GET_SIZE(argv[2]);
+    Py_ssize_t *layout = use_layout(argv, &scratch, &function, &kernel_params, &library);
+    PyObject *cur = self->cur != NULL ? self->cur->kernel : NULL;
+    if (layout == NULL || cg_table_reserve(&self->kernels) < 0) {
+        PyMem_Free(layout);
+        self->busy = 0;
+        return NULL;
+    }
+    if (cur != NULL) /* (the entries may have moved) */
+        self->cur = cg_table_find(&self->kernels, cur);
+    cg_kernel_entry *e = cg_table_slot(&self->kernels, argv[0]);
+    PyObject *old[CG_ENTRY_REFS];
+    cg_entry_refs(e, old);
+    Py_ssize_t *old_layout = e->offsets;
+    if (e->kernel == NULL)
+        self->kernels.used++;
+    e->kernel = Py_NewRef(argv[0]);
+    e->owner = Py_NewRef(argv[9]);
+    e->kinds = Py_NewRef(argv[1]);
+    e->last_key = e->last_kinds = e->args = NULL;
+    e->func = library ? NULL : function;
+    e->kern = library ? function : NULL;
+    e->kernel_params = (void **)kernel_params;
+    e->scratch = scratch;
+    e->nparams = n;
+    e->offsets = layout;
+    e->sizes = layout + n;
+    loop_select(self, e);
     /* The references replaced are released last: that may run Python code, and the state is whole. */
-    PyObject *old[5] = {self->kernel, self->kinds, self->last_key, self->last_kinds, self->args};
-    self->kernel = Py_NewRef(argv[0]);
-    self->kinds = Py_NewRef(argv[1]);
-    self->last_key = self->last_kinds = self->args = NULL;
-    for (int i = 0; i < 5; i++)
+    self->busy = 0;
+    PyMem_Free(old_layout);
+    for (int i = 0; i < CG_ENTRY_REFS; i++)
         Py_XDECREF(old[i]);
     Py_RETURN_NONE;
-}
-
-/* The bytes of kinds learned for the types of `args` (a tuple of nparams items), held by
- * self->last_kinds; NULL when none is known (no exception set). May run Python code (the types'
- * __hash__ and __eq__ in the dict lookup): the caller holds `args`. */
-static PyObject *
-loop_kinds(KernelLoop *self, PyObject *args, Py_ssize_t n)
-{
-    PyObject *kinds = self->last_kinds; /* the entry of the previous node when its types were these */
-    for (Py_ssize_t i = 0; kinds != NULL && i < n; i++) {
-        if ((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i)) != PyTuple_GET_ITEM(self->last_key, i))
-            kinds = NULL;
-    }
-    if (kinds != NULL)
-        return kinds;
-    PyObject *key = PyTuple_New(n);
-    if (key == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(key, i, Py_NewRef((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i))));
-    kinds = PyDict_GetItemWithError(self->kinds, key); /* borrowed; self->kinds stays (use() is refused) */
-    if (kinds == NULL || !PyBytes_CheckExact(kinds) || PyBytes_GET_SIZE(kinds) != n) {
-        Py_DECREF(key);
-        PyErr_Clear();
-        return NULL;
-    }
-    /* Tuples of types and bytes: releasing the old entry runs no Python code. */
-    Py_XSETREF(self->last_kinds, Py_NewRef(kinds));
-    Py_XSETREF(self->last_key, key); /* n items: nparams is fixed until the next use() */
-    return kinds;
-}
-
-/* Pack `args` into the scratch buffer by the kinds learned for their types.
- * 1: packed; 0: not (no exception set): the caller packs in Python, which also names bad arguments. */
-static int
-loop_pack(KernelLoop *self, PyObject *args)
-{
-    if (self->kinds == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->nparams)
-        return 0;
-    Py_ssize_t n = self->nparams;
-    Py_INCREF(args); /* the Python code run below (a __hash__, int(handle)) may drop the node's reference */
-    PyObject *kinds = loop_kinds(self, args, n);
-    if (kinds == NULL) {
-        Py_DECREF(args);
-        return 0;
-    }
-    const char *k = PyBytes_AS_STRING(kinds); /* held by self->last_kinds, which only this function changes */
-    /* From here on the buffer is being overwritten: whatever happens, it no longer holds self->args. */
-    PyObject *old = self->args;
-    self->args = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *a = PyTuple_GET_ITEM(args, i);
-        char *to = self->scratch + self->offsets[i];
-        Py_ssize_t size = self->sizes[i];
-        switch (k[i]) {
-        case KIND_POINTER:
-            if (size != 8 || !pack_u64(a, to))
-                goto fail;
-            break;
-        case KIND_SCALAR: {
-            Py_buffer view;
-            if (PyObject_GetBuffer(a, &view, PyBUF_SIMPLE) < 0) {
-                PyErr_Clear();
-                goto fail;
-            }
-            int ok = view.len == size;
-            if (ok)
-                memcpy(to, view.buf, (size_t)size);
-            PyBuffer_Release(&view);
-            if (!ok)
-                goto fail;
-            break;
-        }
-        case KIND_BYTES:
-            if (!PyBytes_CheckExact(a) || PyBytes_GET_SIZE(a) != size)
-                goto fail;
-            memcpy(to, PyBytes_AS_STRING(a), (size_t)size);
-            break;
-        case KIND_HANDLE: {
-            PyObject *h = PyObject_GetAttr(a, cg_str_handle);
-            if (h == NULL) {
-                PyErr_Clear();
-                goto fail;
-            }
-            PyObject *v = PyLong_CheckExact(h) ? (Py_INCREF(h), h) : PyNumber_Long(h); /* int(handle), as in Python */
-            Py_DECREF(h);
-            if (v == NULL) {
-                PyErr_Clear();
-                goto fail;
-            }
-            int ok = size == 8 && pack_u64(v, to);
-            Py_DECREF(v);
-            if (!ok)
-                goto fail;
-            break;
-        }
-        default:
-            goto fail;
-        }
-    }
-    self->args = args; /* our reference */
-    Py_XDECREF(old);
-    return 1;
-fail:
-    Py_DECREF(args);
-    Py_XDECREF(old);
-    return 0;
 }
 
 /* Write the node's dimensions into params where they differ from the last node's.
@@ -497,8 +436,9 @@ loop_put(KernelLoop *self, PyObject *node, PyObject *raw)
 PyDoc_STRVAR(loop_run_doc,
              "run(order, start, raw) -> int\n\n"
              "Add (or set) order[start:], one node after another, while each is a KernelNode without\n"
-             "launch attributes whose kernel is `kernel` and whose arguments are the tuple packed last\n"
-             "or can be packed by the learned kinds; return the index of the first node not done\n"
+             "launch attributes whose kernel was introduced with use() and whose arguments are the tuple\n"
+             "its buffer holds or can be packed by the learned kinds (the parameters are pointed at each\n"
+             "node's kernel, which `kernel` names after the call); return the index of the first node not done\n"
              "(len(order) when all were). raw[i] is the driver handle (int) of the node of index i:\n"
              "read for predecessors and written for each node added, or the node to set. A driver\n"
              "failure stops the loop at that node with its CUresult in `rc`.");
@@ -521,18 +461,26 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     PyTypeObject *kt = self->kernel_type;
     self->rc = 0;
-    for (; self->kernel != NULL && i < PyList_GET_SIZE(order); i++) {
+    for (; i < PyList_GET_SIZE(order); i++) {
         PyObject *node = PyList_GET_ITEM(order, i);
-        if (Py_TYPE(node) != kt || SLOT(node, self->kn.attrs) != Py_None || SLOT(node, self->kn.kernel) != self->kernel)
+        if (Py_TYPE(node) != kt || SLOT(node, self->kn.attrs) != Py_None)
             break;
+        PyObject *kernel = SLOT(node, self->kn.kernel);
+        cg_kernel_entry *e = self->cur;
+        if (e == NULL || kernel != e->kernel) { /* another kernel: the table's, or the caller's to add */
+            if ((e = cg_table_find(&self->kernels, kernel)) == NULL)
+                break;
+            loop_select(self, e);
+        }
         PyObject *args = SLOT(node, self->kn.args);
-        if (args != self->args) {
+        if (args != e->args) {
             Py_INCREF(node); /* packing may run Python code that drops `order`'s reference */
-            int ok = args != NULL && loop_pack(self, args);
-            /* Packing may have run Python code (int(handle), a type's __hash__): the node is read again.
-             * self->args holds `args` when packed, so the last test is not fooled by a reused address. */
+            int ok = args != NULL && cg_entry_pack(e, args);
+            /* Packing may have run Python code (int(handle), a type's __hash__): the node is read again
+             * (the table stays as it is: use() is refused meanwhile). e->args holds `args` when packed,
+             * so the last test is not fooled by a reused address. */
             ok = ok && Py_TYPE(node) == kt && SLOT(node, self->kn.attrs) == Py_None &&
-                 SLOT(node, self->kn.kernel) == self->kernel && SLOT(node, self->kn.args) == args;
+                 SLOT(node, self->kn.kernel) == e->kernel && SLOT(node, self->kn.args) == args;
             ok = ok && loop_put(self, node, raw) && !self->rc;
             Py_DECREF(node);
             if (!ok)
@@ -618,20 +566,39 @@ loop_write_dims(KernelLoop *self, PyObject *node)
 }
 
 static PyObject *
-loop_get_obj(KernelLoop *self, void *closure)
+loop_get_kernel(KernelLoop *self, void *closure)
 {
-    PyObject *v = *(PyObject **)((char *)self + (Py_ssize_t)closure);
-    return Py_NewRef(v == NULL ? Py_None : v);
+    return Py_NewRef(self->cur == NULL ? Py_None : self->cur->kernel);
+}
+
+static PyObject *
+loop_get_args(KernelLoop *self, void *closure)
+{
+    return Py_NewRef(self->cur == NULL || self->cur->args == NULL ? Py_None : self->cur->args);
 }
 
 static int
 loop_set_args(KernelLoop *self, PyObject *value, void *closure)
 {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "KernelLoop is running a call: it cannot be used from code that call runs");
+    if (loop_enter(self) < 0)
         return -1;
+    if (value != NULL && value != Py_None) {
+        if (self->cur == NULL) {
+            self->busy = 0;
+            PyErr_SetString(PyExc_RuntimeError, "KernelLoop.args: no kernel is in use (see use())");
+            return -1;
+        }
+        PyObject *old = self->cur->args;
+        self->cur->args = Py_NewRef(value);
+        self->busy = 0;
+        Py_XDECREF(old);
+        return 0;
     }
-    Py_XSETREF(self->args, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
+    /* None: every kernel's buffer may hold other arguments now. (Releasing a tuple may run Python code:
+     * the loop stays busy, so the table stays where it is.) */
+    for (Py_ssize_t i = 0; i < self->kernels.capacity; i++)
+        Py_CLEAR(self->kernels.slots[i].args);
+    self->busy = 0;
     return 0;
 }
 
@@ -657,11 +624,12 @@ static PyMethodDef loop_methods[] = {
 };
 
 static PyGetSetDef loop_getset[] = {
-    {"kernel", (getter)loop_get_obj, NULL, "The kernel object of the last use() (None: none).",
-     (void *)offsetof(KernelLoop, kernel)},
-    {"args", (getter)loop_get_obj, (setter)loop_set_args,
-     "The argument tuple packed in the kernel's buffer (None: none; set it after packing in Python).",
-     (void *)offsetof(KernelLoop, args)},
+    {"kernel", (getter)loop_get_kernel, NULL, "The kernel whose function and buffer the parameters hold (None: none).",
+     NULL},
+    {"args", (getter)loop_get_args, (setter)loop_set_args,
+     "The argument tuple packed in that kernel's buffer (None: none known). Set it after packing the\n"
+     "buffer in Python; set None when other code may have packed any kernel's buffer.",
+     NULL},
     {"rc", (getter)loop_get_rc, NULL, "The CUresult of the last refused call (0: none).", NULL},
     {"done", (getter)loop_get_done, NULL, "Nodes added or set so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -672,7 +640,7 @@ PyDoc_STRVAR(loop_doc,
              "Adds nodes to the driver graph `target` through cuGraphAddNode_v2 (address `fn`) with\n"
              "the prepared CUgraphNodeParams at address `params` or, with set_mode, sets kernel nodes\n"
              "of the executable `target` through cuGraphExecKernelNodeSetParams_v2 with the\n"
-             "CUDA_KERNEL_NODE_PARAMS at `params`. The caller sets the function fields (see use());\n"
+             "CUDA_KERNEL_NODE_PARAMS at `params`. The kernels are introduced with use(); function fields,\n"
              "dimensions, arguments and dependencies are written here per node. The slots read are\n"
              "NATIVE_SLOTS['kernel_node'] of kernel_type and NATIVE_SLOTS['node'] of node_type.");
 

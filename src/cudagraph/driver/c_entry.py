@@ -190,5 +190,21 @@ def kernel_loop(target: int, params_address: int, set_mode: bool = False) -> Any
 
 
 def use_kernel(loop: Any, kernel: Any, info: Any) -> None:
-    """Tell ``loop`` that its parameters now hold ``info``'s function (``kernel``'s) and argument buffer."""
-    loop.use(kernel, info._kinds, info.offsets, info.sizes, info._scratch_addr, len(info._scratch))
+    """Introduce ``kernel`` (whose :class:`~cudagraph.driver.kernel_args.KernelInfo` is ``info``) to ``loop``
+    and point the loop's parameters at it: its function, its argument buffer and the argument kinds learned.
+
+    The loop (compiled, or its twin) keeps every kernel it was introduced to and switches between them
+    itself, node by node; ``info`` stays alive as long as the loop.
+    """
+    loop.use(
+        kernel,
+        info._kinds,
+        info.offsets,
+        info.sizes,
+        info._scratch_addr,
+        len(info._scratch),
+        int(info.handle),
+        info.is_library_kernel,
+        info.params_address,
+        info,
+    )

@@ -1,11 +1,12 @@
 """Explicit construction: a definition becomes a ``CUgraph`` via ``cuGraphAddNode``.
 
 :meth:`Lowering.lower_graph` walks the nodes in topological order. Runs of
-kernel nodes go to the kernel loop (the compiled ``KernelLoop``, or its
-Python twin :class:`~cudagraph.materialize.kernel_loop.KernelLoopTwin`),
-which keeps one prepared kernel ``CUgraphNodeParams``, writes only the fields
-that differ from the previous kernel node and packs arguments only when the
-argument objects change. Every other node is added through its kind's ops
+kernel nodes, of any mix of kernels, go to the kernel loop (the compiled
+``KernelLoop``, or its Python twin
+:class:`~cudagraph.materialize.kernel_loop.KernelLoopTwin`), which keeps one
+prepared kernel ``CUgraphNodeParams``, points it at each node's kernel, writes
+only the fields that differ from the previous kernel node and packs arguments
+only when the argument objects change. Every other node is added through its kind's ops
 (:mod:`cudagraph.ops.registry`): its parameters, or its own lowering for kinds
 that need more than one add.
 """
@@ -112,21 +113,20 @@ class Lowering:
         kp.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
         loop = kernel_loop(int(handle), kp.getPtr())
         if loop is None:
-            loop = KernelLoopTwin(handle, kp, dn, self.bindings, kernel_info)
-        info: Any = None  # the KernelInfo whose function and buffer kp holds
+            loop = KernelLoopTwin(handle, kp, dn, self.bindings)
         i, total = 0, len(order)
         while i < total:
-            i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row
+            i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row, of any kernel it knows
             if loop.rc:
                 raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", order[i])
             if i == total:
                 break
             node = order[i]
             if type(node) is KernelNode:
-                if node.kernel is not loop.kernel:
-                    info = self._use_kernel(loop, kp.kernel, node.kernel, info)
+                if node.kernel is not loop.kernel:  # a kernel seen first: the loop learns it
+                    use_kernel(loop, node.kernel, kernel_info(node.kernel))
                     continue  # the loop may take it now
-                self._add_kernel(loop, node, info, handle, kp, dn, raw)
+                self._add_kernel(loop, node, kernel_info(node.kernel), handle, kp, dn, raw)
             else:
                 self._add_node(loop, node, handle, dn, raw)
             i += 1
@@ -138,19 +138,11 @@ class Lowering:
             self.tracked.append((list(graph._nodes), nodes))
         return nodes
 
-    @staticmethod
-    def _use_kernel(loop: Any, k: Any, kernel: Any, info: Any) -> Any:
-        """Point the kernel parameters ``k`` and the loop at ``kernel``'s function and buffer; return its info."""
-        new_info = kernel_info(kernel)
-        if new_info is not info:
-            KERNEL.point_at(k, new_info)
-        use_kernel(loop, kernel, new_info)
-        return new_info
-
     def _add_kernel(
         self, loop: Any, node: KernelNode, info: Any, handle: Any, kp: Any, dn: list[Any], raw: list[int]
     ) -> None:
-        """A kernel node the loop handed back: late operands, launch attributes or unusual dimensions."""
+        """A kernel node the loop handed back (``kp`` points at its kernel): late operands, launch attributes,
+        argument types not seen yet or unusual dimensions."""
         args = node.args
         if args is not loop.args:
             self._pack(info, node, handle)

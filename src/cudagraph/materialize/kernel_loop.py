@@ -12,17 +12,21 @@ from the previous node. Two implementations of one interface do that:
   through ``cuda.bindings``.
 
 Both make the same driver calls (``tests/test_native_cpu.py`` records and
-compares them). The interface, as ``Lowering.lower_graph`` uses it:
+compares them). A loop knows the kernels it was introduced to (``use``), each
+with its argument buffer and the arguments that buffer holds, and points the
+prepared parameters at each node's kernel itself: a definition interleaving
+kernels is added in one pass. The interface, as ``Lowering.lower_graph`` uses it:
 
 ``run(order, start, raw) -> int``
     Add ``order[start:]`` while each node is a ``KernelNode`` without launch
-    attributes of the current kernel whose arguments it can pack; return the
-    index of the first node not added. ``raw[i]`` is the driver handle (int)
+    attributes of a known kernel whose arguments it can pack; return the
+    index of the first node not added (after the call, ``kernel`` is that
+    node's kernel if the loop knows it). ``raw[i]`` is the driver handle (int)
     of the node of index ``i``; a refusal stops at that node with its
     ``CUresult`` in ``rc``.
-``use(kernel, kinds, offsets, sizes, scratch, scratch_size)``
-    The prepared parameters now hold ``kernel``'s function and argument
-    buffer (see :func:`cudagraph.driver.c_entry.use_kernel`).
+``use(kernel, kinds, offsets, sizes, scratch, scratch_size, function, library, kernel_params, owner)``
+    Know ``kernel`` (anew) and point the parameters at it (see
+    :func:`cudagraph.driver.c_entry.use_kernel`; ``owner`` is its ``KernelInfo``).
 ``put(node, raw) -> bool``
     Add one kernel node whose arguments the caller packed (``args`` set);
     ``False``: the caller adds it.
@@ -33,8 +37,9 @@ compares them). The interface, as ``Lowering.lower_graph`` uses it:
     Write a kernel node's grid, block and shared memory into the prepared
     parameters; ``False`` when they are not plain ints.
 ``kernel``, ``args`` (settable), ``rc``, ``done``
-    The kernel in use, the argument tuple its buffer holds, the ``CUresult``
-    of the last refusal, the nodes added so far.
+    The kernel the parameters point at, the argument tuple its buffer holds
+    (``None``: unknown; setting ``None`` forgets what every kernel's buffer
+    holds), the ``CUresult`` of the last refusal, the nodes added so far.
 """
 
 from __future__ import annotations
@@ -66,6 +71,20 @@ def driver_deps(preds: Sequence[Any], dn: list[Any], raw: list[int], make_node: 
     return out
 
 
+class _Known:
+    """A kernel a :class:`KernelLoopTwin` knows: its ``KernelInfo``, function fields and packed arguments."""
+
+    __slots__ = ("kernel", "info", "func", "kern", "kernel_params", "args")
+
+    def __init__(self, kernel: Any, info: Any, func: Any, kern: Any, kernel_params: int) -> None:
+        self.kernel = kernel
+        self.info = info
+        self.func = func
+        self.kern = kern
+        self.kernel_params = kernel_params
+        self.args: Any = None
+
+
 class KernelLoopTwin:
     """The Python twin of the compiled ``KernelLoop`` (add mode), through ``cuda.bindings``.
 
@@ -74,97 +93,135 @@ class KernelLoopTwin:
     handle : CUgraph
         The driver graph nodes are added to.
     kp : CUgraphNodeParams
-        The prepared kernel parameters (``kernelParams`` points into the
-        buffer of the kernel in use).
+        The prepared kernel parameters (pointed at each node's kernel by the loop).
     dn : list
         ``CUgraphNode`` objects by node index (``None`` where not made yet);
         the twin fills in those of the nodes it adds.
     bindings : dict
         Parameter values, for packing arguments.
-    info_of : callable
-        ``kernel -> KernelInfo``, the caller's lookup (so both share one
-        argument buffer per kernel).
     """
 
     __slots__ = (
-        "kernel",
-        "args",
         "rc",
         "done",
         "_handle",
         "_kp",
+        "_k",
         "_dn",
         "_bindings",
-        "_info_of",
-        "_infos",
+        "_known",
+        "_cur",
         "_fixed",
         "_add",
         "_make",
-        "_info",
         "_grid",
         "_block",
         "_smem",
     )
 
-    def __init__(self, handle: Any, kp: Any, dn: list[Any], bindings: dict[str, Any], info_of: Any) -> None:
+    def __init__(self, handle: Any, kp: Any, dn: list[Any], bindings: dict[str, Any]) -> None:
         drv = require_driver()
-        self.kernel: Any = None
-        self.args: Any = None
         self.rc = 0
         self.done = 0
         self._handle = handle
         self._kp = kp
+        self._k = kp.kernel
         self._dn = dn
         self._bindings = bindings
-        self._info_of = info_of
-        self._infos: dict[int, Any] = {}  # id(kernel) -> KernelInfo; the graph's nodes keep the kernels alive
+        self._known: dict[int, _Known] = {}  # id(kernel) -> what the twin knows of it (holding the kernel)
+        self._cur: _Known | None = None
         self._add = drv.cuGraphAddNode
         self._make = drv.CUgraphNode
-        self._info: Any = None
         self._grid: Any = None
         self._block: Any = None
         self._smem = 0
         # What run() reads on every call, unpacked in one step.
-        self._fixed = (bindings, dn, self._make, self._add, handle, kp, kp.kernel, BINDINGS_MAJOR >= 13)
+        self._fixed = (bindings, dn, self._make, self._add, handle, kp, self._k, BINDINGS_MAJOR >= 13)
 
-    def use(self, kernel: Any, kinds: Any, offsets: Any, sizes: Any, scratch: int, scratch_size: int) -> None:
-        """The prepared parameters now hold ``kernel``'s function and argument buffer; forget the packed arguments."""
-        self.kernel = kernel
-        info = self._infos.get(id(kernel))
-        if info is None:
-            info = self._infos[id(kernel)] = self._info_of(kernel)
-        self._info = info
-        self.args = None
+    @property
+    def kernel(self) -> Any:
+        """The kernel the parameters point at (``None``: none yet)."""
+        return None if self._cur is None else self._cur.kernel
+
+    @property
+    def args(self) -> Any:
+        """The argument tuple held by the buffer of :attr:`kernel` (``None``: unknown)."""
+        return None if self._cur is None else self._cur.args
+
+    @args.setter
+    def args(self, value: Any) -> None:
+        if value is None:
+            for known in self._known.values():  # other code may have packed any kernel's buffer
+                known.args = None
+        elif self._cur is None:
+            raise RuntimeError("KernelLoopTwin.args: no kernel is in use (see use())")
+        else:
+            self._cur.args = value
+
+    def use(
+        self,
+        kernel: Any,
+        kinds: Any,
+        offsets: Any,
+        sizes: Any,
+        scratch: int,
+        scratch_size: int,
+        function: int,
+        library: bool,
+        kernel_params: int,
+        owner: Any,
+    ) -> None:
+        """Know ``kernel`` (anew), whose ``KernelInfo`` is ``owner``, and point the parameters at it."""
+        drv = require_driver()
+        if library:
+            known = _Known(kernel, owner, drv.CUfunction(0), drv.CUkernel(function), kernel_params)
+        else:
+            known = _Known(kernel, owner, drv.CUfunction(function), drv.CUkernel(0), kernel_params)
+        self._known[id(kernel)] = known
+        self._select(known)
+
+    def _select(self, known: _Known) -> None:
+        k = self._k
+        k.func = known.func
+        k.kern = known.kern
+        k.kernelParams = known.kernel_params
+        self._cur = known
 
     def run(self, order: list[Any], start: int, raw: list[int]) -> int:
-        """Add ``order[start:]`` while each is a plain kernel node of :attr:`kernel`; return where it stopped."""
+        """Add ``order[start:]`` while each is a plain kernel node of a known kernel; return where it stopped."""
         self.rc = 0
-        kernel = self.kernel
-        if start >= len(order) or kernel is None:
+        if start >= len(order):
             return start
         first = order[start]
-        if type(first) is not KernelNode or first.attrs is not None or first.kernel is not kernel:
+        if type(first) is not KernelNode or first.attrs is not None or id(first.kernel) not in self._known:
             return start  # nothing to add: return before setting up the loop
         # put() and write_dims() inlined: this is the whole per-node cost of the cuda.bindings path
         # besides the call itself (the construction benchmark reports it without the compiled module).
-        info = self._info
         bindings, dn, make, add, handle, kp, k, v13 = self._fixed
         last_grid, last_block, last_smem = self._grid, self._block, self._smem
+        known_kernels = self._known
+        cur = self._cur
         kernel_node = KernelNode
         total = len(order)
         i = start
         while i < total:
             node = order[i]
-            if type(node) is not kernel_node or node.attrs is not None or node.kernel is not kernel:
+            if type(node) is not kernel_node or node.attrs is not None:
                 break
-            args = node.args
-            if args is not self.args:
-                try:
-                    info.pack(args, node, bindings)
-                except OperandError:
-                    self.args = None  # late operands (or a bad argument): the caller packs and names it
+            kernel = node.kernel
+            if cur is None or kernel is not cur.kernel:
+                cur = known_kernels.get(id(kernel))
+                if cur is None:
                     break
-                self.args = args
+                self._select(cur)
+            args = node.args
+            if args is not cur.args:
+                try:
+                    cur.info.pack(args, node, bindings)
+                except OperandError:
+                    cur.args = None  # late operands (or a bad argument): the caller packs and names it
+                    break
+                cur.args = args
             grid = node.grid
             if grid is not last_grid and grid != last_grid:
                 k.gridDimX, k.gridDimY, k.gridDimZ = grid
@@ -219,7 +276,7 @@ class KernelLoopTwin:
         """Write the node's grid, block and shared memory where they differ from the last node's."""
         if type(node) is not KernelNode:
             return False
-        k = self._kp.kernel
+        k = self._k
         try:
             grid = node.grid
             if grid is not self._grid and grid != self._grid:

@@ -272,11 +272,6 @@ class KernelOps(KindOps):
     capturable = True
 
     # ---------------------------------------------------------------- explicit construction
-    def point_at(self, k: Any, info: Any) -> None:
-        """Point the prepared kernel parameters ``k`` at ``info``'s function and argument buffer."""
-        set_function(k, info)
-        k.kernelParams = info.params_address
-
     def late_args(self, builder: Builder, node: KernelNode, handle: Any) -> tuple[Any, ...] | None:
         """The node's arguments with conditions and allocations replaced by their values (``None``: none)."""
         for a in node.args:
@@ -614,6 +609,7 @@ class KernelWriter:
         raw = getattr(driver_nodes, "raw", None)  # DriverNodes keeps the handles as ints
         if raw is None:
             raw = [int(d) for d in driver_nodes]
+        loop.args = None  # other code (a PreparedKernel, a launch) may have packed the kernels' buffers since
         while True:
             i: int = loop.run(nodes, start, raw)
             if loop.rc:
@@ -621,19 +617,21 @@ class KernelWriter:
             if i == len(nodes):
                 return i
             node = nodes[i]
-            if type(node) is not KernelNode or node.kernel is self._kernel:  # type: ignore[attr-defined]
+            if type(node) is not KernelNode or node.kernel is loop.kernel:  # type: ignore[attr-defined]
                 return i
             self._use(node.kernel, kernel_info(node.kernel))  # type: ignore[attr-defined]
-            start = i  # the loop may take it with its kernel in place
+            start = i  # the loop may take it now that it knows its kernel
 
     def _use(self, kernel: Any, info: Any) -> None:
+        """Point the parameters at ``kernel`` (the compiled loop does it, and keeps every kernel it was shown)."""
+        if self._loop is not None:
+            use_kernel(self._loop, kernel, info)
+            return
         if info is not self._info:
             set_function(self._p, info)
             self._p.kernelParams = info.params_address
             self._info = info
         self._kernel = kernel
-        if self._loop is not None:
-            use_kernel(self._loop, kernel, info)
 
     def write(self, node: KernelNode, driver_node: Any, bindings: dict[str, Any]) -> bool:
         """Give ``driver_node`` the parameters of ``node``; ``False`` when the node needs the general path.
@@ -652,15 +650,17 @@ class KernelWriter:
         if node.attrs is not None and node.attrs.device is not None:
             return False  # its context: the general path (PreparedKernel) sets it
         p = self._params()
-        info = self._info if node.kernel is self._kernel else kernel_info(node.kernel)
         loop = self._loop
+        kernel = node.kernel
+        current = self._kernel if loop is None else loop.kernel
+        info = self._info if loop is None and kernel is current else kernel_info(kernel)
         with PACKING_LOCK:
             try:
                 info.pack(node.args, node, bindings)
             except OperandError:
                 return False  # late operands: the general path knows them
-            if node.kernel is not self._kernel:
-                self._use(node.kernel, info)
+            if kernel is not current:
+                self._use(kernel, info)
             if loop is not None:
                 loop.args = node.args
                 if not loop.write_dims(node):

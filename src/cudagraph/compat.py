@@ -27,54 +27,7 @@ call and the argument, and adds nothing.
 
 from __future__ import annotations
 
-from .frontends.compat import (
-    AllocNode,
-    ChildGraphNode,
-    ConditionalNode,
-    Device,
-    EmptyNode,
-    EventRecordNode,
-    EventWaitNode,
-    FreeNode,
-    GraphBuilder,
-    GraphCompleteOptions,
-    GraphCondition,
-    GraphDebugPrintOptions,
-    GraphDefinition,
-    GraphNode,
-    HostCallbackNode,
-    IfElseNode,
-    IfNode,
-    KernelNode,
-    MemcpyNode,
-    MemsetNode,
-    SwitchNode,
-    WhileNode,
-    launch,
-)
+from .frontends import compat as _implementation
+from .frontends.compat import *  # noqa: F403  (the names listed in its __all__)
 
-__all__ = [
-    "AllocNode",
-    "ChildGraphNode",
-    "ConditionalNode",
-    "Device",
-    "EmptyNode",
-    "EventRecordNode",
-    "EventWaitNode",
-    "FreeNode",
-    "GraphBuilder",
-    "GraphCompleteOptions",
-    "GraphCondition",
-    "GraphDebugPrintOptions",
-    "GraphDefinition",
-    "GraphNode",
-    "HostCallbackNode",
-    "IfElseNode",
-    "IfNode",
-    "KernelNode",
-    "MemcpyNode",
-    "MemsetNode",
-    "SwitchNode",
-    "WhileNode",
-    "launch",
-]
+__all__ = list(_implementation.__all__)

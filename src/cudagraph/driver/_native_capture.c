@@ -84,8 +84,10 @@ capture_want(StreamLauncher *self, PyObject *node, PyObject *exits, PyObject *en
 }
 
 /* Read the stream's capture dependencies into self->cur (sorted) and, when `out` is given, as a
- * tuple of ints into *out (a new reference) and the single one into *single (NULL otherwise).
- * 0, the CUresult (> 0), or -1 (no memory; no exception set). */
+ * sorted tuple of ints into *out (a new reference) and the single one into *single (NULL otherwise).
+ * 0, the CUresult (> 0), or -1 (no memory; no exception set). The driver's array is copied before
+ * anything that may run Python code (allocating the tuple may run the collector, whose finalizers may
+ * call the driver on this stream, which invalidates the array). */
 static int
 capture_read(StreamLauncher *self, void *stream, PyObject **out, void **single)
 {
@@ -100,25 +102,27 @@ capture_read(StreamLauncher *self, void *stream, PyObject **out, void **single)
         return rc;
     if (grow(&self->cur, &self->cur_cap, n ? n : 1) < 0)
         return -1;
+    if (n)
+        memcpy(self->cur, deps, n * sizeof(void *));
+    self->ncur = sort_unique(self->cur, n);
     if (out != NULL) {
-        PyObject *t = PyTuple_New((Py_ssize_t)n);
-        for (size_t j = 0; t != NULL && j < n; j++) {
-            PyObject *h = PyLong_FromVoidPtr(deps[j]);
+        /* (a call made while the tuple is allocated is declined: self->cur stays as it is) */
+        Py_ssize_t m = (Py_ssize_t)self->ncur;
+        PyObject *t = PyTuple_New(m);
+        for (Py_ssize_t j = 0; t != NULL && j < m; j++) {
+            PyObject *h = PyLong_FromVoidPtr(self->cur[j]);
             if (h == NULL)
                 Py_CLEAR(t);
             else
-                PyTuple_SET_ITEM(t, (Py_ssize_t)j, h);
+                PyTuple_SET_ITEM(t, j, h);
         }
         if (t == NULL) {
             PyErr_Clear();
             return -1;
         }
         *out = t;
-        *single = n == 1 ? deps[0] : NULL;
+        *single = n == 1 ? self->cur[0] : NULL;
     }
-    if (n)
-        memcpy(self->cur, deps, n * sizeof(void *));
-    self->ncur = sort_unique(self->cur, n);
     return 0;
 }
 
@@ -127,9 +131,10 @@ const char cg_launcher_capture_doc[] =
              "Under stream capture on the stream handle `stream`: for order[start:], while each node is\n"
              "one issue() takes, set the stream's capture dependencies to the exits of its predecessors\n"
              "(exits[p.index], tuples of driver node handles; `entry` for a root) unless they are\n"
-             "already those, launch it, and record the stream's dependencies after it in\n"
+             "already those, launch it, and record the stream's dependencies after it (sorted) in\n"
              "exits[node.index] and the captured node in raw[node.index]. Return the index of the first\n"
-             "node not done; `rc` holds the CUresult of a refused call (-1: no memory).";
+             "node not done; `rc` holds the CUresult of a refused call (-1: no memory) and `failed` its\n"
+             "name.";
 
 PyObject *
 cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
@@ -153,9 +158,11 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
         return PyLong_FromSsize_t(i);
     PyObject *order = argv[0], *exits = argv[3], *raw = argv[4], *entry = argv[5];
     RunState run = {NULL, NULL};
+    int failed = CALL_CAPTURE_INFO;
     int rc = i < PyList_GET_SIZE(order) ? capture_read(self, stream, NULL, NULL) : 0;
+    PyObject *node = NULL; /* held until its launch is recorded: releasing it may run Python code */
     for (; !rc && i < PyList_GET_SIZE(order); i++) {
-        PyObject *node = Py_NewRef(PyList_GET_ITEM(order, i));
+        Py_XSETREF(node, Py_NewRef(PyList_GET_ITEM(order, i)));
         unsigned int d[6], smem;
         Py_ssize_t nw = -1, at = -1;
         if (cg_run_prepare(self, &run, node, d, &smem)) { /* (the last code that may run Python code) */
@@ -166,22 +173,26 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
             PyErr_Clear();
             nw = at < 0 ? -1 : capture_want(self, node, exits, entry);
         }
-        Py_DECREF(node);
         if (nw < 0)
             break;
         if ((size_t)nw != self->ncur || (nw && memcmp(self->want, self->cur, (size_t)nw * sizeof(void *)))) {
+            failed = CALL_UPDATE_DEPS;
             rc = ((cg_update_deps_fn)self->update_deps)(stream, self->want, NULL, (size_t)nw,
                                                          SET_CAPTURE_DEPENDENCIES);
             if (rc)
                 break;
         }
+        failed = CALL_LAUNCH;
         rc = cg_launcher_call(self, run.lk, d, smem, stream);
         PyObject *after = NULL;
         void *single = NULL;
-        if (!rc)
+        if (!rc) {
+            failed = CALL_CAPTURE_INFO;
             rc = capture_read(self, stream, &after, &single);
+        }
         if (rc)
             break;
+        /* The collector may have run (the tuple allocated): the lists are checked again. */
         PyObject *h = PyLong_FromVoidPtr(single);
         if (h == NULL || at >= PyList_GET_SIZE(exits) || at >= PyList_GET_SIZE(raw)) {
             Py_XDECREF(h);
@@ -199,8 +210,9 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
         Py_XDECREF(old_raw);
     }
     self->rc = rc;
+    self->failed = failed;
     self->busy = 0;
-    Py_XDECREF(run.lk);
-    Py_XDECREF(run.packed);
+    cg_run_end(&run);
+    Py_XDECREF(node);
     return PyLong_FromSsize_t(i);
 }

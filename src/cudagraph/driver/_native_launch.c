@@ -22,7 +22,13 @@
  * A launcher does not re-enter: a call made while one runs (from Python code it runs, or from
  * another thread while the GIL is released around the driver call) is declined and takes the Python
  * path, which packs into other buffers. The GIL is released around each driver call, as cuda.core
- * does (a launch may block when the stream's queue is full).
+ * does (a launch may block when the stream's queue is full). A LaunchKernel's buffer belongs to one
+ * call at a time, from its packing to the end of the driver calls that read it (cg_lk_take): a second
+ * launcher over the same kernels, or LaunchKernel.pack, declines while it is taken.
+ *
+ * Python code a call runs (see _native.h) may change the node, arguments or tables being read: what
+ * is used across it is held, a node is read again after it, and whatever the call releases (the last
+ * reference to a kernel or an argument tuple may run a __del__) is released before that last reading.
  */
 #include "_native_launch.h"
 
@@ -129,8 +135,8 @@ lk_init(LaunchKernel *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
-/* The bytes of kinds learned for the types of `args` (n items), held by self->last_kinds; NULL when
- * none is known (no exception set). May run Python code (a type's __hash__ or __eq__). */
+/* The bytes of kinds learned for the types of `args` (n items), a new reference; NULL when none is
+ * known (no exception set). May run Python code (a type's __hash__ or __eq__, releasing the last key). */
 static PyObject *
 lk_kinds(LaunchKernel *self, PyObject *args, Py_ssize_t n)
 {
@@ -140,7 +146,7 @@ lk_kinds(LaunchKernel *self, PyObject *args, Py_ssize_t n)
             kinds = NULL;
     }
     if (kinds != NULL)
-        return kinds;
+        return Py_NewRef(kinds);
     PyObject *key = PyTuple_New(n);
     if (key == NULL) {
         PyErr_Clear();
@@ -156,26 +162,29 @@ lk_kinds(LaunchKernel *self, PyObject *args, Py_ssize_t n)
         PyErr_Clear();
         return NULL;
     }
-    Py_INCREF(kinds);
+    Py_INCREF(kinds); /* ours */
     Py_DECREF(table);
-    /* Tuples of types and bytes: releasing the old entry runs no Python code. */
-    Py_XSETREF(self->last_kinds, kinds);
-    Py_XSETREF(self->last_key, key);
+    /* Remember them; the old entry is released last (the caller holds its own reference). */
+    PyObject *old_key = self->last_key, *old_kinds = self->last_kinds;
+    self->last_key = key;
+    self->last_kinds = Py_NewRef(kinds);
+    Py_XDECREF(old_key);
+    Py_XDECREF(old_kinds);
     return kinds;
 }
 
-/* Pack `args` (held by the caller) into the buffer by the kinds learned for their types.
- * 1: packed; 0: not (no exception set): the Python path packs it and names what is wrong. */
+/* Pack `args` (held by the caller) into the buffer by the kinds learned for their types; the caller
+ * has taken the buffer (cg_lk_take). 1: packed; 0: not (no exception set): the Python path packs it
+ * and names what is wrong. */
 int
 cg_lk_pack(LaunchKernel *self, PyObject *args)
 {
     Py_ssize_t n = self->n;
     if (self->kernel == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n)
         return 0;
-    PyObject *kinds = lk_kinds(self, args, n);
+    PyObject *kinds = lk_kinds(self, args, n); /* ours: the code run below may replace self->last_kinds */
     if (kinds == NULL)
         return 0;
-    Py_INCREF(kinds); /* the Python code run below (int(handle)) may change self->last_kinds */
     const char *k = PyBytes_AS_STRING(kinds);
     int ok = 1;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
@@ -224,17 +233,20 @@ cg_lk_pack(LaunchKernel *self, PyObject *args)
 
 PyDoc_STRVAR(lk_pack_doc, "pack(args) -> bytes or None\n\n"
                           "Pack `args` by the learned kinds and return the whole argument buffer (None: declined,\n"
-                          "the Python packer takes them). For tests: launches pack the same way.");
+                          "the Python packer takes them, or a launch is using the buffer). For tests: launches\n"
+                          "pack the same way.");
 
 static PyObject *
 lk_pack_method(LaunchKernel *self, PyObject *args)
 {
+    if (!cg_lk_take(self))
+        Py_RETURN_NONE;
     Py_INCREF(args);
     int ok = cg_lk_pack(self, args);
     Py_DECREF(args);
-    if (!ok)
-        Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize(self->buf, self->size);
+    PyObject *out = ok ? PyBytes_FromStringAndSize(self->buf, self->size) : Py_NewRef(Py_None);
+    cg_lk_give(self);
+    return out;
 }
 
 static PyObject *

@@ -31,6 +31,7 @@ enum { NAME_GRID, NAME_BLOCK, NAME_SHMEM, NAME_CLUSTER, NAME_COOPERATIVE, NAME_P
 
 typedef struct {
     PyObject_HEAD
+    int busy;         /* the buffer is taken by a call (packing, or read by the driver): see cg_lk_take */
     PyObject *kernel; /* the kernel object it was prepared for (compared by identity) */
     void *func;       /* the CUfunction (or CUkernel) handle launched */
     PyObject *kinds;  /* dict: tuple of argument types -> bytes of kinds (KernelInfo._kinds) */
@@ -47,9 +48,12 @@ typedef struct {
     unsigned int dims[6];
 } ConfigEntry;
 
+/* The driver calls whose refusal StreamLauncher.failed names (rc holds the CUresult). */
+enum { CALL_LAUNCH, CALL_CAPTURE_INFO, CALL_UPDATE_DEPS, CALL_COUNT };
+
 typedef struct {
     PyObject_HEAD
-    int busy, rc;
+    int busy, rc, failed; /* rc, failed: the last issue() or capture() (launch() returns its own) */
     void *launch;
     void *capture_info; /* NULL: no capture loop */
     void *update_deps;
@@ -67,15 +71,35 @@ typedef struct {
     size_t want_cap, cur_cap, ncur;
 } StreamLauncher;
 
-/* The run's state across nodes: the kernel in use and the argument tuple packed last (both held). */
+/* The run's state across nodes: the kernel in use, its buffer taken (cg_lk_take), and the argument
+ * tuple packed last in it (both held). Released by cg_run_end. */
 typedef struct {
     LaunchKernel *lk;
     PyObject *packed;
 } RunState;
 
-/* _native_launch.c: pack `args` (held by the caller) into lk's buffer by the learned kinds.
- * 1: packed; 0: declined (no exception set). May run Python code (int(handle), a type's __hash__). */
+/* _native_launch.c: pack `args` (held by the caller) into lk's buffer by the learned kinds; the caller
+ * has taken the buffer (cg_lk_take). 1: packed; 0: declined (no exception set). May run Python code
+ * (int(handle), a type's __hash__). */
 int cg_lk_pack(LaunchKernel *lk, PyObject *args);
+
+/* Take lk's argument buffer for one call, from packing to the end of the driver calls reading it: 1,
+ * or 0 when another call has it (a second launcher, LaunchKernel.pack, or a thread of either while
+ * the GIL is released around the driver call: the caller declines). Runs no Python code. */
+static inline int
+cg_lk_take(LaunchKernel *lk)
+{
+    if (lk->busy)
+        return 0;
+    lk->busy = 1;
+    return 1;
+}
+
+static inline void
+cg_lk_give(LaunchKernel *lk)
+{
+    lk->busy = 0;
+}
 
 /* _native_launcher.c */
 /* Begin a call: 1, or 0 when the launcher is busy or not initialized (the caller declines). */
@@ -86,6 +110,8 @@ int cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int 
 LaunchKernel *cg_launcher_kernel(StreamLauncher *self, PyObject *kernel);
 /* Make `node` (held by the caller) ready to launch in `run`: 1, or 0 when the Python path takes it. */
 int cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int *d, unsigned int *smem);
+/* Give back the run's buffer and release what it held (may run Python code: call it last). */
+void cg_run_end(RunState *run);
 
 /* _native_capture.c: StreamLauncher.capture */
 PyObject *cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);

@@ -131,7 +131,6 @@ cg_launcher_enter(StreamLauncher *self)
     if (self->kernel_type == NULL || self->busy)
         return 0;
     self->busy = 1;
-    self->rc = 0;
     return 1;
 }
 
@@ -395,8 +394,11 @@ launcher_launch(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
     unsigned int d[6], smem;
     LaunchKernel *lk = NULL;
     if (target_stream(self, argv[0], &stream) == 0 && config_dims(self, argv[1], d, &smem) == 0 &&
-        (lk = cg_launcher_kernel(self, argv[2])) != NULL && cg_lk_pack(lk, argv[3]))
-        rc = cg_launcher_call(self, lk, d, smem, stream);
+        (lk = cg_launcher_kernel(self, argv[2])) != NULL && cg_lk_take(lk)) {
+        if (cg_lk_pack(lk, argv[3]))
+            rc = cg_launcher_call(self, lk, d, smem, stream);
+        cg_lk_give(lk);
+    }
     self->busy = 0;
     Py_XDECREF(lk);
     return PyLong_FromLong(rc);
@@ -423,8 +425,8 @@ node_dims(StreamLauncher *self, PyObject *node, unsigned int *d, unsigned int *s
     return 0;
 }
 
-/* Make node `node` (held by the caller) ready to launch: its LaunchKernel in run->lk with its
- * arguments packed, *d and *smem its dimensions. 1, or 0 when the Python path must take it. */
+/* Make node `node` (held by the caller) ready to launch: its LaunchKernel in run->lk (its buffer taken)
+ * with its arguments packed, *d and *smem its dimensions. 1, or 0 when the Python path must take it. */
 int
 cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int *d, unsigned int *smem)
 {
@@ -433,27 +435,59 @@ cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int
     PyObject *kernel = SLOT(node, self->kn.kernel), *args = SLOT(node, self->kn.args);
     if (kernel == NULL || args == NULL)
         return 0;
+    /* Held: what is released below, and packing, may run Python code that changes the node. */
+    Py_INCREF(kernel);
+    Py_INCREF(args);
+    LaunchKernel *old_lk = NULL;
+    PyObject *old_packed = NULL;
+    int ok = 1;
     if (run->lk == NULL || run->lk->kernel != kernel) {
         LaunchKernel *lk = cg_launcher_kernel(self, kernel);
-        if (lk == NULL)
-            return 0;
-        Py_XSETREF(run->lk, lk);
-        Py_CLEAR(run->packed); /* a tuple: runs no Python code */
-    }
-    if (args != run->packed) {
-        Py_INCREF(args);
-        int ok = cg_lk_pack(run->lk, args);
-        /* Packing may have run Python code: the node is read again. */
-        ok = ok && SLOT(node, self->kn.args) == args && SLOT(node, self->kn.kernel) == run->lk->kernel &&
-             SLOT(node, self->kn.attrs) == Py_None;
-        if (!ok) {
-            Py_DECREF(args);
-            Py_CLEAR(run->packed);
-            return 0;
+        if (lk != NULL && !cg_lk_take(lk))
+            Py_CLEAR(lk);
+        if (lk == NULL) {
+            ok = 0;
+        } else {
+            old_lk = run->lk; /* released below, with the tuple packed in it */
+            if (old_lk != NULL)
+                cg_lk_give(old_lk);
+            run->lk = lk;
+            old_packed = run->packed;
+            run->packed = NULL;
         }
-        Py_XSETREF(run->packed, args);
     }
-    return node_dims(self, node, d, smem) == 0;
+    if (ok && args != run->packed) {
+        PyObject *prev = run->packed; /* (NULL when the kernel changed above) */
+        run->packed = NULL;           /* the buffer is being written */
+        if (prev != NULL)
+            old_packed = prev;
+        ok = cg_lk_pack(run->lk, args);
+        if (ok)
+            run->packed = Py_NewRef(args);
+    }
+    /* Releasing may run Python code (the last reference to a kernel or an argument's __del__): done
+     * before the node is read again, so that what is launched is the node as it is now. */
+    Py_XDECREF(old_packed);
+    Py_XDECREF(old_lk);
+    ok = ok && Py_TYPE(node) == self->kernel_type && SLOT(node, self->kn.kernel) == kernel &&
+         SLOT(node, self->kn.args) == args && SLOT(node, self->kn.attrs) == Py_None && run->lk->kernel == kernel;
+    Py_DECREF(kernel);
+    Py_DECREF(args);
+    /* (when declined, releasing them may run Python code: node_dims is not reached then) */
+    return ok && node_dims(self, node, d, smem) == 0;
+}
+
+void
+cg_run_end(RunState *run)
+{
+    LaunchKernel *lk = run->lk;
+    PyObject *packed = run->packed;
+    run->lk = NULL;
+    run->packed = NULL;
+    if (lk != NULL)
+        cg_lk_give(lk);
+    Py_XDECREF(packed);
+    Py_XDECREF(lk);
 }
 
 PyDoc_STRVAR(issue_doc,
@@ -481,24 +515,25 @@ launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
     }
     if (!cg_launcher_enter(self))
         return PyLong_FromSsize_t(i);
+    self->rc = 0;
     PyObject *order = argv[0];
     RunState run = {NULL, NULL};
     for (; i < PyList_GET_SIZE(order); i++) {
         PyObject *node = Py_NewRef(PyList_GET_ITEM(order, i));
         unsigned int d[6], smem;
         int ok = cg_run_prepare(self, &run, node, d, &smem);
-        Py_DECREF(node);
+        int rc = ok ? cg_launcher_call(self, run.lk, d, smem, stream) : 0;
+        Py_DECREF(node); /* (may run Python code: after the launch) */
         if (!ok)
             break;
-        int rc = cg_launcher_call(self, run.lk, d, smem, stream);
         if (rc) {
             self->rc = rc;
+            self->failed = CALL_LAUNCH;
             break;
         }
     }
     self->busy = 0;
-    Py_XDECREF(run.lk);
-    Py_XDECREF(run.packed);
+    cg_run_end(&run);
     return PyLong_FromSsize_t(i);
 }
 
@@ -506,6 +541,14 @@ static PyObject *
 launcher_get_rc(StreamLauncher *self, void *closure)
 {
     return PyLong_FromLong(self->rc);
+}
+
+static PyObject *
+launcher_get_failed(StreamLauncher *self, void *closure)
+{
+    static const char *const names[CALL_COUNT] = {"cuLaunchKernel", "cuStreamGetCaptureInfo",
+                                                  "cuStreamUpdateCaptureDependencies"};
+    return PyUnicode_FromString(names[self->failed >= 0 && self->failed < CALL_COUNT ? self->failed : 0]);
 }
 
 static PyObject *
@@ -524,7 +567,12 @@ static PyMethodDef launcher_methods[] = {
 };
 
 static PyGetSetDef launcher_getset[] = {
-    {"rc", (getter)launcher_get_rc, NULL, "The CUresult of the last refused call (0: none; -1: no memory).", NULL},
+    {"rc", (getter)launcher_get_rc, NULL,
+     "The CUresult of the call refused by the last issue() or capture() (0: none; -1: no memory). Callers\n"
+     "of those serialize them (PACKING_LOCK); launch() returns its own.",
+     NULL},
+    {"failed", (getter)launcher_get_failed, NULL,
+     "The driver call that `rc` is the answer of (the names the Python twins give).", NULL},
     {"captures", (getter)launcher_get_captures, NULL, "Whether capture() can run (its entry points were given).",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -179,9 +179,11 @@ class KernelInfo:
             except (struct.error, OverflowError, TypeError, ValueError):
                 pass  # the slow path below names the argument at fault
         data = self._pack_slow(args, str(getattr(node, "label", node)), bindings)
+        # Learning reads the arguments (Python code that may pack this kernel again): done before the
+        # buffer is written, so that it holds these arguments when the caller launches.
+        self._learn(args)
         if data:
             ctypes.memmove(self._scratch_addr, data, len(data))
-        self._learn(args)
         return self.params_address
 
     def _learn(self, args: tuple[Any, ...]) -> None:
@@ -198,7 +200,8 @@ class KernelInfo:
             elif t is bytes:
                 code, kind = f"{size}s", b"B"
                 conv = _exact_bytes(size)
-            elif isinstance(a, np.generic):
+            elif isinstance(a, np.generic) and t is a.dtype.type:
+                # (not a subclass: struct would pack what its __float__ or __index__ says, not its bytes)
                 code, kind = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), ""), b"S"
             elif buffer_like(a):
                 code, kind, conv = "Q", b"H", _buffer_address

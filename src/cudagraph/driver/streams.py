@@ -13,6 +13,7 @@ __all__ = [
     "READ_INT_OF",
     "READ_PROTOCOL",
     "capture_dependencies",
+    "protocol_handle",
     "set_capture_dependencies",
     "stream_handle",
     "stream_reading",
@@ -43,8 +44,13 @@ def stream_handle(stream: Any) -> Any:
         return stream
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:
-        value = proto() if callable(proto) else proto
-        return drv.CUstream(int(value[1]))
+        h = protocol_handle(proto() if callable(proto) else proto)
+        if h is None:
+            raise OperandError(
+                f"stream: {type(stream).__name__}.__cuda_stream__ must give (version, handle) with an int "
+                f"handle in 0..2**64-1"
+            )
+        return drv.CUstream(h)
     handle = getattr(stream, "handle", None)
     if handle is not None and isinstance(handle, drv.CUstream):
         return handle
@@ -52,13 +58,22 @@ def stream_handle(stream: Any) -> Any:
         raw = getattr(stream, attr, None)
         if isinstance(raw, int) and not isinstance(raw, bool):
             return drv.CUstream(raw)
-    if isinstance(stream, int) and not isinstance(stream, bool) and stream >= 0:
+    if isinstance(stream, int) and not isinstance(stream, bool) and 0 <= stream < 1 << 64:
         return drv.CUstream(stream)
     raise OperandError(
         f"stream: expected a cuda.core Stream, an object with __cuda_stream__, a CUstream, "
         f"a torch/cupy stream, an int or None; "
         f"got {type(stream).__name__}"
     )
+
+
+def protocol_handle(value: Any) -> int | None:
+    """The stream handle in a ``__cuda_stream__`` answer ``(version, handle)``; ``None`` for another answer."""
+    try:
+        h = int(value[1])
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
+    return h if 0 <= h < 1 << 64 else None
 
 
 def stream_reading(stream: Any) -> int:

@@ -30,7 +30,7 @@ from ..driver.foreign_kernels import FOREIGN_KERNEL_TYPES, resolve
 from ..driver.host_callbacks import retire
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.stream_launch import PreparedLaunch, launch_packed, prepared
-from ..driver.streams import READ_INT, READ_INT_OF, READ_PROTOCOL, stream_handle, stream_reading
+from ..driver.streams import READ_INT, READ_INT_OF, READ_PROTOCOL, protocol_handle, stream_handle, stream_reading
 from ..errors import DefinitionError, ForeignNodeError, HostCallbackError, OperandError
 from ..materialize.eager import StreamIssue, issue_node
 from ..ops.lower_state import LowerState
@@ -111,29 +111,31 @@ def _refusal(call: str, target: Any) -> OperandError:
     )
 
 
-def _by_protocol(t: Any) -> int:
-    return int(t.__cuda_stream__()[1])
+def _by_protocol(t: Any) -> int | None:
+    return protocol_handle(t.__cuda_stream__())
 
 
-def _by_int(t: int) -> int:
-    if t < 0:
-        raise _refusal("launch", t)
-    return t
+def _by_int(t: int) -> int | None:
+    return t if 0 <= t < 1 << 64 else None
 
 
-#: How a stream handle is read from a target of a learned type (driver.streams.stream_reading).
-_READERS: dict[int, Callable[[Any], int]] = {READ_INT: _by_int, READ_PROTOCOL: _by_protocol, READ_INT_OF: int}
+#: How a stream handle is read from a target of a learned type (driver.streams.stream_reading);
+#: ``None`` for a target of that type that is not a stream handle.
+_READERS: dict[int, Callable[[Any], int | None]] = {READ_INT: _by_int, READ_PROTOCOL: _by_protocol, READ_INT_OF: int}
 
 # type -> the function reading an int stream handle from a target of that type (learned on first use,
 # and taught to the compiled launcher)
-_HANDLE_OF: dict[type, Callable[[Any], int]] = {}
+_HANDLE_OF: dict[type, Callable[[Any], int | None]] = {}
 
 
 def _stream(target: Any, call: str) -> int:
     """The int handle of a stream target, or the typed refusal."""
     get = _HANDLE_OF.get(type(target))
     if get is not None:
-        return get(target)
+        h = get(target)
+        if h is None:
+            raise _refusal(call, target)
+        return h
     if target is None or isinstance(target, (bool, Node, Graph)) or type(target).__name__ == "Path":
         raise _refusal(call, target)
     try:
@@ -265,6 +267,11 @@ class _Config:
 _CONFIGS: dict[int, _Config] = {}
 
 
+def _fixed(dims: Any) -> bool:
+    """Whether launch dimensions are an int or a tuple of ints (values that cannot change in place)."""
+    return type(dims) is int or (type(dims) is tuple and all(type(d) is int for d in dims))
+
+
 def _config(config: Any, call: str) -> _Config:
     if type(config) is tuple:
         return _Config(config, call)
@@ -281,7 +288,9 @@ def _config(config: Any, call: str) -> _Config:
     ):
         return c
     c = _Config(config, call)
-    if c.plain and c.grid_obj is not None and config.shmem_size == c.smem:
+    # Remembered only while its dimensions cannot change in place (a list, an object read by __index__):
+    # the entry is then used while the config holds the same objects.
+    if c.plain and _fixed(c.grid_obj) and _fixed(c.block_obj) and config.shmem_size == c.smem:
         if len(_CONFIGS) > 1024:
             _CONFIGS.clear()
         _CONFIGS[id(config)] = c

@@ -111,7 +111,7 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
                 if fast.rc:
                     if fast.rc < 0:
                         raise MemoryError("capture: out of memory")
-                    raise_error(rp.drv.CUresult(fast.rc), "cuLaunchKernel", order[i])
+                    raise_error(rp.drv.CUresult(fast.rc), fast.failed, order[i])  # the call its twin names
                 if i > start:
                     rp.cur = sorted(exits[order[i - 1].index])
                 if i == total:

@@ -606,3 +606,85 @@ def test_a_numpy_scalar_subclass_packs_its_value_on_every_launch(fake):
     for _ in range(3):
         cg.launch(Stream(1), (1, 32), K1, 0x10, F32(1.5), np.int32(1))
     assert [x[5] for x in fake.launches] == [k1_bytes(0x10, 1.5, 1)] * 3
+
+
+class BadHandle:
+    """A buffer whose address cannot be read."""
+
+    size = 4096
+    memory_resource = None
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    @property
+    def handle(self) -> Any:
+        if isinstance(self._handle, BaseException):
+            raise self._handle
+        return self._handle
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        raise NotImplementedError
+
+
+#: Arguments of k1(float* x, float a, int n) that no launch may take, each after good ones of the same
+#: types (so that the compiled launcher has learned their kinds and must decline them).
+BAD_ARGS = [
+    (0x10, np.float64(1), np.int32(1)),
+    (-5, np.float32(1), np.int32(1)),
+    (2**64, np.float32(1), np.int32(1)),
+    (0x10, np.float32(1)),
+    (0x10, np.float32(1), np.int32(1), np.int32(1)),
+    (0x10, np.float32(1), b"\0" * 8),
+    (0x10, 1.5, np.int32(1)),
+    (BadHandle(-1), np.float32(1), np.int32(1)),
+    (BadHandle(2**64), np.float32(1), np.int32(1)),
+    (BadHandle(RuntimeError("no address")), np.float32(1), np.int32(1)),
+]
+
+
+def _good(bad: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Good arguments whose first is of the type of ``bad``'s (its kinds learned from them)."""
+    return (BadHandle(0x20) if type(bad[0]) is BadHandle else 0x10, np.float32(1), np.int32(1))
+
+
+@needs_native
+@pytest.mark.parametrize("bad", BAD_ARGS, ids=lambda a: "-".join(type(x).__name__ for x in a))
+@pytest.mark.parametrize("where", ["launch", "run", "capture"])
+def test_bad_arguments_raise_the_same_typed_error_on_both_paths(monkeypatch, bad, where):
+    """What the compiled launcher has learned does not change what bad arguments raise: both paths
+    raise the same exception (type and message), naming the call or the node, and launch nothing."""
+    outcomes = []
+
+    def work(d: Driver) -> None:
+        good = _good(bad)
+        g = cg.Graph("bad")
+        node = g.kernel(K1, 1, 32, good, name="victim")
+        for _ in range(2):  # learned (the compiled path takes the second)
+            if where == "launch":
+                cg.launch(0x5, (1, 32), K1, *good)
+            elif where == "run":
+                run_graph(d, g)
+            else:
+                replay(d, g)
+        before = len(d.launches)
+        node.args = bad
+        with pytest.raises(Exception) as info:
+            if where == "launch":
+                cg.launch(0x5, (1, 32), K1, *bad)
+            elif where == "run":
+                run_graph(d, g)
+            else:
+                replay(d, g)
+        outcomes.append((type(info.value), str(info.value), len(d.launches) - before))
+
+    c, p = calls_both_ways(monkeypatch, work)
+    assert c.by_bindings < p.by_bindings  # the compiled launcher took the learned launches
+    (c_type, c_text, c_count), python = outcomes
+    assert outcomes[0] == python
+    assert c_count == 0
+    if isinstance(bad[0], BadHandle) and isinstance(bad[0]._handle, RuntimeError):
+        assert c_type is RuntimeError and c_text == "no address"  # the buffer's own error, as it raised it
+    else:
+        assert issubclass(c_type, (OperandError, cudagraph.errors.KernelArgumentError)), (c_type, c_text)
+        assert ("kernel#0 'victim'" if where != "launch" else "cudagraph.launch") in c_text

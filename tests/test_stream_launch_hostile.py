@@ -532,7 +532,11 @@ class ProtocolStream:
         self.answer = answer
 
     def __cuda_stream__(self) -> Any:
-        return self.answer
+        return self.answer() if callable(self.answer) else self.answer
+
+
+class AnswerStream(ProtocolStream):
+    """A stream of the protocol one of whose objects holds its answer (not callable) itself."""
 
 
 class F32(np.float32):
@@ -550,6 +554,7 @@ TARGETS = [
     (ProtocolStream((0, "x")), "target: expected"),
     (ProtocolStream((0,)), "target: expected"),
     (ProtocolStream(None), "target: expected"),
+    (ProtocolStream(lambda: (0, -1)), "target: expected"),
 ]
 
 
@@ -574,6 +579,15 @@ class Dim:
 
     def __index__(self) -> int:
         return self.value
+
+
+def test_a_stream_object_holding_its_protocol_answer_launches_after_its_type_was_learned(fake):
+    s = AnswerStream((0, 0x33))
+    cg.launch(s, (1, 32), K1, 0x10, np.float32(1), np.int32(1))  # the type learned (its method)
+    s.__cuda_stream__ = (0, 0x44)  # this object holds its answer
+    cg.launch(s, (1, 32), K1, 0x10, np.float32(1), np.int32(1))
+    cg.launch(s, (1, 32), K1, 0x10, np.float32(1), np.int32(1))
+    assert [x[4] for x in fake.launches] == [0x33, 0x44, 0x44]
 
 
 @pytest.mark.parametrize("grid", ["list", "index"])

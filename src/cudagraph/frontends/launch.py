@@ -112,7 +112,8 @@ def _refusal(call: str, target: Any) -> OperandError:
 
 
 def _by_protocol(t: Any) -> int | None:
-    return protocol_handle(t.__cuda_stream__())
+    proto = t.__cuda_stream__  # (an object of the type may hold the answer itself, as stream_handle takes)
+    return protocol_handle(proto() if callable(proto) else proto)
 
 
 def _by_int(t: int) -> int | None:

@@ -421,12 +421,11 @@ def test_a_kernel_buffer_the_driver_reads_is_not_packed_by_another_thread(monkey
     assert d.launches[-1][4:] == (0x88, k1_bytes(0xBB, 2.0, 2))
 
 
-def test_threads_launching_one_kernel_each_get_their_own_bytes(fake, monkeypatch):
+def test_threads_launching_one_kernel_each_get_their_own_bytes(fake):
     """Threads launch one learned kernel with different arguments (cudagraph.launch) while another runs
     a graph (Graph.run); every launch the driver records carries the bytes of its own call."""
     import time
 
-    monkeypatch.setattr(sys, "getswitchinterval", sys.getswitchinterval)
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     SlowReads(fake, lambda stream: time.sleep(0))

@@ -145,23 +145,38 @@ distinct(PyObject **items, Py_ssize_t k)
     return ok;
 }
 
-/* The arguments pass the Python method's loop without a call to _kernel_field: 1, 0 (the Python path
- * decides), -1 (an exception that is not an Exception, as the Python method lets it through). *param is set
- * when a Param is among them. May run Python code (a Buffer's is_device_accessible). */
+/* The argument types pass the Python method's loop without a call to _kernel_field: 1 (*buffers set when
+ * a Buffer's is_device_accessible must still be read, *param when a Param is among them), or 0 (the Python
+ * path decides). Runs no Python code. */
 static int
-args_pass(KernelMethod *m, PyObject *args, int *param)
+arg_types_pass(KernelMethod *m, PyObject *args, int *param, int *buffers)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(args, i));
+        if (table_has(&m->ok, t))
+            *param |= (PyObject *)t == m->src[S_PARAM];
+        else if (table_has(&m->buffers, t))
+            *buffers = 1;
+        else
+            return 0;
+    }
+    return 1;
+}
+
+/* Every Buffer among the arguments (of a type not in the accepted table) says `is_device_accessible is True`:
+ * 1, 0 (the Python path decides), -1 (an exception that is not an Exception, which the Python method lets
+ * through). Runs Python code (a property): called last before the node is built, once every other test passed,
+ * so that such code runs no more often than the Python method runs it, but for one case: a Buffer refused after
+ * another was read is handed back, and the Python method reads the first one again. */
+static int
+buffers_pass(KernelMethod *m, PyObject *args)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i); /* held by the tuple, which the caller holds */
-        PyTypeObject *t = Py_TYPE(a);
-        if (table_has(&m->ok, t)) {
-            if ((PyObject *)t == m->src[S_PARAM])
-                *param = 1;
+        if (table_has(&m->ok, Py_TYPE(a)))
             continue;
-        }
-        if (!table_has(&m->buffers, t))
-            return 0;
         PyObject *v = PyObject_GetAttr(a, cg_str_accessible);
         if (v == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_Exception))
@@ -175,6 +190,21 @@ args_pass(KernelMethod *m, PyObject *args, int *param)
             return 0;
     }
     return 1;
+}
+
+/* Whether `after` (not None) is a usable node, or a list or tuple of distinct usable nodes; 1, 0, -1 (no memory).
+ * Runs no Python code. */
+static int
+after_pass(KernelMethod *m, PyObject *self, PyObject *after)
+{
+    if (!PyList_CheckExact(after) && !PyTuple_CheckExact(after))
+        return usable_dep(m, self, after);
+    Py_ssize_t k = Py_SIZE(after);
+    PyObject **items = PyList_CheckExact(after) ? ((PyListObject *)after)->ob_item : ((PyTupleObject *)after)->ob_item;
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (!usable_dep(m, self, items[i]))
+            return 0;
+    return k > 1 ? distinct(items, k) : 1;
 }
 
 /* A parameter among the arguments cannot be of another graph (the Python method's PARAM_GRAPH gate). */
@@ -247,16 +277,23 @@ kernel_fast(KernelMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *
 
     PyObject *r = Py_NewRef(Py_NotImplemented), *grid = NULL, *block = NULL, *node = NULL, *preds = NULL,
              *succs = NULL, *index = NULL, *nedges = NULL;
-    int param = 0, pass;
+    int param = 0, buffers = 0, pass;
     if ((grid = known_dim(m, p[KW_GRID], KW_GRID)) == NULL || (block = known_dim(m, p[KW_BLOCK], KW_BLOCK)) == NULL)
         goto done;
-    if ((pass = args_pass(m, args, &param)) <= 0) {
+    if (!arg_types_pass(m, args, &param, &buffers) || (param && !params_of_this_graph(m, self)))
+        goto done;
+    if (after != NULL && after != Py_None && (pass = after_pass(m, self, after)) <= 0) {
         if (pass < 0)
             Py_CLEAR(r);
         goto done;
     }
-    if (param && !params_of_this_graph(m, self))
+    /* Last: the only Python code of the caller's run here (and below, code of a collection): the state is
+     * read again after it. */
+    if (buffers && (pass = buffers_pass(m, args)) <= 0) {
+        if (pass < 0)
+            Py_CLEAR(r);
         goto done;
+    }
 
     /* Every allocation that may start a collection (Python code), before the state is read. */
     int single = 0;

@@ -39,7 +39,7 @@ class Builders(
 
 
 #: ``Graph.kernel``'s compiled path, or ``None`` (the Python method runs): the common call builds its node
-#: in C (bench/construction.py --cpu, user-style chain, N = 1000: define FIGURE µs/node).
+#: in C (bench/construction.py --cpu, user-style chain, N = 1000: define 1.22 -> 0.54 µs/node, dag 1.06 -> 0.49).
 COMPILED_KERNEL: Any = install_compiled_kernel()
 
 

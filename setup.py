@@ -1,4 +1,4 @@
-"""Build script for the optional compiled hot loops (``cudagraph.driver._native``).
+"""Build script for the optional compiled hot loops (``cudagraph.driver._native``, ``cudagraph.definition._define``).
 
 Everything else is declared in ``pyproject.toml``. The extension links against
 nothing but the Python runtime (the CUDA driver's entry points are handed to it
@@ -31,6 +31,14 @@ setup(
             depends=["src/cudagraph/driver/_native.h", "src/cudagraph/driver/_native_launch.h"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        # Graph.kernel's compiled path (definition layer: no driver, nothing but Python; see _define.h)
+        Extension(
+            "cudagraph.definition._define",
+            sources=["src/cudagraph/definition/_define.c", "src/cudagraph/definition/_define_kernel.c"],
+            depends=["src/cudagraph/definition/_define.h"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The compiled module (cudagraph.driver._native) under AddressSanitizer and UndefinedBehaviorSanitizer.
+# The compiled modules (cudagraph.driver._native, cudagraph.definition._define) under AddressSanitizer and UndefinedBehaviorSanitizer.
 #
 # Builds the extension with -fsanitize=address,undefined into a temporary copy of the sources (the
 # tree's own build is left alone), then runs the CPU tests of the compiled paths with the sanitizer
@@ -61,6 +61,8 @@ unset CUDAGRAPH_NO_C_ENTRY
 
 "$PYTHON" -c 'from cudagraph.driver import c_entry; assert c_entry.NATIVE is not None, "no compiled module"
 import cudagraph.driver._native as m, sys; sys.exit(0 if m.__file__.startswith(sys.argv[1]) else "not the sanitized build")' "$WORK"
+"$PYTHON" -c 'from cudagraph.definition.builders import COMPILED_KERNEL as k; assert k is not None, "no _define"
+import cudagraph.definition._define as m, sys; sys.exit(0 if m.__file__.startswith(sys.argv[1]) else "not the sanitized build")' "$WORK"
 
 if [[ $# -eq 0 ]]; then
     # Every test that drives the compiled module on the CPU: its own tests, and those of the layers
@@ -70,7 +72,7 @@ if [[ $# -eq 0 ]]; then
         tests/test_cache_cpu.py tests/test_executable_parts_cpu.py tests/test_materializers_cpu.py \
         tests/test_lift_cpu.py tests/test_stream_launch_cpu.py tests/test_launch_targets_cpu.py \
         tests/test_patch_plan_cpu.py tests/test_parametrize_bind_cpu.py tests/test_stream_launch_hostile.py \
-        tests/test_stream_launch_fuzz.py
+        tests/test_stream_launch_fuzz.py tests/test_define_compiled_cpu.py tests/test_definition_path_builders.py
 fi
 status=0
 (cd "$ROOT" && "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts="" "$@") || status=$?

@@ -19,7 +19,8 @@ class CUkernel:
 def _public_node_builders(cls: type) -> set[str]:
     """Public methods of ``cls`` whose return annotation names a node class of cudagraph."""
     out = set()
-    for name, fn in inspect.getmembers(cls, inspect.isfunction):
+    # (unwrapped: a builder may be a compiled method wrapping its Python twin, as Graph.kernel)
+    for name, fn in inspect.getmembers(cls, lambda f: inspect.isfunction(inspect.unwrap(f))):
         if name.startswith("_"):
             continue
         ret = inspect.signature(fn).return_annotation

@@ -1,0 +1,58 @@
+/*
+ * cudagraph.definition._define: declarations shared by its two sources.
+ *
+ *   _define.c         the module and the KernelMethod type (construction, slots resolved, tables kept)
+ *   _define_kernel.c  the algorithm: the compiled path of Graph.kernel (Python twin:
+ *                     cudagraph.definition.kinds.kernel.KernelBuilders.kernel) and learning its types
+ */
+#ifndef CG_DEFINE_H
+#define CG_DEFINE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <structmember.h>
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+#define TABLE_MAX 64 /* types per table; further ones stay on the Python path */
+#define PAIRWISE_MAX 32 /* after= lists up to this long are tested for duplicates pairwise */
+
+typedef struct {
+    Py_ssize_t n;
+    PyObject *t[TABLE_MAX];
+} TypeTable;
+
+/* Slot roles, in the order of DEFINE_SLOTS in cudagraph.definition.kinds.kernel. */
+enum { N_GRAPH, N_INDEX, N_NAME, N_PREDS, N_SUCCS, N_COUNT };
+enum { K_KERNEL, K_GRID, K_BLOCK, K_SMEM, K_ARGS, K_ATTRS, K_COUNT };
+enum { G_NODES, G_NEDGES, G_COUNT };
+/* Sources, in the order of the tuple handed to KernelMethod. */
+enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_PARAM_GRAPH, S_COUNT };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *func;               /* the Python method (the twin) */
+    PyTypeObject *knode, *node, *gcore; /* KernelNode, Node, GraphCore */
+    PyObject *src[S_COUNT];       /* the Python method's own tables */
+    PyObject *node_descr[2];      /* Node.graph, Node._succs */
+    PyObject *graph_descr[2];     /* GraphCore._nodes, GraphCore._nedges */
+    PyObject *dict;
+    Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT];
+    Py_ssize_t taken;             /* calls the compiled path answered */
+    TypeTable kernels, ok, buffers, nodes, graphs;
+} KernelMethod;
+
+/* Interned keyword names and constants. */
+
+/* Keyword names of Graph.kernel (interned at import) and constants. */
+enum { KW_KERNEL, KW_GRID, KW_BLOCK, KW_ARGS, KW_AFTER, KW_NAME, KW_SMEM, KW_CLUSTER, KW_COOPERATIVE,
+       KW_PRIORITY, KW_PROGRAMMATIC, KW_DEVICE, KW_COUNT };
+extern const char *const cg_kw_names[KW_COUNT];
+extern PyObject *cg_kw_str[KW_COUNT];
+extern PyObject *cg_str_accessible, *cg_zero;
+
+void cg_table_clear(TypeTable *t);
+/* Graph.kernel: the compiled path, else the Python method (then its types are learned). */
+PyObject *cg_kernel_vectorcall(KernelMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+#endif

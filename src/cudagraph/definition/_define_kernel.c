@@ -1,0 +1,487 @@
+/*
+ * cudagraph.definition._define (_define_kernel.c): the compiled path of Graph.kernel for the builders' common case.
+ *
+ * Python twin: cudagraph.definition.kinds.kernel.KernelBuilders.kernel, the Python method this wraps
+ * (its `func` and `__wrapped__`), which every call the compiled path does not take goes to.
+ *
+ * Pure Python is at its floor for `g.kernel(k, grid, block, (buf, np.float32(2.0), np.int32(n)), after=prev)`:
+ * a Python frame with twelve keywords, a type test per argument and the node's eleven slots cost about
+ * 0.7 us per node. KernelMethod is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR: `g.kernel(...)` calls
+ * it with the graph first and the keyword names as a tuple, no bound method, no dict) that builds that node
+ * in C when the call is one the Python method takes without a message or a side table:
+ *
+ * - the graph, the kernel and each argument of an exact type that the Python method already accepted
+ *   (types learned from its own tables after it ran: _KERNEL_TYPES_SEEN, ARG_TYPES_OK, ARG_BUFFER_TYPES,
+ *   NODE_CLASSES; a Buffer type's object also needs `is_device_accessible is True`);
+ * - grid and block an exact int in GRIDS / BLOCKS, or a 3-tuple of ints in DIMS_SEEN (the interned tuples);
+ * - shared_mem 0, no launch attribute (cluster, priority, programmatic, device None; cooperative False);
+ * - after None, a node of this graph, or a list or tuple of distinct nodes of this graph; name None or a str;
+ * - a Param among the arguments only while PARAM_GRAPH allows it (no parameter of another graph possible).
+ *
+ * Anything else returns to the Python method before anything is changed, and its answer (node or error) is
+ * the answer. After a call the Python method took, the types it accepted are copied into the tables here
+ * (learn): each Python table only grows, so a type learned stays accepted.
+ *
+ * Safety: the only Python code run before the graph is changed is a Buffer's `is_device_accessible` (and
+ * whatever a collection started by an allocation runs); the state of the graph and of `after` is read after
+ * the last of those, every object used is held, and each node type read through `graph` / `_succs` was
+ * checked to have the very slot descriptors of Node. The node is complete (every slot set) before it is
+ * linked to its predecessors and appended; a failed append undoes the links. No Python code runs between
+ * reading the node count and appending, so the index is the node's position (the Python method corrects it
+ * when another thread got in first; here none can).
+ */
+#include "_define.h"
+
+const char *const cg_kw_names[KW_COUNT] = {"kernel", "grid", "block", "args", "after", "name", "shared_mem",
+                                          "cluster", "cooperative", "priority", "programmatic", "device"};
+PyObject *cg_kw_str[KW_COUNT];
+PyObject *cg_str_accessible, *cg_zero;
+
+static int
+table_has(const TypeTable *t, PyTypeObject *tp)
+{
+    for (Py_ssize_t i = 0; i < t->n; i++)
+        if (t->t[i] == (PyObject *)tp)
+            return 1;
+    return 0;
+}
+
+static void
+table_add(TypeTable *t, PyTypeObject *tp)
+{
+    if (t->n < TABLE_MAX && !table_has(t, tp))
+        t->t[t->n++] = Py_NewRef((PyObject *)tp);
+}
+
+void
+cg_table_clear(TypeTable *t)
+{
+    while (t->n > 0) {
+        PyObject *tp = t->t[--t->n];
+        t->t[t->n] = NULL;
+        Py_DECREF(tp);
+    }
+}
+
+/* Index of keyword `key` in cg_kw_names, or -1. Runs no Python code. */
+static int
+kw_index(PyObject *key)
+{
+    for (int i = 0; i < KW_COUNT; i++)
+        if (key == cg_kw_str[i])
+            return i;
+    if (!PyUnicode_CheckExact(key))
+        return -1;
+    for (int i = 0; i < KW_COUNT; i++)
+        if (PyUnicode_CompareWithASCIIString(key, cg_kw_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The interned (n, 1, 1) of `value` for `field` ("grid" / "block"), a new reference, or NULL (no error set:
+ * the Python path decides). Dict lookups keyed by ints and tuples of ints and strs: no Python code runs. */
+static PyObject *
+known_dim(KernelMethod *m, PyObject *value, int field)
+{
+    PyObject *found = NULL;
+    if (PyLong_CheckExact(value)) {
+        found = PyDict_GetItemWithError(m->src[field == KW_GRID ? S_GRIDS : S_BLOCKS], value);
+    } else if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) &&
+               PyLong_CheckExact(PyTuple_GET_ITEM(value, 1)) && PyLong_CheckExact(PyTuple_GET_ITEM(value, 2))) {
+        PyObject *key = PyTuple_Pack(2, cg_kw_str[field], value);
+        if (key == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        found = PyDict_GetItemWithError(m->src[S_DIMS], key);
+        Py_DECREF(key);
+    }
+    if (found == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return Py_NewRef(found);
+}
+
+/* Whether node `d` (held) may be a predecessor here: a learned node type, of this graph, its successor list a list. */
+static int
+usable_dep(KernelMethod *m, PyObject *self, PyObject *d)
+{
+    if (!table_has(&m->nodes, Py_TYPE(d)) || SLOT(d, m->node_at[N_GRAPH]) != self)
+        return 0;
+    PyObject *succs = SLOT(d, m->node_at[N_SUCCS]);
+    return succs != NULL && PyList_CheckExact(succs);
+}
+
+static int
+ptr_order(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether the `k` items of `items` are distinct objects (1), not (0), or -1 (no memory, error set). */
+static int
+distinct(PyObject **items, Py_ssize_t k)
+{
+    if (k <= PAIRWISE_MAX) {
+        for (Py_ssize_t i = 1; i < k; i++)
+            for (Py_ssize_t j = 0; j < i; j++)
+                if (items[i] == items[j])
+                    return 0;
+        return 1;
+    }
+    PyObject **copy = PyMem_Malloc((size_t)k * sizeof *copy);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(copy, items, (size_t)k * sizeof *copy);
+    qsort(copy, (size_t)k, sizeof *copy, ptr_order);
+    int ok = 1;
+    for (Py_ssize_t i = 1; ok && i < k; i++)
+        ok = copy[i] != copy[i - 1];
+    PyMem_Free(copy);
+    return ok;
+}
+
+/* The argument types pass the Python method's loop without a call to _kernel_field: 1 (*buffers set when
+ * a Buffer's is_device_accessible must still be read, *param when a Param is among them), or 0 (the Python
+ * path decides). Runs no Python code. */
+static int
+arg_types_pass(KernelMethod *m, PyObject *args, int *param, int *buffers)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(args, i));
+        if (table_has(&m->ok, t))
+            *param |= (PyObject *)t == m->src[S_PARAM];
+        else if (table_has(&m->buffers, t))
+            *buffers = 1;
+        else
+            return 0;
+    }
+    return 1;
+}
+
+/* Every Buffer among the arguments (of a type not in the accepted table) says `is_device_accessible is True`:
+ * 1, 0 (the Python path decides), -1 (an exception that is not an Exception, which the Python method lets
+ * through). Runs Python code (a property): called last before the node is built, once every other test passed,
+ * so that such code runs no more often than the Python method runs it, but for one case: a Buffer refused after
+ * another was read is handed back, and the Python method reads the first one again. */
+static int
+buffers_pass(KernelMethod *m, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i); /* held by the tuple, which the caller holds */
+        if (table_has(&m->ok, Py_TYPE(a)))
+            continue;
+        PyObject *v = PyObject_GetAttr(a, cg_str_accessible);
+        if (v == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return -1;
+            PyErr_Clear(); /* the Python method names the argument */
+            return 0;
+        }
+        int yes = v == Py_True;
+        Py_DECREF(v);
+        if (!yes)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether `after` (not None) is a usable node, or a list or tuple of distinct usable nodes; 1, 0, -1 (no memory).
+ * Runs no Python code. */
+static int
+after_pass(KernelMethod *m, PyObject *self, PyObject *after)
+{
+    if (!PyList_CheckExact(after) && !PyTuple_CheckExact(after))
+        return usable_dep(m, self, after);
+    Py_ssize_t k = Py_SIZE(after);
+    PyObject **items = PyList_CheckExact(after) ? ((PyListObject *)after)->ob_item : ((PyTupleObject *)after)->ob_item;
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (!usable_dep(m, self, items[i]))
+            return 0;
+    return k > 1 ? distinct(items, k) : 1;
+}
+
+/* A parameter among the arguments cannot be of another graph (the Python method's PARAM_GRAPH gate). */
+static int
+params_of_this_graph(KernelMethod *m, PyObject *self)
+{
+    PyObject *gate = m->src[S_PARAM_GRAPH];
+    if (!PyList_CheckExact(gate) || PyList_GET_SIZE(gate) < 1)
+        return 0;
+    PyObject *v = PyList_GET_ITEM(gate, 0);
+    if (!PyLong_CheckExact(v))
+        return 0;
+    void *p = PyLong_AsVoidPtr(v);
+    if (p == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return p == NULL || p == (void *)self;
+}
+
+/* The node, a new reference; Py_NotImplemented (new reference) when the Python path must answer; NULL with
+ * an exception set. Nothing is changed unless a node is returned. */
+static PyObject *
+kernel_fast(KernelMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *p[KW_COUNT] = {NULL}; /* borrowed: the caller holds its arguments for the call */
+    if (nargs < 1 || nargs > 5)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *self = argv[0];
+    for (Py_ssize_t i = 1; i < nargs; i++)
+        p[i - 1] = argv[i];
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        int at = kw_index(PyTuple_GET_ITEM(kwnames, i));
+        if (at < 0 || p[at] != NULL)
+            Py_RETURN_NOTIMPLEMENTED;
+        p[at] = argv[nargs + i];
+    }
+    if (p[KW_KERNEL] == NULL || p[KW_GRID] == NULL || p[KW_BLOCK] == NULL)
+        Py_RETURN_NOTIMPLEMENTED;
+    for (int at = KW_CLUSTER; at < KW_COUNT; at++) {
+        PyObject *v = p[at];
+        if (v != NULL && v != (at == KW_COOPERATIVE ? Py_False : Py_None))
+            Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *name = p[KW_NAME], *smem = p[KW_SMEM], *args = p[KW_ARGS], *after = p[KW_AFTER];
+    if (!table_has(&m->graphs, Py_TYPE(self)) || !table_has(&m->kernels, Py_TYPE(p[KW_KERNEL])))
+        Py_RETURN_NOTIMPLEMENTED;
+    if (name == NULL || name == Py_None)
+        name = cg_kw_str[KW_KERNEL];
+    else if (!PyUnicode_CheckExact(name))
+        Py_RETURN_NOTIMPLEMENTED;
+    else if (PyUnicode_GET_LENGTH(name) == 0)
+        name = cg_kw_str[KW_KERNEL]; /* `name or "kernel"` */
+    if (smem == NULL) {
+        smem = cg_zero;
+    } else {
+        int overflow;
+        if (!PyLong_CheckExact(smem) || PyLong_AsLongAndOverflow(smem, &overflow) != 0 || overflow)
+            Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (args == NULL)
+        args = PyTuple_New(0); /* the shared empty tuple, as the default `()` */
+    else if (!PyTuple_CheckExact(args))
+        Py_RETURN_NOTIMPLEMENTED;
+    else
+        Py_INCREF(args);
+    if (args == NULL)
+        return NULL;
+
+    PyObject *r = Py_NewRef(Py_NotImplemented), *grid = NULL, *block = NULL, *node = NULL, *preds = NULL,
+             *succs = NULL, *index = NULL, *nedges = NULL;
+    int param = 0, buffers = 0, pass;
+    if ((grid = known_dim(m, p[KW_GRID], KW_GRID)) == NULL || (block = known_dim(m, p[KW_BLOCK], KW_BLOCK)) == NULL)
+        goto done;
+    if (!arg_types_pass(m, args, &param, &buffers) || (param && !params_of_this_graph(m, self)))
+        goto done;
+    if (after != NULL && after != Py_None && (pass = after_pass(m, self, after)) <= 0) {
+        if (pass < 0)
+            Py_CLEAR(r);
+        goto done;
+    }
+    /* Last: the only Python code of the caller's run here (and below, code of a collection): the state is
+     * read again after it. */
+    if (buffers && (pass = buffers_pass(m, args)) <= 0) {
+        if (pass < 0)
+            Py_CLEAR(r);
+        goto done;
+    }
+
+    /* Every allocation that may start a collection (Python code), before the state is read. */
+    int single = 0;
+    Py_ssize_t k = 0;
+    if (after != NULL && after != Py_None) {
+        if (PyList_CheckExact(after) || PyTuple_CheckExact(after))
+            k = Py_SIZE(after);
+        else
+            k = single = 1;
+    }
+    node = m->knode->tp_alloc(m->knode, 0);
+    preds = node == NULL ? NULL : PyList_New(k);
+    succs = preds == NULL ? NULL : PyList_New(0);
+    if (succs == NULL) {
+        Py_CLEAR(r);
+        goto done;
+    }
+    /* The state, read from here on: no Python code runs until the node is returned. */
+    if (single) {
+        PyList_SET_ITEM(preds, 0, Py_NewRef(after));
+    } else if (k > 0) {
+        if (Py_SIZE(after) != k) /* changed by a collection's code meanwhile */
+            goto done;
+        PyObject **items = PyList_CheckExact(after) ? ((PyListObject *)after)->ob_item : ((PyTupleObject *)after)->ob_item;
+        for (Py_ssize_t i = 0; i < k; i++)
+            PyList_SET_ITEM(preds, i, Py_NewRef(items[i]));
+    }
+    PyObject **deps = ((PyListObject *)preds)->ob_item;
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (!usable_dep(m, self, deps[i]))
+            goto done;
+    if (k > 1) {
+        int d = distinct(deps, k);
+        if (d <= 0) {
+            if (d < 0)
+                Py_CLEAR(r);
+            goto done;
+        }
+    }
+    PyObject *nodes = SLOT(self, m->graph_at[G_NODES]), *count = SLOT(self, m->graph_at[G_NEDGES]);
+    if (nodes == NULL || !PyList_CheckExact(nodes) || (k > 0 && (count == NULL || !PyLong_CheckExact(count))))
+        goto done;
+    if (k > 0) {
+        Py_ssize_t e = PyLong_AsSsize_t(count);
+        if (e < 0 || e > PY_SSIZE_T_MAX - k) {
+            PyErr_Clear();
+            goto done;
+        }
+        if ((nedges = PyLong_FromSsize_t(e + k)) == NULL) { /* ints are not collected: runs no Python code */
+            Py_CLEAR(r);
+            goto done;
+        }
+    }
+    Py_ssize_t i = PyList_GET_SIZE(nodes);
+    if ((index = PyLong_FromSsize_t(i)) == NULL) {
+        Py_CLEAR(r);
+        goto done;
+    }
+    /* The node, complete (its slots were NULL: nothing is released). */
+    SLOT(node, m->node_at[N_GRAPH]) = Py_NewRef(self);
+    SLOT(node, m->node_at[N_INDEX]) = Py_NewRef(index);
+    SLOT(node, m->node_at[N_NAME]) = Py_NewRef(name);
+    SLOT(node, m->node_at[N_PREDS]) = Py_NewRef(preds);
+    SLOT(node, m->node_at[N_SUCCS]) = Py_NewRef(succs);
+    SLOT(node, m->kernel_at[K_KERNEL]) = Py_NewRef(p[KW_KERNEL]);
+    SLOT(node, m->kernel_at[K_GRID]) = Py_NewRef(grid);
+    SLOT(node, m->kernel_at[K_BLOCK]) = Py_NewRef(block);
+    SLOT(node, m->kernel_at[K_SMEM]) = Py_NewRef(smem);
+    SLOT(node, m->kernel_at[K_ARGS]) = Py_NewRef(args);
+    SLOT(node, m->kernel_at[K_ATTRS]) = Py_NewRef(Py_None);
+    /* Linked, appended and counted; a failed append (no memory) undoes the links made. */
+    Py_ssize_t linked = 0;
+    for (; linked < k; linked++)
+        if (PyList_Append(SLOT(deps[linked], m->node_at[N_SUCCS]), node) < 0)
+            break;
+    if (linked < k || PyList_Append(nodes, node) < 0) {
+        while (linked-- > 0) { /* the node is the last item of each list it was appended to */
+            PyObject *s = SLOT(deps[linked], m->node_at[N_SUCCS]);
+            Py_ssize_t end = PyList_GET_SIZE(s);
+            if (end > 0 && PyList_GET_ITEM(s, end - 1) == node)
+                (void)PyList_SetSlice(s, end - 1, end, NULL); /* releases our node only: held here */
+        }
+        Py_CLEAR(r);
+        goto done;
+    }
+    if (k > 0) {
+        PyObject *old = count; /* an int: releasing it runs no Python code */
+        SLOT(self, m->graph_at[G_NEDGES]) = nedges;
+        nedges = NULL;
+        Py_DECREF(old);
+    }
+    m->taken++;
+    Py_SETREF(r, Py_NewRef(node));
+done:
+    Py_XDECREF(nedges);
+    Py_XDECREF(index);
+    Py_XDECREF(succs);
+    Py_XDECREF(preds);
+    Py_XDECREF(node); /* unlinked: released whole (its slots are released by its type) */
+    Py_XDECREF(block);
+    Py_XDECREF(grid);
+    Py_DECREF(args);
+    return r;
+}
+
+/* Whether `tp` reads `names` through the very descriptors `descr` (the base's slots). */
+static int
+keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count)
+{
+    for (int i = 0; i < count; i++) {
+        PyObject *name = PyDescr_NAME(descr[i]);
+        if (_PyType_Lookup(tp, name) != descr[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* Membership of `tp` in a Python table of the Python method (its errors are cleared: nothing learned). */
+static int
+in_source(KernelMethod *m, int which, PyTypeObject *tp)
+{
+    PyObject *set = Py_NewRef(m->src[which]);
+    int r = PyAnySet_Check(set) ? PySet_Contains(set, (PyObject *)tp) : 0;
+    Py_DECREF(set);
+    if (r < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r;
+}
+
+/* After the Python method made `node` (held) for `self`: copy the types it accepted into the tables. May run
+ * Python code (a hostile type's hash); every object is held and each slot is read again after it. */
+static void
+learn(KernelMethod *m, PyObject *self, PyObject *node)
+{
+    PyTypeObject *gt = Py_TYPE(self);
+    if (PyType_IsSubtype(gt, m->gcore) && keeps_slots(gt, m->graph_descr, 2))
+        table_add(&m->graphs, gt);
+    PyObject *kernel = Py_XNewRef(SLOT(node, m->kernel_at[K_KERNEL]));
+    if (kernel != NULL) {
+        if (in_source(m, S_KERNELS, Py_TYPE(kernel)))
+            table_add(&m->kernels, Py_TYPE(kernel));
+        Py_DECREF(kernel);
+    }
+    PyObject *args = Py_XNewRef(SLOT(node, m->kernel_at[K_ARGS]));
+    if (args != NULL && PyTuple_CheckExact(args)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+            PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(args, i));
+            Py_INCREF(t);
+            if (in_source(m, S_ARG_OK, t))
+                table_add(&m->ok, t);
+            else if (in_source(m, S_ARG_BUFFERS, t))
+                table_add(&m->buffers, t);
+            Py_DECREF(t);
+        }
+    }
+    Py_XDECREF(args);
+    PyObject *preds = Py_XNewRef(SLOT(node, m->node_at[N_PREDS]));
+    if (preds != NULL && PyList_CheckExact(preds)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(preds); i++) {
+            PyTypeObject *t = Py_TYPE(PyList_GET_ITEM(preds, i));
+            Py_INCREF(t);
+            if (PyType_IsSubtype(t, m->node) && keeps_slots(t, m->node_descr, 2) &&
+                in_source(m, S_NODE_CLASSES, t))
+                table_add(&m->nodes, t);
+            Py_DECREF(t);
+        }
+    }
+    Py_XDECREF(preds);
+}
+
+PyObject *
+cg_kernel_vectorcall(KernelMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *r = kernel_fast(m, args, nargs, kwnames);
+    if (r != Py_NotImplemented)
+        return r;
+    Py_DECREF(r);
+    Py_INCREF(m); /* the Python method may drop the last other reference to this object */
+    r = PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+    if (r != NULL && nargs >= 1 && Py_IS_TYPE(r, m->knode)) {
+        PyObject *self = Py_NewRef(args[0]);
+        learn(m, self, r);
+        Py_DECREF(self);
+    }
+    Py_DECREF(m);
+    return r;
+}
+

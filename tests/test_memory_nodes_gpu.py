@@ -308,7 +308,9 @@ def test_wait_value_geq_and_batch_memop_node_type(gpu, kernels, stream, word):
 
 
 def test_memory_operation_on_pool_memory_is_refused_before_the_driver(gpu, stream):
-    pooled = gpu.upload(np.zeros(4, np.uint32))  # cuda.core device memory comes from a memory pool
+    # From the device's memory pool whatever GpuHelper.alloc uses (plain cuMemAlloc under the sanitizer).
+    pooled = gpu.device.allocate(16, stream=stream)
+    stream.sync()
     g = cg.Graph("pool")
     g.write_value(pooled, 1, name="signal")
     with pytest.raises(errors.OperandError) as ei:

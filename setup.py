@@ -35,7 +35,11 @@ setup(
         # Graph.kernel's compiled path (definition layer: no driver, nothing but Python; see _define.h)
         Extension(
             "cudagraph.definition._define",
-            sources=["src/cudagraph/definition/_define.c", "src/cudagraph/definition/_define_kernel.c"],
+            sources=[
+                "src/cudagraph/definition/_define.c",
+                "src/cudagraph/definition/_define_kernel.c",
+                "src/cudagraph/definition/_define_launch.c",
+            ],
             depends=["src/cudagraph/definition/_define.h"],
             extra_compile_args=["-O2"],
             optional=True,

@@ -7,8 +7,8 @@
  * Python side declares in DEFINE_SLOTS) and the Python method's own tables, from which it learns types.
  */
 #include "_define.h"
-static int
-slot_offset(PyTypeObject *tp, PyObject *name, Py_ssize_t *out, PyObject **keep)
+int
+cg_slot_offset(PyTypeObject *tp, PyObject *name, Py_ssize_t *out, PyObject **keep)
 {
     PyObject *d = _PyType_Lookup(tp, name); /* borrowed; runs no Python code */
     int ok = d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type);
@@ -42,7 +42,7 @@ resolve(PyObject *slots, const char *role, PyTypeObject *tp, Py_ssize_t count, P
         for (int j = 0; j < nkept; j++)
             if (kept[j] == i)
                 k = &keep[j];
-        if (!PyUnicode_CheckExact(name) || slot_offset(tp, name, &at[i], k) < 0) {
+        if (!PyUnicode_CheckExact(name) || cg_slot_offset(tp, name, &at[i], k) < 0) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_TypeError, "KernelMethod: slots['%s'] must hold str", role);
             return -1;
@@ -124,6 +124,10 @@ km_traverse(KernelMethod *m, visitproc visit, void *arg)
     for (int t = 0; t < 5; t++)
         for (Py_ssize_t i = 0; i < tables[t]->n; i++)
             Py_VISIT(tables[t]->t[i]);
+    for (int i = 0; i < 2; i++) {
+        Py_VISIT(m->dim_in[i]);
+        Py_VISIT(m->dim_out[i]);
+    }
     Py_VISIT(m->dict);
     return 0;
 }
@@ -136,6 +140,10 @@ km_forget_all(KernelMethod *m)
     cg_table_clear(&m->buffers);
     cg_table_clear(&m->nodes);
     cg_table_clear(&m->graphs);
+    for (int i = 0; i < 2; i++) {
+        Py_CLEAR(m->dim_in[i]);
+        Py_CLEAR(m->dim_out[i]);
+    }
 }
 
 static int
@@ -240,7 +248,7 @@ PyDoc_STRVAR(km_doc, "KernelMethod(func, kernel_node, node, graph_core, slots, s
                      "'kernel_node', 'graph'); `sources` holds the Python method's own tables. Copy the Python "
                      "method's name and docstring onto it with functools.update_wrapper.");
 
-static PyTypeObject KernelMethodType = {
+PyTypeObject cg_kernel_method_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.definition._define.KernelMethod",
     .tp_basicsize = sizeof(KernelMethod),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
@@ -262,7 +270,8 @@ static PyTypeObject KernelMethodType = {
 static struct PyModuleDef define_module = {
     PyModuleDef_HEAD_INIT,
     "cudagraph.definition._define",
-    "Graph.kernel's compiled path for the common call (optional; see _define.c).",
+    "Graph.kernel's compiled path for the common call, and a launch after a builder path's last op "
+    "(optional; see _define.c).",
     -1,
     NULL,
 };
@@ -277,12 +286,13 @@ PyInit__define(void)
         return NULL;
     if (cg_zero == NULL && (cg_zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    if (PyType_Ready(&KernelMethodType) < 0)
+    if (PyType_Ready(&cg_kernel_method_type) < 0 || PyType_Ready(&cg_path_launch_type) < 0)
         return NULL;
     PyObject *mod = PyModule_Create(&define_module);
     if (mod == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(mod, "KernelMethod", (PyObject *)&KernelMethodType) < 0) {
+    if (PyModule_AddObjectRef(mod, "KernelMethod", (PyObject *)&cg_kernel_method_type) < 0 ||
+        PyModule_AddObjectRef(mod, "PathLaunch", (PyObject *)&cg_path_launch_type) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -4,6 +4,8 @@
  *   _define.c         the module and the KernelMethod type (construction, slots resolved, tables kept)
  *   _define_kernel.c  the algorithm: the compiled path of Graph.kernel (Python twin:
  *                     cudagraph.definition.kinds.kernel.KernelBuilders.kernel) and learning its types
+ *   _define_launch.c  PathLaunch: a launch after the last op of a builder's path (cudagraph.compat's launch
+ *                     into a GraphBuilder), calling Graph.kernel as its Python twin does
  */
 #ifndef CG_DEFINE_H
 #define CG_DEFINE_H
@@ -39,6 +41,7 @@ typedef struct {
     PyObject *dict;
     Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT];
     Py_ssize_t taken;             /* calls the compiled path answered */
+    PyObject *dim_in[2], *dim_out[2]; /* grid, block: the last 3-tuple found in DIMS_SEEN and its value */
     TypeTable kernels, ok, buffers, nodes, graphs;
 } KernelMethod;
 
@@ -52,6 +55,9 @@ extern PyObject *cg_kw_str[KW_COUNT];
 extern PyObject *cg_str_accessible, *cg_zero;
 
 void cg_table_clear(TypeTable *t);
+/* The offset of object slot `name` of `tp` (its descriptor kept in *keep when not NULL); -1 with TypeError. */
+int cg_slot_offset(PyTypeObject *tp, PyObject *name, Py_ssize_t *out, PyObject **keep);
+extern PyTypeObject cg_kernel_method_type, cg_path_launch_type;
 /* Graph.kernel: the compiled path, else the Python method (then its types are learned). */
 PyObject *cg_kernel_vectorcall(KernelMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 

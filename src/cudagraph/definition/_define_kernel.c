@@ -88,6 +88,9 @@ known_dim(KernelMethod *m, PyObject *value, int field)
         found = PyDict_GetItemWithError(m->src[field == KW_GRID ? S_GRIDS : S_BLOCKS], value);
     } else if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) &&
                PyLong_CheckExact(PyTuple_GET_ITEM(value, 1)) && PyLong_CheckExact(PyTuple_GET_ITEM(value, 2))) {
+        int f = field == KW_GRID ? 0 : 1;
+        if (value == m->dim_in[f]) /* the last tuple found (a launch config's own): no key, no hash */
+            return Py_NewRef(m->dim_out[f]);
         PyObject *key = PyTuple_Pack(2, cg_kw_str[field], value);
         if (key == NULL) {
             PyErr_Clear();
@@ -95,6 +98,14 @@ known_dim(KernelMethod *m, PyObject *value, int field)
         }
         found = PyDict_GetItemWithError(m->src[S_DIMS], key);
         Py_DECREF(key);
+        if (found != NULL && PyTuple_CheckExact(found)) {
+            /* Tuples of exact ints: releasing them runs no Python code. */
+            PyObject *old_in = m->dim_in[f], *old_out = m->dim_out[f];
+            m->dim_in[f] = Py_NewRef(value);
+            m->dim_out[f] = Py_NewRef(found);
+            Py_XDECREF(old_in);
+            Py_XDECREF(old_out);
+        }
     }
     if (found == NULL) {
         PyErr_Clear();

@@ -286,6 +286,7 @@ def _config(config: Any, call: str) -> _Config:
         and config.shmem_size == c.smem
         and config.cluster is None
         and not config.is_cooperative
+        and bool(getattr(config, "programmatic_stream_serialization", False)) is c.pdl
     ):
         return c
     c = _Config(config, call)

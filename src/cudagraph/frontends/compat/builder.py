@@ -26,7 +26,7 @@ from ..launch import register_path_target
 from .common import GraphCondition, add_kernel, check_callback, condition_of, instantiate, unsupported, write_dot
 from .definition import GraphDefinition
 
-__all__ = ["GraphBuilder"]
+__all__ = ["BUILDING", "GraphBuilder"]
 
 # Kinds of builder.
 _PRIMARY, _FORKED, _BODY = 0, 1, 2
@@ -34,14 +34,16 @@ _KIND_TEXT = {_PRIMARY: "primary", _FORKED: "forked", _BODY: "conditional body"}
 _MADE_BY = {_PRIMARY: "Device.create_graph_builder()", _FORKED: "split()", _BODY: "a conditional"}
 
 # States of a builder.
-_NOT_STARTED, _BUILDING, _ENDED, _CLOSED = 0, 1, 2, 3
+_NOT_STARTED, _ENDED, _CLOSED = 0, 2, 3
+#: The state of a builder between ``begin_building()`` and ``end_building()``.
+BUILDING = 1
 _STATE_TEXT = {
     _NOT_STARTED: "has not begun building (call begin_building() first)",
-    _BUILDING: "is building (call end_building() first)",
+    BUILDING: "is building (call end_building() first)",
     _ENDED: "has ended building (end_building() was called); nothing more is added to it",
     _CLOSED: "is closed (by close(), or joined into another builder by GraphBuilder.join)",
 }
-_STATE_NAME = {_NOT_STARTED: "not started", _BUILDING: "building", _ENDED: "ended", _CLOSED: "closed"}
+_STATE_NAME = {_NOT_STARTED: "not started", BUILDING: "building", _ENDED: "ended", _CLOSED: "closed"}
 
 
 def _state_error(where: str, builder: GraphBuilder) -> OperandError:
@@ -91,7 +93,7 @@ class GraphBuilder:
     @property
     def is_building(self) -> bool:
         """``True`` between :meth:`begin_building` and :meth:`end_building` (for a fork: until joined)."""
-        return self._state == _BUILDING
+        return self._state == BUILDING
 
     @property
     def is_join_required(self) -> bool:
@@ -163,7 +165,7 @@ class GraphBuilder:
             self._graph = Graph("GraphBuilder")
         assert self._graph is not None  # a body builder has its body from the start
         self._path = Path(self._graph, [])
-        self._state = _BUILDING
+        self._state = BUILDING
         return self
 
     def end_building(self) -> GraphBuilder:
@@ -239,7 +241,7 @@ class GraphBuilder:
             raise OperandError(f"{call}: count: expected an int >= 2, got {n}")
         p = self._building("split")
         forks = tuple(
-            GraphBuilder._made(_FORKED, _BUILDING, p.graph, Path(p.graph, list(p._tail)), self._owner)
+            GraphBuilder._made(_FORKED, BUILDING, p.graph, Path(p.graph, list(p._tail)), self._owner)
             for _ in range(n - 1)
         )
         self._owner._forks.extend(forks)
@@ -261,7 +263,7 @@ class GraphBuilder:
             raise OperandError(f"{call}: graph_builders: expected at least two builders, got {len(graph_builders)}")
         first = graph_builders[0]
         for i, b in enumerate(graph_builders):
-            if b._state != _BUILDING:
+            if b._state != BUILDING:
                 raise _state_error(f"{call}: graph_builders[{i}]", b)
             for j in range(i):
                 if graph_builders[j] is b:
@@ -289,14 +291,14 @@ class GraphBuilder:
     def _building(self, name: str) -> Path:
         """The path of a building builder, or the refusal of ``GraphBuilder.<name>``."""
         p = self._path
-        if self._state != _BUILDING or p is None:
+        if self._state != BUILDING or p is None:
             raise _state_error(f"compat GraphBuilder.{name}", self)
         return p
 
     def _launch(self, config: Any, kernel: Any, args: tuple[Any, ...]) -> None:
         """``cudagraph.compat.launch(self, config, kernel, *args)``: a kernel node after the last op."""
         p = self._path
-        if self._state != _BUILDING or p is None:
+        if self._state != BUILDING or p is None:
             raise _state_error("cudagraph.compat.launch: target", self)
         tail = p._tail
         # One predecessor is passed as a node, the definition's fast path.
@@ -365,7 +367,7 @@ class GraphBuilder:
         p.host(fn)
 
     def _no_open_bodies(self, where: str) -> None:
-        open_bodies = [b for b in self._bodies if b._state == _BUILDING]
+        open_bodies = [b for b in self._bodies if b._state == BUILDING]
         if open_bodies:
             names = ", ".join(repr(b._graph.name) for b in open_bodies if b._graph is not None)
             raise OperandError(
@@ -386,7 +388,7 @@ class GraphBuilder:
 def _target_path(builder: GraphBuilder, call: str) -> Path:
     """The path ``cudagraph.<call>(builder, ...)`` adds to, or the refusal naming the target."""
     p = builder._path
-    if builder._state != _BUILDING or p is None:
+    if builder._state != BUILDING or p is None:
         raise _state_error(f"cudagraph.{call}: target", builder)
     return p
 

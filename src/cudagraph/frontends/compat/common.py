@@ -12,7 +12,12 @@ from ...definition.node import Node
 from ...errors import OperandError
 from ..launch import _config, _kernel
 
+#: Kernels the definition layer takes as they are (the rest go through ``_kernel``: foreign kernels
+#: converted, wrong kinds refused).
+DRIVER_KERNEL_TYPES = frozenset({"Kernel", "CUkernel", "CUfunction"})
+
 __all__ = [
+    "DRIVER_KERNEL_TYPES",
     "GraphCompleteOptions",
     "GraphCondition",
     "GraphDebugPrintOptions",
@@ -121,7 +126,16 @@ def add_kernel(g: Graph, after: Any, config: Any, kernel: Any, args: tuple[Any, 
     the edge from a single kernel predecessor programmatic, as cuda.core's launch does.
     """
     c = _config(config, call)
-    k, a = _kernel(kernel, kernel_args(args), call)
+    if type(kernel).__name__ in DRIVER_KERNEL_TYPES:
+        k, a = kernel, kernel_args(args)
+    else:
+        k, a = _kernel(kernel, kernel_args(args), call)
+    if c.cluster is None and not c.cooperative and not c.pdl:
+        # Only the keywords that differ from the defaults: the common call stays the compiled
+        # Graph.kernel's (bench/compat.py, GraphBuilder build 1.72 -> see README).
+        if c.smem:
+            return g.kernel(k, c.grid, c.block, a, shared_mem=c.smem, after=after)  # type: ignore[no-any-return]
+        return g.kernel(k, c.grid, c.block, a, after=after)  # type: ignore[no-any-return]
     programmatic = True if c.pdl and type(after) is not list and after is not None and after.kind == "kernel" else None
     return g.kernel(  # type: ignore[no-any-return]
         k,

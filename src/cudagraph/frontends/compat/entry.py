@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
+import os
 from typing import Any
 
+from ...definition.graph import Graph
+from ...definition.kinds.kernel import KernelBuilders
+from ...definition.path import Path
 from ...driver.devices import cuda_core_device
 from ...errors import OperandError
+from ..launch import _config, _fixed
 from ..launch import launch as _cg_launch
-from .builder import GraphBuilder
-from .common import kernel_args
+from .builder import BUILDING, GraphBuilder
+from .common import DRIVER_KERNEL_TYPES, GraphCondition, kernel_args
 
 __all__ = ["Device", "launch"]
 
@@ -63,5 +70,52 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:
     """
     if type(target) is GraphBuilder:
         target._launch(config, kernel, args)
+        if _COMPILED is not None:
+            _teach(_COMPILED, config, kernel)
         return
     _cg_launch(target, config, kernel, *kernel_args(args))
+
+
+def _teach(compiled: Any, config: Any, kernel: Any) -> None:
+    """After ``launch`` added a node into a builder: let the compiled path take the next such calls with
+    ``config`` and kernels of ``kernel``'s type when both need nothing but ``Graph.kernel``."""
+    if type(kernel).__name__ not in DRIVER_KERNEL_TYPES or type(config) is tuple:
+        return
+    c = _config(config, "compat.launch")  # the checked configuration (remembered: no second check)
+    if c.source is config and c.cluster is None and not c.cooperative and not c.pdl and type(c.smem) is int:
+        if _fixed(c.grid_obj) and _fixed(c.block_obj):
+            compiled.remember(config, c.grid_obj, c.block_obj, c.smem, c.grid, c.block, type(kernel))
+
+
+def _compiled_launch(twin: Any) -> Any:
+    """``twin`` with a compiled path for its common call (``PathLaunch``), or ``None`` without the extension
+    (or with ``CUDAGRAPH_NO_C_ENTRY`` set, or when ``Graph.kernel`` is not the compiled method)."""
+    if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
+        return None
+    try:
+        module = importlib.import_module("cudagraph.definition._define")
+    except ImportError:
+        return None
+    method = KernelBuilders.__dict__["kernel"]
+    if not isinstance(method, module.KernelMethod):
+        return None
+    compiled = module.PathLaunch(
+        method,
+        twin,
+        GraphBuilder,
+        ("_state", "_path"),
+        BUILDING,
+        Path,
+        ("graph", "_tail", "_last"),
+        Graph,
+        GraphCondition,
+    )
+    functools.update_wrapper(compiled, twin)
+    return compiled
+
+
+# The compiled path of launch into a builder: GraphBuilder build 1.72 -> see README µs/node on the H200
+# (bench/compat.py), where the Python twin's frames cost more than the node itself.
+_COMPILED = _compiled_launch(launch)
+if _COMPILED is not None:
+    launch = _COMPILED  # the same function, its common call compiled

@@ -20,8 +20,13 @@ step, CUDA events around each step on the same stream), with the ratios
 torch / cudagraph. Also printed: a plain ``exe.launch(s)`` (host µs) and what
 the rebinding launch costs above it, against the target of 2 µs plus 1 µs per
 rebound node; the lift and the parametrize times per node; the number of kernel
-nodes and of slots rewritten. ``bench/rebind_lifted_cpu.py`` times the host side
-on a CPU with a fake driver.
+nodes and of slots rewritten. Then a breakdown of the cost above the plain
+launch: the reader of the two tensors alone, their full per-value checks, the
+driver calls per step (and the plan's entries, with any users set through
+``cuda.bindings``), the compiled ``patch`` of the plan alone, the driver's set
+call on one node of each entry from the compiled module (the floor per node),
+and the rest (the Python of ``launch``/``bind``). ``bench/rebind_lifted_cpu.py``
+times the host side on a CPU with a fake driver.
 
 Run: ``python bench/rebind_lifted.py [--steps 50] [--blocks 2]``.
 """

@@ -20,8 +20,13 @@ step, CUDA events around each step on the same stream), with the ratios
 torch / cudagraph. Also printed: a plain ``exe.launch(s)`` (host µs) and what
 the rebinding launch costs above it, against the target of 2 µs plus 1 µs per
 rebound node; the lift and the parametrize times per node; the number of kernel
-nodes and of slots rewritten. ``bench/rebind_lifted_cpu.py`` times the host side
-on a CPU with a fake driver.
+nodes and of slots rewritten. Then a breakdown of the cost above the plain
+launch: the reader of the two tensors alone, their full per-value checks, the
+driver calls per step (and the plan's entries, with any users set through
+``cuda.bindings``), the compiled ``patch`` of the plan alone, the driver's set
+call on one node of each entry from the compiled module (the floor per node),
+and the rest (the Python of ``launch``/``bind``). ``bench/rebind_lifted_cpu.py``
+times the host side on a CPU with a fake driver.
 
 Run: ``python bench/rebind_lifted.py [--steps 50] [--blocks 2]``.
 """
@@ -99,6 +104,109 @@ def measure(torch: Any, step: Any, pairs: list[tuple[Any, Any]], steps: int, str
     return host, gpu
 
 
+def timed(fn: Any, steps: int) -> float:
+    """Best µs per call of ``fn(i)`` over three rounds of ``steps`` calls."""
+    best = float("inf")
+    for _ in range(3):
+        with no_gc():
+            t0 = time.perf_counter()
+            for i in range(steps):
+                fn(i)
+            best = min(best, (time.perf_counter() - t0) / steps * 1e6)
+    return best
+
+
+def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, above: float) -> None:
+    """Where the cost of a rebinding launch above a plain launch goes (``above``: that cost, µs).
+
+    Printed: the reader alone (the address and layout key of the two tensors), the
+    full per-value check (reader and the look-up of the layouts that passed), the
+    driver calls one rebinding launch makes, the compiled ``patch`` of the plan
+    alone (every write and driver call of one step) and the driver's set call on
+    one node of each entry from the compiled module (the floor per node); the rest
+    is the Python of ``launch``/``bind`` around them.
+    """
+    from cudagraph.driver.c_entry import NATIVE
+    from cudagraph.executable.bind_checks import reader
+    from cudagraph.executable.patch_plan import PatchPlan
+
+    torch.cuda.synchronize()
+    before = exe.update_calls
+    for x, out in pairs:  # each pair changes both addresses: a rebind of both names
+        exe.launch(torch.cuda.current_stream(), x=x, out=out)
+    per_step = (exe.update_calls - before) / len(pairs)
+    torch.cuda.synchronize()
+    read = reader(type(pairs[0][0]))
+    steps2 = steps * 20
+    print(f"\nbreakdown (µs per step; the cost above a plain launch is {fmt(above, 2)} µs):")
+    print("| part | µs/step | note |")
+    print("| --- | --- | --- |")
+    if read is None:
+        print(f"| reader | n/a | no reader for {type(pairs[0][0]).__name__}: every value is checked in full |")
+    else:
+
+        def read_two(i: int) -> None:
+            x, out = pairs[i & 1]
+            read(x)
+            read(out)
+
+        t_read = timed(read_two, steps2)
+        print(f"| reader of the two tensors | {fmt(t_read, 2)} | {read.__name__}: address and layout key |")
+    checks = exe._checks
+    cx, co = checks.get("x"), checks.get("out")
+    t_check = 0.0
+    if cx is not None and co is not None:
+        bx, bo = exe._bindings["x"], exe._bindings["out"]
+
+        def check_two(i: int) -> None:
+            x, out = pairs[i & 1]
+            cx.convert(x, bx)
+            co.convert(out, bo)
+
+        t_check = timed(check_two, steps2)
+        print(f"| checks of the two tensors (reader + layout look-up) | {fmt(t_check, 2)} | ValueCheck.convert |")
+    plan = exe._plans.get(("x", "out"))
+    if type(plan) is not PatchPlan:
+        print(f"| driver | n/a | plan for ('x', 'out') is {type(plan).__name__} |")
+        return
+    kinds = ["kernel" if "Kernel" in c else "copy/fill" for c in plan.calls]
+    nodes = [len(ns) for ns in plan.entry_nodes]
+    desc = ", ".join(f"{k} x{n}" for k, n in zip(kinds, nodes))
+    print(f"| driver calls per step | {per_step:g} | {len(plan.entries) or len(plan.twin)} entries ({desc}); "
+          f"{len(plan.general)} users set from fresh parameters through cuda.bindings |")  # fmt: skip
+    if not plan.native or NATIVE is None:
+        print("| driver | n/a | the plan is run through cuda.bindings (no compiled module) |")
+        return
+    addr = exe._exec_addr
+    names = plan.names
+    bound = [exe._bindings[n] for n in names]
+    other_pair = next(p for p in pairs if int(p[0].data_ptr()) != bound[0])
+    other = [int(v.data_ptr()) for v in other_pair]
+    values = [plan.values(other), plan.values(bound)]  # alternated, ending on the bound values
+    entries = plan.entries
+    patch = NATIVE.patch
+    torch.cuda.synchronize()
+
+    def patch_all(i: int) -> None:
+        patch(addr, entries, values[i & 1])
+
+    t_patch = timed(patch_all, steps2)
+    print(f"| compiled patch of the plan (writes + every driver call) | {fmt(t_patch, 2)} | NATIVE.patch alone |")
+    for e, (fn, buf, size, _writes, params, dnodes) in enumerate(entries):
+        one = [(fn, buf, size, b"", params, dnodes[:1])]  # no writes: the node set again as it is
+
+        def set_one(i: int, one: list[Any] = one) -> None:
+            patch(addr, one, ())
+
+        t_one = timed(set_one, steps2)
+        print(f"| driver set call, entry {e} ({plan.calls[e]}), one node | {fmt(t_one, 2)} | "
+              f"x{nodes[e]} nodes in the step |")  # fmt: skip
+    assert patch(addr, entries, values[1]) is None  # the bound values, as the executable holds them
+    torch.cuda.synchronize()
+    rest = above - t_check - t_patch
+    print(f"| the rest: Python of launch/bind (locks, dicts, plan look-up) | {fmt(rest, 2)} | above - checks - patch |")
+
+
 def run_size(torch: Any, label: str, shape: tuple[int, int, int], heads: int, blocks: int, steps: int) -> None:
     torch.manual_seed(0)
     model = block_stack(torch, shape[2], heads, blocks)
@@ -156,6 +264,13 @@ def run_size(torch: Any, label: str, shape: tuple[int, int, int], heads: int, bl
     print(f"| torch copy+replay+copy | {fmt(th, 2)} | {fmt(tg, 4)} |")
     print(f"| cudagraph rebind+launch | {fmt(oh, 2)} | {fmt(og, 4)} |")
     print(f"| ratio torch / cudagraph | {fmt(th / oh, 2)} | {fmt(tg / og, 2)} |")
+    breakdown(torch, exe, pairs, steps, oh - ph)
+    for x, out in pairs:  # the results still agree after the breakdown's own driver calls
+        torch_step(x, out)
+        expected = out.clone()
+        ours(x, out)
+        torch.cuda.synchronize()
+        assert torch.equal(out, expected), "the rebound graph disagrees with PyTorch's replay after the breakdown"
     exe.close()
 
 

@@ -21,6 +21,9 @@ Printed, in µs per step (best of several rounds of many steps):
 - the same objects a second time (no change: no driver call);
 - the cost above the floor against the target of 2 µs plus 1 µs per rebound
   node, and the driver calls per step;
+- where PyTorch is importable, reading one fresh tensor (its address and layout
+  key, and the key's look-up) with the exact ``torch.Tensor`` reader and with the
+  general one (CPU tensors cost what CUDA ones do to read);
 - ``g.parametrize(x=..., out=...)`` per node of the definition (and of one 20
   times larger).
 
@@ -344,6 +347,36 @@ def parametrize_cost(kernels: int, repeats: int) -> tuple[float, int, float]:
     return best, nodes, slots
 
 
+def torch_readers(steps: int, rounds: int) -> None:
+    """µs to read a fresh PyTorch tensor's address and layout key and look the key up, per reader (needs torch).
+
+    CPU tensors cost what CUDA ones do to read; the exact ``torch.Tensor`` reader is
+    timed against the general one that subclasses and look-alikes get.
+    """
+    try:
+        import torch
+    except ImportError:
+        print("\ntorch is not importable: its tensor readers are not timed")
+        return
+    from cudagraph.executable import bind_checks
+
+    tensors = [torch.empty(SHAPE) for _ in range(2)]
+    print("\n| reader of one fresh torch tensor (address, key, key look-up) | µs |")
+    print("| --- | --- |")
+    for label, read in (
+        ("exact torch.Tensor (`_torch_tensor`)", bind_checks.reader(torch.Tensor)),
+        ("general tensor-like (`_torch`)", bind_checks._torch),
+    ):
+        assert read is not None
+        passed = {read(tensors[0])[1]: None}
+
+        def step(i: int, read: Any = read, passed: dict[Any, None] = passed) -> None:
+            _address, key = read(tensors[i & 1])
+            assert key in passed
+
+        print(f"| {label} | {fmt(per_step(step, steps, rounds), 2)} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20000)
@@ -423,6 +456,7 @@ def run(fake: FakeDriver, steps: int, rounds: int, native: bool) -> None:
         above = t - floor
         mark = "" if t is floor or "no change" in label else f"{fmt(target, 1)} {verdict(above <= target)}"
         print(f"| {label} | {fmt(t, 2)} | {fmt(above, 2) if t is not floor else ''} | {mark} |")
+    torch_readers(steps, rounds)
     small, nodes, slots = parametrize_cost(45, 20)
     big, big_nodes, _ = parametrize_cost(45 * 20, 3)
     print(f"\ng.parametrize(x=, out=): {fmt(small, 2)} µs per node ({nodes} nodes, {slots:.0f} argument words per "

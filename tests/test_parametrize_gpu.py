@@ -143,6 +143,50 @@ def test_torch_binds_are_checked(gpu, stream):
         assert torch.equal(out, x * 2 + 1)
 
 
+def test_torch_tensors_of_a_layout_that_passed_skip_the_full_check_others_are_refused(gpu, stream, monkeypatch):
+    import cudagraph.executable.bind_checks as checks
+
+    torch = _torch()
+    static_x = torch.randn(64, 64, device="cuda")
+    static_out = torch.empty(64, 64, device="cuda")
+    g = _capture_torch(torch, lambda x: x * 2 + 1, static_x, static_out)
+    lifted = cg.lift(g, params={"x": static_x, "out": static_out})
+    described: list[Any] = []
+    real = checks.describe_memory
+
+    def describe(obj: Any, what: str) -> Any:
+        described.append(obj)
+        return real(obj, what)
+
+    monkeypatch.setattr(checks, "describe_memory", describe)
+    with lifted.instantiate() as exe:
+        for _ in range(4):
+            x, out = torch.randn(64, 64, device="cuda"), torch.empty(64, 64, device="cuda")
+            torch.cuda.synchronize()
+            exe.launch(stream, x=x, out=out)
+            stream.sync()
+            assert torch.equal(out, x * 2 + 1)
+        assert len(described) == 2  # the first x and the first out; the others had a layout that passed
+        bound = exe.bindings
+        with pytest.raises(
+            cg.errors.OperandError, match=r"bind 'x': strides \(4, 256\) differs from the captured strides \(256, 4\)"
+        ):
+            exe.bind(x=torch.randn(64, 64, device="cuda").t())
+        with pytest.raises(
+            cg.errors.OperandError, match=r"bind 'out': shape \(4096,\) differs from the captured shape \(64, 64\)"
+        ):
+            exe.bind(out=torch.empty(4096, device="cuda"))
+        assert exe.bindings == bound
+        resized = torch.randn(64, 64, device="cuda")
+        exe.bind(x=resized)
+        exe.bind(x=torch.randn(64, 64, device="cuda"))  # `resized` is no longer the object bound
+        resized.resize_(32, 64)  # in place: a layout that has not passed
+        with pytest.raises(
+            cg.errors.OperandError, match=r"bind 'x': the new memory has 8192 bytes, fewer than the 16384"
+        ):
+            exe.bind(x=resized)
+
+
 def test_cupy_elementwise_chain_runs_on_new_arrays(gpu, stream):
     cupy = pytest.importorskip("cupy")
     x = cupy.arange(N, dtype=cupy.float32) / 7

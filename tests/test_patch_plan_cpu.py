@@ -23,6 +23,7 @@ import cudagraph.executable.bind_checks as _checks
 import cudagraph.executable.executable as _executable
 import cudagraph.executable.patch_plan as _patch
 import cudagraph.ops.kinds.kernel as _kernel_writer
+from cudagraph.definition.memory_info import Memory
 from cudagraph.definition.param_offset import ParamAt, ParamBytes
 from cudagraph.driver.kernel_args import KernelInfo
 from cudagraph.errors import DriverError, OperandError
@@ -478,6 +479,73 @@ def test_objects_read_otherwise_than_their_type_says_are_checked_in_full(rec, de
     assert _checks.reader(Loose) is None and _checks.reader(int) is None and _checks.reader(tuple) is None
     assert _checks.reader(Array) is _checks._cai_device and _checks.reader(Buffer) is _checks._buffer
     assert _checks.reader(FakeTensor) is _checks._torch
+
+
+def test_exact_torch_tensors_are_read_by_a_key_that_fixes_what_the_full_check_reads():
+    torch = pytest.importorskip("torch")
+    assert _checks.reader(torch.Tensor) is _checks._torch_tensor
+    assert _checks.reader(torch.nn.Parameter) is _checks._torch  # a subclass: read the general way
+    base = torch.zeros(4, 8)
+    variants = [
+        base,
+        torch.ones(4, 8),
+        base.t(),
+        base.t().contiguous(),
+        torch.zeros(8, 4),
+        base[:, ::2],
+        torch.zeros(4, 4),
+        base.view(32),
+        base[1:],
+        torch.zeros(3, 8),
+        torch.zeros(4, 8, dtype=torch.float64),
+        torch.zeros(4, 8, dtype=torch.int32),
+    ]
+    for a in variants:  # equal keys exactly where the general reader's keys (all the full check reads) are equal
+        for b in variants:
+            new_same = _checks._torch_tensor(a)[1] == _checks._torch_tensor(b)[1]
+            assert new_same == (_checks._torch(a)[1] == _checks._torch(b)[1]), (a.shape, a.stride(), b.shape)
+    meta = torch.zeros(4, 8, device="meta")  # keyed as a CPU tensor (not CUDA, no index): both refused in full
+    assert _checks._torch_tensor(meta)[1] == _checks._torch_tensor(base)[1]
+    for host in (meta, base):
+        with pytest.raises(OperandError, match="host memory"):
+            _checks.checked_address("x", Memory(X, 128), host, "g")
+    assert _checks._torch_tensor(base[1:])[0] == base.data_ptr() + 32
+    key = _checks._torch_tensor(base)[1]
+    assert key[0] is torch.float32 and not isinstance(key[0], type)  # apart from the other readers' keys
+
+
+def test_torch_tensors_changed_in_place_are_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    checked: list[tuple[Any, tuple[int, ...]]] = []
+
+    def full(name: str, captured: Any, value: Any, graph: str) -> int:  # CPU tensors stand for CUDA ones here
+        checked.append((value, tuple(value.shape)))
+        if tuple(value.shape) != (4, 8) or value.stride() != (8, 1) or value.dtype != torch.float32:
+            raise OperandError(f"bind {name!r}: another layout")
+        return int(value.data_ptr())
+
+    monkeypatch.setattr(_checks, "checked_address", full)
+    check = _checks.MemoryCheck("x", Memory(X, 128), "g")
+    a, b = torch.zeros(4, 8), torch.zeros(4, 8)
+    assert check.address(a) == a.data_ptr() and check.address(b) == b.data_ptr()
+    assert [v for v, _s in checked] == [a]  # b: a fresh tensor of the layout that passed
+    for change, shape in [
+        (lambda t: t.resize_(8, 4), (8, 4)),
+        (lambda t: t.as_strided_((4, 8), (1, 4)), (4, 8)),
+        (lambda t: t.set_(torch.zeros(2, 8)), (2, 8)),
+    ]:
+        t = torch.zeros(4, 8)
+        assert check.address(t) == t.data_ptr()
+        checked.clear()
+        change(t)
+        with pytest.raises(OperandError, match="another layout"):
+            check.address(t)
+        assert checked == [(t, shape)]
+    moved = torch.zeros(4, 8)
+    check.address(moved)
+    storage = torch.zeros(64)
+    moved.set_(storage.untyped_storage(), 32, (4, 8), (8, 1))  # the same layout elsewhere: the new address
+    assert check.address(moved) == storage.data_ptr() + 128
 
 
 def test_the_layouts_remembered_are_bounded(rec, described):

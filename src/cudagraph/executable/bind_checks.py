@@ -20,6 +20,7 @@ it, anything else is checked in full (:func:`checked_address`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,19 @@ def _torch(t: Any) -> tuple[int, Any]:
     return int(t.data_ptr()), key
 
 
+def _torch_tensor(t: Any) -> tuple[int, Any]:
+    """:func:`_torch` for an exact ``torch.Tensor``, whose every attribute is torch's own.
+
+    Its dtype fixes its element size, and ``is_cuda`` with ``get_device()`` say
+    what ``device.type`` and ``device.index`` do for a CUDA tensor (the only
+    kind a full check passes), in fewer and cheaper reads: 0.54 µs per tensor
+    with the look-up of the key instead of 1.12 (bench/rebind_lifted_cpu.py where
+    torch is importable). The key's first item, a ``torch.dtype``, sets it apart
+    from the other readers' keys, which start with a type.
+    """
+    return t.data_ptr(), (t.dtype, t.shape, t.stride(), t.is_cuda, t.get_device())
+
+
 def _cai(obj: Any) -> tuple[int, Any]:
     cai = obj.__cuda_array_interface__
     key = (type(obj), cai.get("typestr", "|u1"), cai.get("shape", ()), cai.get("strides"))
@@ -125,6 +139,12 @@ def _plain(t: type) -> bool:
     )
 
 
+def _is_torch_tensor(t: type) -> bool:
+    """Whether ``t`` is ``torch.Tensor`` itself (not a subclass, which may answer attribute reads its own way)."""
+    torch = sys.modules.get("torch")  # (imported by whoever made the tensor; never imported here)
+    return torch is not None and t is getattr(torch, "Tensor", None)
+
+
 def reader(t: type) -> Reader | None:
     """The reader of values of type ``t`` (decided once per type), or ``None``.
 
@@ -142,7 +162,7 @@ def reader(t: type) -> Reader | None:
     if issubclass(t, (int, tuple)):  # addresses and (address, nbytes) pairs: the driver is asked
         read = None
     elif callable(getattr(t, "data_ptr", None)) and callable(getattr(t, "stride", None)):
-        read = _torch
+        read = _torch_tensor if _is_torch_tensor(t) else _torch
     elif _plain(t):
         if getattr(t, "__cuda_array_interface__", None) is not None:
             read = _cai_device if hasattr(t, "device") else _cai

@@ -247,7 +247,10 @@ class Executable(Binding, Updating):
         if exec_handle is None:
             self._require_open()
         if params:
-            self.bind(**params)
+            if len(params) == 1:
+                self.bind(**params)  # the compiled method's case
+            else:  # Binding.bind's path for several names, no re-packing (bench/rebind_lifted_cpu.py: 3.15 -> 2.87 µs)
+                self._bind_many(params)
         if stream is not self._last_stream:
             self._last_handle = stream_handle(stream)
             self._last_stream = stream

@@ -7,6 +7,7 @@
 #   The test files or folders may be given among the extra arguments (default: tests), so the suite
 #   can be split over several runs.
 # Environment:
+#   SANITIZER_SPLIT    file: one sanitizer process per test file, one after the other (see below)
 #   COMPUTE_SANITIZER  the compute-sanitizer binary (default: found on PATH, then under
 #                      $CUDA_HOME/bin and /usr/local/cuda*/bin, newest first)
 #   SANITIZER_TOOL     memcheck (default), racecheck, initcheck or synccheck
@@ -65,9 +66,32 @@ status=0
 # Test buffers from cuMemAlloc instead of the stream-ordered pool (see GpuHelper.alloc in tests/conftest.py).
 export CUDAGRAPH_TEST_ALLOC=${CUDAGRAPH_TEST_ALLOC:-plain}
 export CUDAGRAPH_SOAK_ROUNDS=${CUDAGRAPH_SOAK_ROUNDS:-100} CUDAGRAPH_DIFF_EXAMPLES=${CUDAGRAPH_DIFF_EXAMPLES:-20}
-PYTHONPATH=src "$SANITIZER" --tool "$TOOL" --target-processes all --log-file "$LOG" --print-limit 100 \
-    --report-api-errors no --error-exitcode 99 \
-    "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider "${paths[@]}" -k "not faulting" ${options[@]+"${options[@]}"} || status=$?
+sanitize() { # LOG PATHS...: one process under the sanitizer
+    local log=$1
+    shift
+    PYTHONPATH=src "$SANITIZER" --tool "$TOOL" --target-processes all --log-file "$log" --print-limit 100 \
+        --report-api-errors no --error-exitcode 99 \
+        "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider "$@" -k "not faulting" ${options[@]+"${options[@]}"}
+}
+if [[ "${SANITIZER_SPLIT:-}" == file ]]; then
+    # One process per test file (SANITIZER_SPLIT=file), one after the other: under memcheck, kernels that a
+    # conditional node launches from the device have faulted in a process where other files' tests ran first
+    # (CUDA_ERROR_ILLEGAL_ADDRESS with no memcheck report, or a read reported out of bounds at the very start
+    # of a live allocation), while the same tests pass in a process of their own and outside the sanitizer.
+    files=$(PYTHONPATH=src "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider --collect-only "${paths[@]}" \
+        -k "not faulting" ${options[@]+"${options[@]}"} 2>/dev/null | grep "::" | sed 's/::.*//' | sort -u)
+    : > "$LOG"
+    for f in $files; do
+        rc=0
+        sanitize "$LOG.part" "$f" || rc=$?
+        echo "compute_sanitizer: $f: status $rc"
+        cat "$LOG.part" >> "$LOG"
+        [[ $rc -ne 0 && ( $status -eq 0 || $rc -eq 99 ) ]] && status=$rc
+    done
+    rm -f "$LOG.part"
+else
+    sanitize "$LOG" "${paths[@]}" || status=$?
+fi
 
 # The summary line(s) the sanitizer writes: "========= ERROR SUMMARY: N errors".
 summary=$(grep -E "ERROR SUMMARY" "$LOG" || true)

@@ -263,6 +263,7 @@ def make_arg(kind: str, value: int) -> Any:
     return HBuf(value, kind == "hbuf_wrapped")
 
 
+#: ("hint" under b"P" is declined: KernelInfo learns b"P" for int alone, and so the compiled packer reads it.)
 KIND_LETTER = {"int": b"P", "hint": b"P", "bytes": b"B", "scalar": b"S", "hbuf": b"H", "hbuf_wrapped": b"H"}
 
 
@@ -342,6 +343,9 @@ def test_kernel_loop_packs_and_adds_each_node_or_stops_cleanly(
     last = min(size, start + fail_at) if fail_at < size - start else size
     if start >= size:
         assert stopped == start and calls == []
+        return
+    if "hint" in kinds:  # an int subclass is not a pointer (as for stream launches): the first node is declined
+        assert stopped == start and calls == [] and loop.rc == 0 and loop.done == 0
         return
     assert stopped == last
     assert loop.rc == (1 if last < size else 0)

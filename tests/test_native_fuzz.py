@@ -35,28 +35,17 @@ from cudagraph.definition import diff as _diff  # noqa: E402
 from cudagraph.definition.diff import node_state  # noqa: E402
 from cudagraph.definition.nodes import ChildGraphNode, KernelNode, Node  # noqa: E402
 from cudagraph.driver import c_entry  # noqa: E402
+from driver_fakes import ADD_PROTO as ADD  # noqa: E402
+from driver_fakes import SET_PROTO as SET  # noqa: E402
+from driver_fakes import address  # noqa: E402
 
 native = c_entry.NATIVE
 pytestmark = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
-ADD = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_void_p,
-)
-SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 GET_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
 GET_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-
-
-def address(cb: Any) -> int:
-    return ctypes.cast(cb, ctypes.c_void_p).value  # type: ignore[return-value]
 
 
 class HostileError(Exception):

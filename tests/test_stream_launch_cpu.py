@@ -29,27 +29,10 @@ from cudagraph.materialize import capture as C
 from cudagraph.materialize.eager import StreamIssue
 from cudagraph.materialize.explicit import Lowering
 from cudagraph.ops.lower_state import LowerState
+from driver_fakes import INFO_PROTO, INVALID_VALUE, LAUNCH_PROTO, UPDATE_PROTO, fake_info
 
 drv = pytest.importorskip("cuda.bindings.driver")
 native = c_entry.NATIVE
-
-LAUNCH_PROTO = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
-)
-INFO_PROTO = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_int),
-    ctypes.POINTER(ctypes.c_ulonglong),
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.POINTER(ctypes.POINTER(ctypes.c_void_p)),
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.POINTER(ctypes.c_size_t),
-)
-UPDATE_PROTO = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint
-)
-INVALID_VALUE = 1
 
 
 class CUkernel:  # the definition layer recognises kernels by type name
@@ -80,23 +63,6 @@ class Buffer:  # what the definition layer takes for a cuda.core Buffer: its han
 
     def __dlpack__(self, stream: Any = None) -> Any:
         raise NotImplementedError
-
-
-def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> KernelInfo:
-    info = KernelInfo.__new__(KernelInfo)
-    info.kernel = None
-    info.handle = drv.CUkernel(handle)
-    info.is_library_kernel = True
-    info.name = f"k{handle:#x}"
-    info.offsets, info.sizes = offsets, sizes
-    info.total = max(o + s for o, s in zip(offsets, sizes))
-    info._scratch = (ctypes.c_char * info.total)()
-    info._scratch_addr = ctypes.addressof(info._scratch)
-    info._ptrs = (ctypes.c_void_p * len(offsets))(*[info._scratch_addr + o for o in offsets])
-    info.params_address = ctypes.addressof(info._ptrs)
-    info._packers = {}
-    info._kinds = {}
-    return info
 
 
 K1, K2 = CUkernel(), CUkernel()

@@ -13,6 +13,7 @@ from setuptools import Extension, setup
 _SOURCES = (
     "_native",
     "_native_loop",
+    "_native_pack",
     "_native_kernels",
     "_native_layout",
     "_native_rebind",

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FakeDriver", "bindings_add_us", "fake_driver"]
+__all__ = ["FakeDriver", "bindings_add_us", "fake_driver", "fake_info"]
 
 _FAKE_ADD_C = r"""
 #include <stddef.h>
@@ -120,15 +120,24 @@ def _callback_us(cb: Any) -> float:
     return (time.process_time() - t0) / n * 1e6
 
 
-def _fake_info(drv: Any, handle: int) -> Any:
+def fake_info(
+    handle: int, offsets: tuple[int, ...] = LAYOUT[0], sizes: tuple[int, ...] = LAYOUT[1], prefix: str = "inc"
+) -> Any:
+    """A ``KernelInfo`` read from no driver: the ``CUkernel`` ``handle``, named ``prefix`` + hex handle,
+    with parameters of ``sizes`` bytes at ``offsets`` (default: ``inc``'s) and its own packing buffer.
+
+    The one copy of this stand-in: the CPU tests of the compiled loops and stream launches use it too
+    (``tests/driver_fakes.py``).
+    """
+    from cuda.bindings import driver as drv
+
     from cudagraph.driver.kernel_args import KernelInfo
 
-    offsets, sizes = LAYOUT
     info = KernelInfo.__new__(KernelInfo)
     info.kernel = None
     info.handle = drv.CUkernel(handle)
     info.is_library_kernel = True
-    info.name = f"inc{handle:#x}"
+    info.name = f"{prefix}{handle:#x}"
     info.offsets, info.sizes = offsets, sizes
     info.total = max(o + s for o, s in zip(offsets, sizes))
     info._scratch = (ctypes.c_char * info.total)()
@@ -173,7 +182,7 @@ def fake_driver(kernel_count: int = 3) -> Iterator[FakeDriver]:
     from cudagraph.driver.c_entry import NATIVE
 
     kernels = tuple(CUkernel() for _ in range(kernel_count))
-    infos = {id(k): _fake_info(drv, 0x7100 + i) for i, k in enumerate(kernels)}
+    infos = {id(k): fake_info(0x7100 + i) for i, k in enumerate(kernels)}
     made = _compiled_add()
     if made is not None:
         keep, address = made

@@ -13,47 +13,11 @@ from typing import Any
 
 import numpy as np
 
-import cudagraph as cg
+from compat_kernels import NAMES as NAMES  # the kernels of the programs (tests/compat_kernels.py)
+from compat_kernels import SOURCE as SOURCE
 
 N = 256
 F = np.float32
-
-#: The kernels of the programs (compiled with NVRTC by the GPU tests).
-SOURCE = (
-    cg.CONDITIONAL_SNIPPET
-    + r"""
-extern "C" __global__ void scale_add(float* x, float a, float k, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = x[i] * a + k;
-}
-extern "C" __global__ void axpb(float* y, const float* x, float a, float b, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + b;
-}
-extern "C" __global__ void combine(float* out, const float* a, const float* b, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = a[i] - 2.0f * b[i];
-}
-extern "C" __global__ void heat_step(float* dst, const float* src, float r, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float l = i > 0 ? src[i - 1] : 0.0f;
-        float rr = i < n - 1 ? src[i + 1] : 0.0f;
-        dst[i] = src[i] + r * (l - 2.0f * src[i] + rr);
-    }
-}
-extern "C" __global__ void set_if_positive(cudaGraphConditionalHandle h, const int* flag) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) cudaGraphSetConditional(h, flag[0] > 0 ? 1u : 0u);
-}
-extern "C" __global__ void set_while_below(cudaGraphConditionalHandle h, const float* x, float limit) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) cudaGraphSetConditional(h, x[0] < limit ? 1u : 0u);
-}
-extern "C" __global__ void set_case(cudaGraphConditionalHandle h, const int* value) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) cudaGraphSetConditional(h, (unsigned int)value[0]);
-}
-"""
-)
-NAMES = ("scale_add", "axpb", "combine", "heat_step", "set_if_positive", "set_while_below", "set_case")
 
 HEAT_STEPS = 100  # two launches each: 200 kernel nodes
 HEAT_R = F(0.25)

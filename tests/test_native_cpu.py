@@ -25,23 +25,12 @@ from cudagraph.driver import c_entry as _c_entry
 from cudagraph.driver.graph_reader import KERNEL_PARAMS
 from cudagraph.driver.kernel_args import KernelInfo
 from cudagraph.errors import DriverError
+from driver_fakes import ADD_PROTO, INVALID_VALUE, SET_PROTO, fake_info
 from random_graphs import random_graph
 
 drv = pytest.importorskip("cuda.bindings.driver")
 native = _c_entry.NATIVE
 needs_native = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
-
-ADD_PROTO = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_void_p,
-)
-SET_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-INVALID_VALUE = 1  # CUDA_ERROR_INVALID_VALUE
 
 
 class CUkernel:  # the definition layer recognises kernels by type name
@@ -65,23 +54,6 @@ class Buffer:
 
     def __dlpack__(self, stream: Any = None) -> Any:  # a memory object: equal only to itself
         raise NotImplementedError
-
-
-def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> KernelInfo:
-    info = KernelInfo.__new__(KernelInfo)
-    info.kernel = None
-    info.handle = drv.CUkernel(handle)
-    info.is_library_kernel = True
-    info.name = f"k{handle:#x}"
-    info.offsets, info.sizes = offsets, sizes
-    info.total = max(o + s for o, s in zip(offsets, sizes))
-    info._scratch = (ctypes.c_char * info.total)()
-    info._scratch_addr = ctypes.addressof(info._scratch)
-    info._ptrs = (ctypes.c_void_p * len(offsets))(*[info._scratch_addr + o for o in offsets])
-    info.params_address = ctypes.addressof(info._ptrs)
-    info._packers = {}
-    info._kinds = {}
-    return info
 
 
 #: k1(float* x, float a, int n) and k2(int n, double* y)

@@ -35,28 +35,17 @@ from cudagraph.definition import diff as _diff  # noqa: E402
 from cudagraph.definition.diff import node_state  # noqa: E402
 from cudagraph.definition.nodes import ChildGraphNode, KernelNode, Node  # noqa: E402
 from cudagraph.driver import c_entry  # noqa: E402
+from driver_fakes import ADD_PROTO as ADD  # noqa: E402
+from driver_fakes import SET_PROTO as SET  # noqa: E402
+from driver_fakes import address  # noqa: E402
 
 native = c_entry.NATIVE
 pytestmark = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
-ADD = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_void_p,
-)
-SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 GET_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
 GET_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-
-
-def address(cb: Any) -> int:
-    return ctypes.cast(cb, ctypes.c_void_p).value  # type: ignore[return-value]
 
 
 class HostileError(Exception):
@@ -263,6 +252,7 @@ def make_arg(kind: str, value: int) -> Any:
     return HBuf(value, kind == "hbuf_wrapped")
 
 
+#: ("hint" under b"P" is declined: KernelInfo learns b"P" for int alone, and so the compiled packer reads it.)
 KIND_LETTER = {"int": b"P", "hint": b"P", "bytes": b"B", "scalar": b"S", "hbuf": b"H", "hbuf_wrapped": b"H"}
 
 
@@ -342,6 +332,9 @@ def test_kernel_loop_packs_and_adds_each_node_or_stops_cleanly(
     last = min(size, start + fail_at) if fail_at < size - start else size
     if start >= size:
         assert stopped == start and calls == []
+        return
+    if "hint" in kinds:  # an int subclass is not a pointer (as for stream launches): the first node is declined
+        assert stopped == start and calls == [] and loop.rc == 0 and loop.done == 0
         return
     assert stopped == last
     assert loop.rc == (1 if last < size else 0)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph.driver import c_entry, stream_launch, streams
+from cudagraph.driver import c_entry, foreign_kernels, stream_launch, streams
 from cudagraph.driver.kernel_args import KernelInfo
 from cudagraph.errors import DefinitionError, DriverError, KernelArgumentError, OperandError
 from cudagraph.frontends import launch as L
@@ -29,27 +29,10 @@ from cudagraph.materialize import capture as C
 from cudagraph.materialize.eager import StreamIssue
 from cudagraph.materialize.explicit import Lowering
 from cudagraph.ops.lower_state import LowerState
+from driver_fakes import INFO_PROTO, INVALID_VALUE, LAUNCH_PROTO, UPDATE_PROTO, fake_info
 
 drv = pytest.importorskip("cuda.bindings.driver")
 native = c_entry.NATIVE
-
-LAUNCH_PROTO = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
-)
-INFO_PROTO = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_int),
-    ctypes.POINTER(ctypes.c_ulonglong),
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.POINTER(ctypes.POINTER(ctypes.c_void_p)),
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.POINTER(ctypes.c_size_t),
-)
-UPDATE_PROTO = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint
-)
-INVALID_VALUE = 1
 
 
 class CUkernel:  # the definition layer recognises kernels by type name
@@ -80,23 +63,6 @@ class Buffer:  # what the definition layer takes for a cuda.core Buffer: its han
 
     def __dlpack__(self, stream: Any = None) -> Any:
         raise NotImplementedError
-
-
-def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> KernelInfo:
-    info = KernelInfo.__new__(KernelInfo)
-    info.kernel = None
-    info.handle = drv.CUkernel(handle)
-    info.is_library_kernel = True
-    info.name = f"k{handle:#x}"
-    info.offsets, info.sizes = offsets, sizes
-    info.total = max(o + s for o, s in zip(offsets, sizes))
-    info._scratch = (ctypes.c_char * info.total)()
-    info._scratch_addr = ctypes.addressof(info._scratch)
-    info._ptrs = (ctypes.c_void_p * len(offsets))(*[info._scratch_addr + o for o in offsets])
-    info.params_address = ctypes.addressof(info._ptrs)
-    info._packers = {}
-    info._kinds = {}
-    return info
 
 
 K1, K2 = CUkernel(), CUkernel()
@@ -319,6 +285,46 @@ def test_a_driver_refusal_is_a_driver_error_naming_the_call_and_kernel(fake):
     assert "cuLaunchKernel failed" in msg and "CUDA_ERROR_INVALID_VALUE" in msg
     assert "cudagraph.launch of kernel 'k0x71'" in msg
     assert info.value.call == "cuLaunchKernel"
+
+
+def test_an_int_handle_is_prepared_once_by_value_though_each_call_passes_a_new_int(fake, monkeypatch):
+    handle = 0x7F00_0000_1234  # a CUkernel handle, larger than the ints Python shares
+    made: list[Any] = []
+
+    def info_of(kernel: Any) -> KernelInfo:
+        made.append(kernel)
+        return INFOS[id(K1)]
+
+    monkeypatch.setattr(stream_launch, "kernel_info", info_of)
+    monkeypatch.setitem(foreign_kernels._CACHE, handle, foreign_kernels.ForeignKernel(handle, K1, None))
+    given = []
+    for i in range(5):
+        kernel = int(str(handle))  # a new int object of the same value, as int(kernel.handle) gives
+        given.append(kernel)
+        cg.launch(Stream(1), (1, 32), kernel, 0x10 + i, np.float32(i), np.int32(i))
+    assert len({id(k) for k in given}) == 5  # (all alive: five distinct objects)
+    assert made == [handle]  # prepared once
+    assert fake.launches == [(0x71, (1, 1, 1), (32, 1, 1), 0, 1, k1_bytes(0x10 + i, i, i)) for i in range(5)]
+    assert stream_launch.prepared(int(str(handle))) is stream_launch.prepared(handle)
+    assert made == [handle]
+    stream_launch.forget()  # forgotten with every other prepared kernel
+    cg.launch(Stream(1), (1, 32), int(str(handle)), 0x10, np.float32(0), np.int32(0))
+    assert made == [handle, handle]
+
+
+def test_prepared_int_handles_count_toward_the_bound_of_prepared_kernels(fake, monkeypatch):
+    made: list[Any] = []
+    monkeypatch.setattr(stream_launch, "kernel_info", lambda k: made.append(k) or INFOS[id(K1)])
+    monkeypatch.setattr(stream_launch, "MAX_KERNELS", 2)
+    handles = [0x7F00_0000_1000 + 8 * i for i in range(3)]
+    for h in handles:
+        monkeypatch.setitem(foreign_kernels._CACHE, h, foreign_kernels.ForeignKernel(h, K1, None))
+        cg.launch(Stream(1), (1, 32), int(str(h)), 0x10, np.float32(1), np.int32(1))
+    assert made == handles
+    assert set(stream_launch._PREPARED_INTS) == {handles[2]}  # the third started the tables afresh
+    cg.launch(Stream(1), (1, 32), int(str(handles[2])), 0x10, np.float32(1), np.int32(1))
+    cg.launch(Stream(1), (1, 32), int(str(handles[0])), 0x10, np.float32(1), np.int32(1))
+    assert made == handles + [handles[0]] and len(fake.launches) == 5
 
 
 class Reentrant:

@@ -28,28 +28,15 @@ import cudagraph as cg  # noqa: E402
 import test_native_fuzz as base  # noqa: E402
 from cudagraph.definition.nodes import KernelNode, Node  # noqa: E402
 from cudagraph.driver import c_entry, stream_launch  # noqa: E402
+from driver_fakes import INFO_PROTO as INFO  # noqa: E402
+from driver_fakes import LAUNCH_PROTO as LAUNCH  # noqa: E402
+from driver_fakes import UPDATE_PROTO as UPDATE  # noqa: E402
 from test_native_fuzz import CHAOS, FUZZ, K2, HostileError, K, address, arm, plans, targets  # noqa: E402
 from test_native_fuzz import _disarm as _disarm  # noqa: E402  (a fixture: disarms after each test)
 
 native = c_entry.NATIVE
 pytestmark = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
 
-LAUNCH = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
-)
-INFO = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_int),
-    ctypes.POINTER(ctypes.c_ulonglong),
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.POINTER(ctypes.POINTER(ctypes.c_void_p)),
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.POINTER(ctypes.c_size_t),
-)
-UPDATE = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint
-)
 LIMITS = (2**31 - 1, 65535, 65535, 1024, 1024, 64)
 FUNC = {id(K): 0xA, id(K2): 0xB}
 

@@ -45,19 +45,10 @@ from test_stream_launch_cpu import (  # the recording fake driver and its kernel
     replay,
     run_graph,
 )
+from test_stream_launch_cpu import fake as fake  # the fixture: the recording driver, through each path
 
 native = c_entry.NATIVE
 needs_native = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
-
-
-@pytest.fixture(params=["compiled", "python"])
-def fake(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The recording driver, launches going through the compiled launcher or through the Python path."""
-    if request.param == "compiled" and native is None:
-        pytest.skip("cudagraph.driver._native was not built")
-    d = install(request.param, monkeypatch)
-    yield d
-    stream_launch.forget()
 
 
 SRC = Path(cudagraph.__file__).resolve().parents[1]

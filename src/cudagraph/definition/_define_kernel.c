@@ -11,7 +11,7 @@
  * in C when the call is one the Python method takes without a message or a side table:
  *
  * - the graph, the kernel and each argument of an exact type that the Python method already accepted
- *   (types learned from its own tables after it ran: _KERNEL_TYPES_SEEN, ARG_TYPES_OK, ARG_BUFFER_TYPES,
+ *   (types learned from its own tables after it ran: KERNEL_TYPES_SEEN, ARG_TYPES_OK, ARG_BUFFER_TYPES,
  *   NODE_CLASSES; a Buffer type's object also needs `is_device_accessible is True`);
  * - grid and block an exact int in GRIDS / BLOCKS, or a 3-tuple of ints in DIMS_SEEN (the interned tuples);
  * - shared_mem 0, no launch attribute (cluster, priority, programmatic, device None; cooperative False);

@@ -18,8 +18,7 @@ from typing import Any, Final
 
 from .core import NODE_CLASSES, GraphCore
 from .dims import BLOCKS, DIMS_SEEN, GRIDS
-from .kinds import kernel as kernel_kind
-from .kinds.kernel import KernelBuilders, KernelNode
+from .kinds.kernel import KERNEL_TYPES_SEEN, KernelBuilders, KernelNode
 from .node import Node
 from .operands import ARG_BUFFER_TYPES, ARG_TYPES_OK
 from .param import PARAM_GRAPH, Param
@@ -48,7 +47,7 @@ def compiled_kernel(twin: Any) -> Any:
         return None
     # The Python method's own tables, in the order of the C side's (S_KERNELS ... S_PARAM_GRAPH).
     sources = (
-        kernel_kind._KERNEL_TYPES_SEEN,
+        KERNEL_TYPES_SEEN,
         ARG_TYPES_OK,
         ARG_BUFFER_TYPES,
         NODE_CLASSES,

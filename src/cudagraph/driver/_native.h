@@ -4,7 +4,8 @@
  *
  *   _native.c         module init; the slot list (declare_slots) and resolving it on classes
  *   _native_loop.c    KernelLoop: adding or setting runs of kernel nodes
- *   _native_kernels.c the kernels a KernelLoop knows (prepared layouts by kernel) and argument packing
+ *   _native_pack.c    packing a kernel's arguments by learned kinds (KernelLoop and stream launches)
+ *   _native_kernels.c the kernels a KernelLoop knows (prepared layouts by kernel)
  *   _native_layout.c  Layout: topology signatures and kernel-node diffs
  *   _native_rebind.c  set_kernel_node, rebind, patch: executable node updates
  *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
@@ -176,6 +177,39 @@ int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn,
 /* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `locked`. */
 extern PyObject *cg_str_handle, *cg_str_locked;
 
+/* ------------------------------------------------------------------ _native_pack.c
+ *
+ * Packing a kernel's arguments into its argument buffer by the kinds the Python side learned for
+ * their types (cudagraph.driver.kernel_args.KernelInfo._learn): the one packer of the kernel loop
+ * (cg_entry_pack) and of stream launches (LaunchKernel, _native_launch.h).
+ */
+
+/* How one argument is packed (one letter per argument, learned per sequence of argument types). */
+enum {
+    KIND_POINTER = 'P', /* an int (exactly): a 64-bit address */
+    KIND_SCALAR = 'S',  /* a numpy scalar: its bytes (buffer protocol), exactly the parameter's size */
+    KIND_BYTES = 'B',   /* bytes (exactly): exactly the parameter's size */
+    KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
+};
+
+typedef struct {
+    PyObject *kinds;                 /* dict (KernelInfo._kinds): tuple of argument types -> bytes of kinds */
+    PyObject *last_key, *last_kinds; /* the entry of `kinds` used last (a run of calls repeats it); NULL */
+    char *buf;                       /* the argument buffer */
+    Py_ssize_t n;                    /* the number of parameters */
+    Py_ssize_t *offsets, *sizes;     /* parameter i: sizes[i] bytes at buf + offsets[i] */
+} cg_packer;
+
+/* Pack `args` (held by the caller) into p's buffer by the kinds learned for their types. 1: packed;
+ * 0: declined (no exception set: p not set up, not a tuple of n items, types with no learned kinds, or
+ * a value that does not fit), and the Python packer, which names the node and argument at fault, takes
+ * them. May run Python code (a type's __hash__ or __eq__ in the lookup, int() of a handle, releasing
+ * the last entry used): the caller keeps p in place with the same buffer and layout meanwhile. */
+int cg_pack(cg_packer *p, PyObject *args);
+
+/* Release the references p holds (kinds, last_key, last_kinds), with Py_CLEAR; may run Python code. */
+void cg_packer_clear(cg_packer *p);
+
 /* ------------------------------------------------------------------ _native_kernels.c
  *
  * The kernels a KernelLoop knows: one prepared layout per kernel object, filled on first sight by the
@@ -184,16 +218,12 @@ extern PyObject *cg_str_handle, *cg_str_locked;
  */
 
 typedef struct {
-    PyObject *kernel;                /* the key (a strong reference); NULL: a free slot */
-    PyObject *owner;                 /* keeps `scratch` and `kernel_params` alive (the KernelInfo) */
-    PyObject *kinds;                 /* dict: tuple of argument types -> bytes of kinds (one per argument) */
-    PyObject *last_key, *last_kinds; /* the entry of `kinds` used last (a run of nodes repeats it) */
-    PyObject *args;                  /* the argument tuple `scratch` holds (NULL: none known) */
-    void *func, *kern;               /* the function fields of the node parameters (CUfunction, CUkernel) */
-    void **kernel_params;            /* kernelParams: one pointer into `scratch` per parameter */
-    char *scratch;                   /* the kernel's argument buffer */
-    Py_ssize_t nparams;
-    Py_ssize_t *offsets, *sizes;     /* parameter i: sizes[i] bytes at scratch + offsets[i] */
+    PyObject *kernel;      /* the key (a strong reference); NULL: a free slot */
+    PyObject *owner;       /* keeps the buffer and `kernel_params` alive (the KernelInfo) */
+    PyObject *args;        /* the argument tuple the buffer holds (NULL: none known) */
+    void *func, *kern;     /* the function fields of the node parameters (CUfunction, CUkernel) */
+    void **kernel_params;  /* kernelParams: one pointer into the buffer per parameter */
+    cg_packer pk;          /* the buffer (pk.buf), its layout and the learned kinds (the key's KernelInfo) */
 } cg_kernel_entry;
 
 typedef struct {

@@ -1,8 +1,9 @@
 /*
- * The kernels a KernelLoop knows, and packing a node's arguments into a kernel's buffer.
+ * The kernels a KernelLoop knows, and packing a node's arguments into its kernel's buffer (cg_pack,
+ * _native_pack.c, the packer stream launches use too).
  *
  * Python twin: the table of kernels of cudagraph.materialize.kernel_loop.KernelLoopTwin (packing:
- * cudagraph.driver.kernel_args.KernelInfo.pack, whose learned kinds this code reads).
+ * cudagraph.driver.kernel_args.KernelInfo.pack, whose learned kinds cg_pack reads).
  *
  * A table maps a kernel object (by address: no __hash__ or __eq__ runs) to its prepared layout:
  * where each parameter goes in the kernel's argument buffer, the function fields the node parameters
@@ -13,14 +14,6 @@
  * a driver that does nothing).
  */
 #include "_native.h"
-
-/* How one argument is packed (the kinds KernelInfo learns per sequence of argument types). */
-enum {
-    KIND_POINTER = 'P', /* a Python int: a 64-bit address */
-    KIND_SCALAR = 'S',  /* a numpy scalar: its bytes (buffer protocol), exactly the parameter's size */
-    KIND_BYTES = 'B',   /* bytes: exactly the parameter's size */
-    KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
-};
 
 /* ------------------------------------------------------------------ the table */
 
@@ -74,7 +67,7 @@ void
 cg_table_free(cg_kernel_table *t)
 {
     for (Py_ssize_t i = 0; i < t->capacity; i++) {
-        PyMem_Free(t->slots[i].offsets); /* (sizes share the allocation) */
+        PyMem_Free(t->slots[i].pk.offsets); /* (sizes share the allocation) */
     }
     PyMem_Free(t->slots);
     t->slots = NULL;
@@ -86,116 +79,23 @@ cg_entry_refs(cg_kernel_entry *e, PyObject **out)
 {
     out[0] = e->kernel;
     out[1] = e->owner;
-    out[2] = e->kinds;
-    out[3] = e->last_key;
-    out[4] = e->last_kinds;
+    out[2] = e->pk.kinds;
+    out[3] = e->pk.last_key;
+    out[4] = e->pk.last_kinds;
     out[5] = e->args;
 }
 
 /* ------------------------------------------------------------------ packing */
 
-/* The bytes of kinds learned for the types of `args` (a tuple of nparams items), held by
- * e->last_kinds; NULL when none is known (no exception set). May run Python code (the types'
- * __hash__ and __eq__ in the dict lookup): the caller holds `args`. */
-static PyObject *
-entry_kinds(cg_kernel_entry *e, PyObject *args, Py_ssize_t n)
-{
-    PyObject *kinds = e->last_kinds; /* the entry of the previous node when its types were these */
-    for (Py_ssize_t i = 0; kinds != NULL && i < n; i++) {
-        if ((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i)) != PyTuple_GET_ITEM(e->last_key, i))
-            kinds = NULL;
-    }
-    if (kinds != NULL)
-        return kinds;
-    PyObject *key = PyTuple_New(n);
-    if (key == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(key, i, Py_NewRef((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i))));
-    PyObject *table = Py_NewRef(e->kinds); /* (the lookup may run Python code) */
-    kinds = PyDict_GetItemWithError(table, key);
-    if (kinds == NULL || !PyBytes_CheckExact(kinds) || PyBytes_GET_SIZE(kinds) != n) {
-        Py_DECREF(table);
-        Py_DECREF(key);
-        PyErr_Clear();
-        return NULL;
-    }
-    /* Tuples of types and bytes: releasing the old entry runs no Python code. */
-    Py_XSETREF(e->last_kinds, Py_NewRef(kinds));
-    Py_XSETREF(e->last_key, key); /* n items: nparams is fixed until the entry is replaced */
-    Py_DECREF(table);
-    return e->last_kinds;
-}
-
-/* Write one argument `a` of kind `kind` as `size` bytes at `to`; 1, or 0 (no exception set). May run
- * Python code (int() of a handle). */
-static int
-pack_one(char kind, PyObject *a, char *to, Py_ssize_t size)
-{
-    switch (kind) {
-    case KIND_POINTER:
-        return size == 8 && pack_u64(a, to);
-    case KIND_SCALAR: {
-        Py_buffer view;
-        if (PyObject_GetBuffer(a, &view, PyBUF_SIMPLE) < 0) {
-            PyErr_Clear();
-            return 0;
-        }
-        int ok = view.len == size;
-        if (ok)
-            memcpy(to, view.buf, (size_t)size);
-        PyBuffer_Release(&view);
-        return ok;
-    }
-    case KIND_BYTES:
-        if (!PyBytes_CheckExact(a) || PyBytes_GET_SIZE(a) != size)
-            return 0;
-        memcpy(to, PyBytes_AS_STRING(a), (size_t)size);
-        return 1;
-    case KIND_HANDLE: {
-        PyObject *h = PyObject_GetAttr(a, cg_str_handle);
-        if (h == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        PyObject *v = PyLong_CheckExact(h) ? (Py_INCREF(h), h) : PyNumber_Long(h); /* int(handle), as in Python */
-        Py_DECREF(h);
-        if (v == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        int ok = size == 8 && pack_u64(v, to);
-        Py_DECREF(v);
-        return ok;
-    }
-    default:
-        return 0;
-    }
-}
-
 int
 cg_entry_pack(cg_kernel_entry *e, PyObject *args)
 {
-    if (e->kinds == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != e->nparams)
-        return 0;
-    Py_ssize_t n = e->nparams;
-    Py_INCREF(args); /* the Python code run below (a __hash__, int(handle)) may drop the node's reference */
-    PyObject *kinds = entry_kinds(e, args, n);
-    if (kinds == NULL) {
-        Py_DECREF(args);
-        return 0;
-    }
-    Py_INCREF(kinds); /* e->last_kinds may be replaced by Python code run below (a nested pack) */
-    /* From here on the buffer is being overwritten: whatever happens, it no longer holds e->args. */
+    Py_INCREF(args); /* the Python code cg_pack may run (a __hash__, int(handle)) may drop the node's reference */
+    /* From here on the buffer may be overwritten: whatever happens, it no longer holds e->args (the
+     * Python twin forgets it too when it declines). */
     PyObject *old = e->args;
     e->args = NULL;
-    const char *k = PyBytes_AS_STRING(kinds);
-    int ok = 1;
-    for (Py_ssize_t i = 0; ok && i < n; i++)
-        ok = pack_one(k[i], PyTuple_GET_ITEM(args, i), e->scratch + e->offsets[i], e->sizes[i]);
-    Py_DECREF(kinds);
+    int ok = cg_pack(&e->pk, args);
     if (ok) {
         PyObject *prev = e->args; /* NULL, unless Python code run above packed this kernel too */
         e->args = args;           /* our reference */

@@ -17,7 +17,8 @@
  *   - LaunchConfig objects checked plain (remember_config; every use checks that the object still
  *     holds the same values);
  *   - the LaunchKernel of each kernel, in the dict `kernels` (id(kernel) -> LaunchKernel) owned by
- *     the Python side; the argument kinds are the dict KernelInfo learns (as in KernelLoop).
+ *     the Python side; the argument kinds are the dict KernelInfo learns, packed by cg_pack
+ *     (_native_pack.c), the packer of KernelLoop too.
  *
  * A launcher does not re-enter: a call made while one runs (from Python code it runs, or from
  * another thread while the GIL is released around the driver call) is declined and takes the Python
@@ -39,11 +40,9 @@ lk_dealloc(LaunchKernel *self)
 {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->kernel);
-    Py_CLEAR(self->kinds);
-    Py_CLEAR(self->last_key);
-    Py_CLEAR(self->last_kinds);
-    PyMem_Free(self->offsets);
-    PyMem_Free(self->buf);
+    cg_packer_clear(&self->pk);
+    PyMem_Free(self->pk.offsets); /* (sizes share the allocation) */
+    PyMem_Free(self->pk.buf);
     PyMem_Free(self->ptrs);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -52,9 +51,9 @@ static int
 lk_traverse(LaunchKernel *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->kernel);
-    Py_VISIT(self->kinds);
-    Py_VISIT(self->last_key);
-    Py_VISIT(self->last_kinds);
+    Py_VISIT(self->pk.kinds);
+    Py_VISIT(self->pk.last_key);
+    Py_VISIT(self->pk.last_kinds);
     return 0;
 }
 
@@ -62,9 +61,7 @@ static int
 lk_clear(LaunchKernel *self)
 {
     Py_CLEAR(self->kernel);
-    Py_CLEAR(self->kinds);
-    Py_CLEAR(self->last_key);
-    Py_CLEAR(self->last_kinds);
+    cg_packer_clear(&self->pk);
     return 0;
 }
 
@@ -124,111 +121,11 @@ lk_init(LaunchKernel *self, PyObject *args, PyObject *kwds)
     for (Py_ssize_t i = 0; i < n; i++)
         ptrs[i] = buf + at[i];
     self->func = f;
-    self->n = n;
     self->size = size;
-    self->offsets = at;
-    self->sizes = at + n;
-    self->buf = buf;
     self->ptrs = ptrs;
-    self->kinds = Py_NewRef(kinds);
+    self->pk = (cg_packer){.kinds = Py_NewRef(kinds), .buf = buf, .n = n, .offsets = at, .sizes = at + n};
     self->kernel = Py_NewRef(kernel); /* last: initialized */
     return 0;
-}
-
-/* The bytes of kinds learned for the types of `args` (n items), a new reference; NULL when none is
- * known (no exception set). May run Python code (a type's __hash__ or __eq__, releasing the last key). */
-static PyObject *
-lk_kinds(LaunchKernel *self, PyObject *args, Py_ssize_t n)
-{
-    PyObject *kinds = self->last_kinds;
-    for (Py_ssize_t i = 0; kinds != NULL && i < n; i++) {
-        if ((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i)) != PyTuple_GET_ITEM(self->last_key, i))
-            kinds = NULL;
-    }
-    if (kinds != NULL)
-        return Py_NewRef(kinds);
-    PyObject *key = PyTuple_New(n);
-    if (key == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(key, i, Py_NewRef((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i))));
-    PyObject *table = Py_NewRef(self->kinds);
-    kinds = PyDict_GetItemWithError(table, key);
-    if (kinds == NULL || !PyBytes_CheckExact(kinds) || PyBytes_GET_SIZE(kinds) != n) {
-        Py_DECREF(table);
-        Py_DECREF(key);
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_INCREF(kinds); /* ours */
-    Py_DECREF(table);
-    /* Remember them; the old entry is released last (the caller holds its own reference). */
-    PyObject *old_key = self->last_key, *old_kinds = self->last_kinds;
-    self->last_key = key;
-    self->last_kinds = Py_NewRef(kinds);
-    Py_XDECREF(old_key);
-    Py_XDECREF(old_kinds);
-    return kinds;
-}
-
-/* Pack `args` (held by the caller) into the buffer by the kinds learned for their types; the caller
- * has taken the buffer (cg_lk_take). 1: packed; 0: not (no exception set): the Python path packs it
- * and names what is wrong. */
-int
-cg_lk_pack(LaunchKernel *self, PyObject *args)
-{
-    Py_ssize_t n = self->n;
-    if (self->kernel == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n)
-        return 0;
-    PyObject *kinds = lk_kinds(self, args, n); /* ours: the code run below may replace self->last_kinds */
-    if (kinds == NULL)
-        return 0;
-    const char *k = PyBytes_AS_STRING(kinds);
-    int ok = 1;
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        PyObject *a = PyTuple_GET_ITEM(args, i);
-        char *to = self->buf + self->offsets[i];
-        Py_ssize_t size = self->sizes[i];
-        switch (k[i]) {
-        case KIND_POINTER:
-            ok = size == 8 && PyLong_CheckExact(a) && pack_u64(a, to);
-            break;
-        case KIND_SCALAR: {
-            Py_buffer view;
-            if (PyObject_GetBuffer(a, &view, PyBUF_SIMPLE) < 0) {
-                PyErr_Clear();
-                ok = 0;
-                break;
-            }
-            ok = view.len == size;
-            if (ok)
-                memcpy(to, view.buf, (size_t)size);
-            PyBuffer_Release(&view);
-            break;
-        }
-        case KIND_BYTES:
-            ok = PyBytes_CheckExact(a) && PyBytes_GET_SIZE(a) == size;
-            if (ok)
-                memcpy(to, PyBytes_AS_STRING(a), (size_t)size);
-            break;
-        case KIND_HANDLE: {
-            PyObject *h = PyObject_GetAttr(a, cg_str_handle);
-            PyObject *v = h == NULL ? NULL : PyLong_CheckExact(h) ? Py_NewRef(h) : PyNumber_Long(h);
-            Py_XDECREF(h);
-            ok = v != NULL && size == 8 && pack_u64(v, to);
-            Py_XDECREF(v);
-            if (!ok)
-                PyErr_Clear();
-            break;
-        }
-        default:
-            ok = 0;
-        }
-    }
-    Py_DECREF(kinds);
-    return ok;
 }
 
 PyDoc_STRVAR(lk_pack_doc, "pack(args) -> bytes or None\n\n"
@@ -244,7 +141,7 @@ lk_pack_method(LaunchKernel *self, PyObject *args)
     Py_INCREF(args);
     int ok = cg_lk_pack(self, args);
     Py_DECREF(args);
-    PyObject *out = ok ? PyBytes_FromStringAndSize(self->buf, self->size) : Py_NewRef(Py_None);
+    PyObject *out = ok ? PyBytes_FromStringAndSize(self->pk.buf, self->size) : Py_NewRef(Py_None);
     cg_lk_give(self);
     return out;
 }

@@ -24,7 +24,6 @@ typedef int (*cg_update_deps_fn)(void *, void **, const void *, size_t, unsigned
 #define MAX_TARGETS 16
 #define CONFIG_CACHE 8
 
-enum { KIND_POINTER = 'P', KIND_SCALAR = 'S', KIND_BYTES = 'B', KIND_HANDLE = 'H' };
 enum { TARGET_INT = 1, TARGET_PROTOCOL = 2, TARGET_LONG = 3 };
 /* The attribute names read on foreign objects, handed over by Python (launcher_init). */
 enum { NAME_GRID, NAME_BLOCK, NAME_SHMEM, NAME_CLUSTER, NAME_COOPERATIVE, NAME_PROTOCOL, NAME_COUNT };
@@ -34,12 +33,9 @@ typedef struct {
     int busy;         /* the buffer is taken by a call (packing, or read by the driver): see cg_lk_take */
     PyObject *kernel; /* the kernel object it was prepared for (compared by identity) */
     void *func;       /* the CUfunction (or CUkernel) handle launched */
-    PyObject *kinds;  /* dict: tuple of argument types -> bytes of kinds (KernelInfo._kinds) */
-    PyObject *last_key, *last_kinds;
-    Py_ssize_t n, size;
-    Py_ssize_t *offsets, *sizes;
-    char *buf;   /* the argument buffer */
-    void **ptrs; /* kernelParams: ptrs[i] = buf + offsets[i] */
+    cg_packer pk;     /* the argument buffer (pk.buf), its layout and the learned kinds (KernelInfo._kinds) */
+    Py_ssize_t size;  /* of the buffer */
+    void **ptrs;      /* kernelParams: ptrs[i] = pk.buf + pk.offsets[i] */
 } LaunchKernel;
 
 typedef struct {
@@ -78,10 +74,14 @@ typedef struct {
     PyObject *packed;
 } RunState;
 
-/* _native_launch.c: pack `args` (held by the caller) into lk's buffer by the learned kinds; the caller
- * has taken the buffer (cg_lk_take). 1: packed; 0: declined (no exception set). May run Python code
- * (int(handle), a type's __hash__). */
-int cg_lk_pack(LaunchKernel *lk, PyObject *args);
+/* Pack `args` (held by the caller) into lk's buffer by the learned kinds (cg_pack, the kernel loop's
+ * packer too); the caller has taken the buffer (cg_lk_take). 1: packed; 0: declined (no exception
+ * set). May run Python code (int(handle), a type's __hash__). */
+static inline int
+cg_lk_pack(LaunchKernel *lk, PyObject *args)
+{
+    return cg_pack(&lk->pk, args);
+}
 
 /* Take lk's argument buffer for one call, from packing to the end of the driver calls reading it: 1,
  * or 0 when another call has it (a second launcher, LaunchKernel.pack, or a thread of either while

@@ -141,7 +141,7 @@ cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, 
     int rc;
     cg_launch_fn fn = (cg_launch_fn)self->launch;
     void *func = lk->func;
-    void **params = lk->n ? lk->ptrs : NULL;
+    void **params = lk->pk.n ? lk->ptrs : NULL;
     Py_BEGIN_ALLOW_THREADS
     rc = fn(func, d[0], d[1], d[2], d[3], d[4], d[5], smem, stream, params, NULL);
     Py_END_ALLOW_THREADS

@@ -7,7 +7,8 @@
  * It reads the definition's nodes through their __slots__ (NATIVE_SLOTS "kernel_node" and "node",
  * resolved on the classes given at construction), points the parameters at each node's kernel
  * (a table of the kernels the Python side introduced with use(), _native_kernels.c), packs the
- * arguments by the kinds the Python side learned for each sequence of argument types, and stops at
+ * arguments by the kinds the Python side learned for each sequence of argument types (cg_pack,
+ * _native_pack.c, the packer of stream launches too), and stops at
  * the first node it cannot handle (another node kind, launch attributes, a kernel not introduced
  * yet, arguments of types not seen yet), handing it back to the Python loop, which names any error.
  *
@@ -260,20 +261,16 @@ loop_use(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     cg_kernel_entry *e = cg_table_slot(&self->kernels, argv[0]);
     PyObject *old[CG_ENTRY_REFS];
     cg_entry_refs(e, old);
-    Py_ssize_t *old_layout = e->offsets;
+    Py_ssize_t *old_layout = e->pk.offsets;
     if (e->kernel == NULL)
         self->kernels.used++;
     e->kernel = Py_NewRef(argv[0]);
     e->owner = Py_NewRef(argv[9]);
-    e->kinds = Py_NewRef(argv[1]);
-    e->last_key = e->last_kinds = e->args = NULL;
+    e->args = NULL;
     e->func = library ? NULL : function;
     e->kern = library ? function : NULL;
     e->kernel_params = (void **)kernel_params;
-    e->scratch = scratch;
-    e->nparams = n;
-    e->offsets = layout;
-    e->sizes = layout + n;
+    e->pk = (cg_packer){.kinds = Py_NewRef(argv[1]), .buf = scratch, .n = n, .offsets = layout, .sizes = layout + n};
     loop_select(self, e);
     /* The references replaced are released last: that may run Python code, and the state is whole. */
     self->busy = 0;

@@ -16,8 +16,8 @@ grid, block, shared memory, stream, argument bytes):
   then takes the Python path, which checks and names every error).
 
 :func:`prepared` reads a kernel's parameter layout once (one
-:class:`PreparedLaunch` per kernel object, holding it) and registers its
-``LaunchKernel`` where the compiled launcher finds it.
+:class:`PreparedLaunch` per kernel object, holding it, or per value of an int
+handle) and registers its ``LaunchKernel`` where the compiled launcher finds it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,16 @@ from .c_entry import NATIVE, c_address
 from .calls import require_driver
 from .kernel_args import KernelInfo, kernel_info
 
-__all__ = ["CONFIG_ATTRS", "LAUNCHER", "PreparedLaunch", "compiled_launcher", "forget", "launch_packed", "prepared"]
+__all__ = [
+    "CONFIG_ATTRS",
+    "LAUNCHER",
+    "PreparedLaunch",
+    "compiled_launcher",
+    "forget",
+    "launch_packed",
+    "prepared",
+    "prepared_already",
+]
 
 #: The attribute names the compiled launcher reads on a ``cuda.core`` ``LaunchConfig`` (grid, block,
 #: shared memory, cluster, cooperative) and on a stream target (the stream protocol).
@@ -73,26 +82,42 @@ class PreparedLaunch:
 
 # id(kernel) -> PreparedLaunch (each holds its kernel: the id stays its own)
 _PREPARED: dict[int, PreparedLaunch] = {}
+# int handle -> PreparedLaunch: an int names its kernel by value, and each call may pass a new int object
+_PREPARED_INTS: dict[int, PreparedLaunch] = {}
 # id(kernel) -> LaunchKernel: the table the compiled launcher reads
 _NATIVE_KERNELS: dict[int, Any] = {}
 
 
+def prepared_already(kernel: Any) -> PreparedLaunch | None:
+    """The :class:`PreparedLaunch` of ``kernel`` if it was prepared (an int handle: by value), else ``None``."""
+    if type(kernel) is int:
+        return _PREPARED_INTS.get(kernel)
+    entry = _PREPARED.get(id(kernel))
+    return entry if entry is not None and entry.source is kernel else None
+
+
 def prepared(kernel: Any) -> PreparedLaunch:
     """The :class:`PreparedLaunch` of ``kernel`` (a ``cuda.core`` Kernel, a handle or a foreign kernel).
+
+    Prepared once per kernel object, and once per value for an int handle; at most
+    :data:`MAX_KERNELS` are kept (then every table starts afresh).
 
     Raises
     ------
     DriverError
         The driver cannot read the kernel's parameters.
     """
-    entry = _PREPARED.get(id(kernel))
-    if entry is not None and entry.source is kernel:
+    entry = prepared_already(kernel)
+    if entry is not None:
         return entry
     entry = PreparedLaunch(kernel, kernel_info(kernel))
-    if len(_PREPARED) >= MAX_KERNELS:
+    if len(_PREPARED) + len(_PREPARED_INTS) >= MAX_KERNELS:
         forget()
-    _PREPARED[id(kernel)] = entry
-    if entry.native is not None:
+    if type(kernel) is int:
+        _PREPARED_INTS[kernel] = entry
+    else:
+        _PREPARED[id(kernel)] = entry
+    if entry.native is not None:  # (an int: the compiled launcher knows this object; another one is declined)
         _NATIVE_KERNELS[id(kernel)] = entry.native
     return entry
 
@@ -100,6 +125,7 @@ def prepared(kernel: Any) -> PreparedLaunch:
 def forget() -> None:
     """Forget every prepared kernel (the next launch of each prepares it again)."""
     _PREPARED.clear()
+    _PREPARED_INTS.clear()
     _NATIVE_KERNELS.clear()
 
 

@@ -29,7 +29,7 @@ from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.foreign_kernels import FOREIGN_KERNEL_TYPES, resolve
 from ..driver.host_callbacks import retire
 from ..driver.kernel_args import PACKING_LOCK
-from ..driver.stream_launch import PreparedLaunch, launch_packed, prepared
+from ..driver.stream_launch import PreparedLaunch, launch_packed, prepared, prepared_already
 from ..driver.streams import READ_INT, READ_INT_OF, READ_PROTOCOL, protocol_handle, stream_handle, stream_reading
 from ..errors import DefinitionError, ForeignNodeError, HostCallbackError, OperandError
 from ..materialize.eager import StreamIssue, issue_node
@@ -325,6 +325,9 @@ def _prepared(kernel: Any, call: str) -> PreparedLaunch | None:
         return None
     p = stream_launch._PREPARED.get(id(kernel))
     if p is not None and p.source is kernel:
+        return p
+    p = prepared_already(kernel)  # an int handle: by value (each call may pass a new int object)
+    if p is not None:
         return p
     _kernel(kernel, (), call)  # the typed refusal of a kernel of the wrong kind
     return prepared(kernel)

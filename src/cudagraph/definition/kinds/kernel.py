@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..graph import Graph
 
 __all__ = [
+    "KERNEL_TYPES_SEEN",
     "MAX_CLUSTER_SIZE",
     "PORTABLE_CLUSTER_SIZE",
     "PROGRAMMATIC_PORTS",
@@ -47,9 +48,10 @@ __all__ = [
 ]
 
 _KERNEL_TYPES = ("CUkernel", "CUfunction", "CUDADispatcher", "RawKernel", "Function")  # + Numba, CuPy kernels
-# Types already accepted as kernels: the hot path of Graph.kernel tests membership only
-# (bench/define_tricks.py: define costs 1.38x per node without it).
-_KERNEL_TYPES_SEEN: set[type] = set()
+#: Kernel types already accepted (by type name, or a cuda.core type): the hot path of ``Graph.kernel``
+#: tests membership only, and its compiled twin (``cudagraph.definition._define``) reads this same set.
+#: Filled as types are seen (bench/define_tricks.py: define costs 1.38x per node without it).
+KERNEL_TYPES_SEEN: set[type] = set()
 # Argument types every value of which passes check_kernel_arg (one set lookup each on the hot path).
 _ARG_TYPES_OK = ARG_TYPES_OK
 # Buffer types: an object of one is accepted when its is_device_accessible is True.
@@ -276,10 +278,10 @@ class KernelBuilders(GraphCore):
         # anything unusual (and every error message) goes through _kernel_field.
         if name is not None and type(name) is not str:
             self._kernel_field("name", name, None)
-        if type(kernel) not in _KERNEL_TYPES_SEEN:
+        if type(kernel) not in KERNEL_TYPES_SEEN:
             _check_kernel(kernel, self._what("kernel", name))
             if type(kernel).__name__ in _KERNEL_TYPES or type(kernel).__module__.startswith("cuda.core"):
-                _KERNEL_TYPES_SEEN.add(type(kernel))
+                KERNEL_TYPES_SEEN.add(type(kernel))
         # Both tables hold only valid sizes, so a hit needs no range check.
         g = _GRIDS.get(grid) if type(grid) is int else None
         if g is None:

@@ -43,8 +43,6 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, LaunchAttrs
 from ...definition.nodes import KernelNode, Node
 from ...definition.param import Param
@@ -475,19 +473,6 @@ class PreparedKernel:
                         self.shifted.setdefault(p.name, []).append((off + pos, add))
                     else:
                         self.slots.setdefault(p.name, []).append((off + pos, "<Q"))
-
-    def rebind(self, name: str, value: Any) -> None:
-        """Write a parameter's new value into the argument buffer (no driver call)."""
-        for off, code in self.slots.get(name, ()):
-            if isinstance(value, np.generic):
-                value = value.item()
-            struct.pack_into(code, self._buf, off, value)
-        self.write_shifted(name, value)
-
-    def write_shifted(self, name: str, address: int) -> None:
-        """Write ``address + addend`` at the shifted slots of pointer parameter ``name`` (no driver call)."""
-        for off, add in self.shifted.get(name, ()):
-            struct.pack_into("<Q", self._buf, off, int(address) + add)
 
 
 #: A group of a plan run in Python: ``(prepared structure, driver nodes, nodes,

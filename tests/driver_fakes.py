@@ -1,0 +1,78 @@
+"""What the CPU tests of the compiled module fake of the driver: the C signatures of the entry points it
+calls by address (for ctypes callbacks standing for them), and kernels read from no driver.
+
+Shared by the tests of the graph-building loops (``test_native_*``) and of stream launches
+(``test_stream_launch_*``). The ``KernelInfo`` stand-in is the benchmarks' (``bench/_fake_driver.py``,
+which ``bench/construction.py --cpu`` measures over), so that both build it one way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from pathlib import Path
+from typing import Any
+
+_BENCH = str(Path(__file__).resolve().parents[1] / "bench")
+if _BENCH not in sys.path:
+    sys.path.append(_BENCH)  # (last: a bench script never shadows a module the tests import)
+
+from _fake_driver import fake_info as _bench_fake_info  # noqa: E402
+
+__all__ = [
+    "ADD_PROTO",
+    "INFO_PROTO",
+    "INVALID_VALUE",
+    "LAUNCH_PROTO",
+    "SET_PROTO",
+    "UPDATE_PROTO",
+    "address",
+    "fake_info",
+]
+
+#: CUresult cuGraphAddNode_v2(CUgraphNode*, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+#: CUgraphNodeParams*)
+ADD_PROTO = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+)
+#: CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*)
+SET_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+#: CUresult cuLaunchKernel(CUfunction, gx, gy, gz, bx, by, bz, sharedMemBytes, CUstream, void**, void**)
+LAUNCH_PROTO = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
+)
+#: CUresult cuStreamGetCaptureInfo_v3(CUstream, status*, id*, CUgraph*, const CUgraphNode**,
+#: const CUgraphEdgeData**, size_t*)
+INFO_PROTO = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_int),
+    ctypes.POINTER(ctypes.c_ulonglong),
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.POINTER(ctypes.c_void_p)),
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_size_t),
+)
+#: CUresult cuStreamUpdateCaptureDependencies_v2(CUstream, CUgraphNode*, const CUgraphEdgeData*, size_t, unsigned)
+UPDATE_PROTO = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint
+)
+#: CUDA_ERROR_INVALID_VALUE: what a fake entry point answers when it refuses a call.
+INVALID_VALUE = 1
+
+
+def address(cb: Any) -> int:
+    """The address of a ctypes callback (what the compiled module is given for an entry point)."""
+    return ctypes.cast(cb, ctypes.c_void_p).value or 0
+
+
+def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> Any:
+    """A ``KernelInfo`` of the ``CUkernel`` ``handle`` named ``k<handle in hex>``, read from no driver:
+    parameter i has ``sizes[i]`` bytes at ``offsets[i]`` of its own packing buffer."""
+    return _bench_fake_info(handle, offsets, sizes, prefix="k")

@@ -177,3 +177,25 @@ def test_the_compat_builder_and_cuda_core_build_the_same_number_of_nodes_and_edg
         g = gb.graph_definition
         shapes.append((len(g.nodes()), len(g.edges())))
     assert shapes[0] == shapes[1] == (5, 5)
+
+
+def test_a_reused_launch_config_takes_the_compiled_launch_with_the_same_numbers(k, gpu, stream):
+    """One cuda.core LaunchConfig reused for 64 launches of a real Kernel: with the compiled module, every launch
+    after the first is added by ``compat.launch``'s compiled path; the results equal cuda.core's capture."""
+    launches = 64
+
+    def run(api, k, gpu, stream):
+        x = gpu.upload(np.arange(N, dtype=F))
+        config, n = programs.cfg(api), np.int32(N)
+        gb = api.Device().create_graph_builder().begin_building()
+        taken = getattr(api.launch, "taken", None)
+        for i in range(launches):
+            api.launch(gb, config, k.scale_add, x, F(1), F(i % 3), n)
+        if taken is not None:
+            assert api.launch.taken - taken == launches - 1
+        complete_and_launch(gb.end_building(), stream, gpu).close()
+        return gpu.read(x, N)
+
+    x, _ = both(run, k, gpu, stream)
+    expected = np.arange(N, dtype=F) + F(sum(i % 3 for i in range(launches)))
+    np.testing.assert_array_equal(x, expected)

@@ -66,6 +66,7 @@ status=0
 # Test buffers from cuMemAlloc instead of the stream-ordered pool (see GpuHelper.alloc in tests/conftest.py).
 export CUDAGRAPH_TEST_ALLOC=${CUDAGRAPH_TEST_ALLOC:-plain}
 export CUDAGRAPH_SOAK_ROUNDS=${CUDAGRAPH_SOAK_ROUNDS:-100} CUDAGRAPH_DIFF_EXAMPLES=${CUDAGRAPH_DIFF_EXAMPLES:-20}
+export CUDAGRAPH_THREAD_LAUNCHES=${CUDAGRAPH_THREAD_LAUNCHES:-20}
 sanitize() { # LOG PATHS...: one process under the sanitizer
     local log=$1
     shift

@@ -71,42 +71,33 @@ entry_clear(LaunchEntry *e)
     Py_CLEAR(e->block);
 }
 
-/* Whether attribute `name` of `obj` is `want` (identity): 1, 0 (also when the read fails with an Exception: the
- * twin reports it), -1 (an exception that is not an Exception, e.g. KeyboardInterrupt). May run Python code. */
+/* Attribute `name` of `obj` into *v (a new reference): 1; 0 when the read fails with an Exception (cleared: the
+ * twin reports it); -1 for an exception that is not an Exception (e.g. KeyboardInterrupt). May run Python code. */
 static int
-attr_is(PyObject *obj, PyObject *name, PyObject *want)
+read_attr(PyObject *obj, PyObject *name, PyObject **v)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_Exception))
-            return -1;
-        PyErr_Clear();
-        return 0;
-    }
-    int same = v == want;
-    Py_DECREF(v);
-    return same;
+    if ((*v = PyObject_GetAttr(obj, name)) != NULL)
+        return 1;
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+    PyErr_Clear();
+    return 0;
 }
 
-/* Whether attribute `name` of `obj` is an exact int equal to the exact int `want`; as attr_is. */
+/* Whether attribute `name` of `obj` is `want` (identity), or with `as_int` an exact int equal to the exact int
+ * `want`: 1, 0, -1 as read_attr. */
 static int
-attr_int_is(PyObject *obj, PyObject *name, PyObject *want)
+attr_is(PyObject *obj, PyObject *name, PyObject *want, int as_int)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_Exception))
-            return -1;
-        PyErr_Clear();
-        return 0;
-    }
+    PyObject *v;
+    int ok = read_attr(obj, name, &v);
+    if (ok != 1)
+        return ok;
     int same = v == want;
-    if (!same && PyLong_CheckExact(v)) {
-        int overflow;
-        long a = PyLong_AsLongAndOverflow(v, &overflow), b;
-        if (!overflow && !(a == -1 && PyErr_Occurred())) {
-            b = PyLong_AsLongAndOverflow(want, &overflow);
-            same = !overflow && a == b;
-        }
+    if (!same && as_int && PyLong_CheckExact(v)) {
+        int overflow_a, overflow_b;
+        long a = PyLong_AsLongAndOverflow(v, &overflow_a), b = PyLong_AsLongAndOverflow(want, &overflow_b);
+        same = !overflow_a && !overflow_b && !PyErr_Occurred() && a == b;
         PyErr_Clear();
     }
     Py_DECREF(v);
@@ -148,9 +139,9 @@ pl_fast(PathLaunch *self, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwn
     } checks[] = {{C_GRID, grid_obj},   {C_BLOCK, block_obj},     {C_CLUSTER, Py_None},
                   {C_COOPERATIVE, Py_False}, {C_PDL, Py_False}};
     for (size_t i = 0; ok == 1 && i < sizeof checks / sizeof checks[0]; i++)
-        ok = attr_is(config, self->names[checks[i].which], checks[i].want);
+        ok = attr_is(config, self->names[checks[i].which], checks[i].want, 0);
     if (ok == 1)
-        ok = attr_int_is(config, self->names[C_SMEM], smem);
+        ok = attr_is(config, self->names[C_SMEM], smem, 1);
     if (ok != 1) {
         if (ok < 0)
             Py_CLEAR(r);

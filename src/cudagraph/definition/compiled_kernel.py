@@ -23,7 +23,7 @@ from .node import Node
 from .operands import ARG_BUFFER_TYPES, ARG_TYPES_OK
 from .param import PARAM_GRAPH, Param
 
-__all__ = ["DEFINE_SLOTS", "compiled_kernel", "install_compiled_kernel"]
+__all__ = ["DEFINE_SLOTS", "compiled_kernel", "define_module", "install_compiled_kernel"]
 
 #: The ``__slots__`` the compiled method reads and writes, by role, in the order of its C structure
 #: (``_define.h``): a node's base slots (:class:`~cudagraph.definition.node.Node`), a kernel node's own,
@@ -37,13 +37,21 @@ DEFINE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
 )
 
 
-def compiled_kernel(twin: Any) -> Any:
-    """A compiled ``KernelMethod`` over ``twin`` (the Python method), or ``None`` without the extension."""
+def define_module() -> Any:
+    """The extension ``cudagraph.definition._define``, or ``None`` when it is not built or
+    ``CUDAGRAPH_NO_C_ENTRY`` is set (then every caller keeps its Python twin)."""
     if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
         return None
     try:
-        module = importlib.import_module("cudagraph.definition._define")
+        return importlib.import_module("cudagraph.definition._define")
     except ImportError:
+        return None
+
+
+def compiled_kernel(twin: Any) -> Any:
+    """A compiled ``KernelMethod`` over ``twin`` (the Python method), or ``None`` without the extension."""
+    module = define_module()
+    if module is None:
         return None
     # The Python method's own tables, in the order of the C side's (S_KERNELS ... S_PARAM_GRAPH).
     sources = (

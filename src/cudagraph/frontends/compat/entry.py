@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import functools
-import importlib
-import os
 from typing import Any
 
+from ...definition.compiled_kernel import define_module
 from ...definition.graph import Graph
 from ...definition.kinds.kernel import KernelBuilders
 from ...definition.path import Path
@@ -90,11 +89,8 @@ def _teach(compiled: Any, config: Any, kernel: Any) -> None:
 def _compiled_launch(twin: Any) -> Any:
     """``twin`` with a compiled path for its common call (``PathLaunch``), or ``None`` without the extension
     (or with ``CUDAGRAPH_NO_C_ENTRY`` set, or when ``Graph.kernel`` is not the compiled method)."""
-    if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
-        return None
-    try:
-        module = importlib.import_module("cudagraph.definition._define")
-    except ImportError:
+    module = define_module()
+    if module is None:
         return None
     method = KernelBuilders.__dict__["kernel"]
     if not isinstance(method, module.KernelMethod):

@@ -108,6 +108,25 @@ def test_the_compiled_path_builds_the_twins_graph_and_takes_the_repeated_calls()
     ours.validate()
 
 
+def test_two_configurations_of_the_same_place_do_not_displace_each_other():
+    """Configurations are remembered by address, two places each: two that share a first place, alternated,
+    both stay on the compiled path (CPython's id is the address)."""
+    configs = [LaunchConfig(1, 32) for _ in range(64)]
+    by_place: dict[int, list[LaunchConfig]] = {}
+    for c in configs:
+        by_place.setdefault((id(c) >> 4) % 16, []).append(c)
+    a, b = next(pair for pair in by_place.values() if len(pair) >= 2)[:2]
+    gb = building()
+    compat.launch(gb, a, K1, X)
+    compat.launch(gb, b, K1, X)
+    before = COMPILED.taken
+    for _ in range(10):
+        compat.launch(gb, a, K1, X)
+        compat.launch(gb, b, K1, Y)
+    assert COMPILED.taken - before == 20
+    assert len(gb.graph.nodes) == 22
+
+
 @pytest.mark.parametrize(
     "change, check",
     [

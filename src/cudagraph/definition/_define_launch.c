@@ -29,10 +29,11 @@ static const char *const config_names[C_COUNT] = {"grid",           "block",
                                                   "is_cooperative", "programmatic_stream_serialization"};
 enum { O_STATE, O_PATH, O_COUNT };
 enum { P_GRAPH, P_TAIL, P_LAST, P_COUNT };
-#define LAUNCH_CONFIGS 16 /* configurations remembered (by address; a new one replaces the one in its place) */
+#define LAUNCH_CONFIGS 16 /* configurations remembered (by address, two places each; see find_entry) */
 
 typedef struct {
     PyObject *config, *grid_obj, *block_obj, *smem, *grid, *block;
+    unsigned long long used; /* the launch count when last taught or taken */
 } LaunchEntry;
 
 typedef struct {
@@ -47,6 +48,7 @@ typedef struct {
     PyObject *kwnames; /* ("shared_mem", "after") */
     PyObject *dict;
     Py_ssize_t taken;
+    unsigned long long clock; /* counts calls taken and configurations taught */
     TypeTable kernels;
     LaunchEntry entries[LAUNCH_CONFIGS];
 } PathLaunch;
@@ -69,6 +71,41 @@ entry_clear(LaunchEntry *e)
     Py_CLEAR(e->smem);
     Py_CLEAR(e->grid);
     Py_CLEAR(e->block);
+}
+
+/* A configuration's entry: one of two places, by its address (two configurations of one program that share
+ * the first place do not displace each other); NULL when it is not remembered. */
+static size_t
+entry_place(PyObject *config)
+{
+    return (size_t)(((uintptr_t)config >> 4) % LAUNCH_CONFIGS);
+}
+
+static LaunchEntry *
+find_entry(PathLaunch *self, PyObject *config)
+{
+    size_t h = entry_place(config);
+    if (self->entries[h].config == config)
+        return &self->entries[h];
+    h = (h + 1) % LAUNCH_CONFIGS;
+    return self->entries[h].config == config ? &self->entries[h] : NULL;
+}
+
+/* Where remember() puts `config`: its entry, else a free one of its two places, else the one of the two used
+ * least recently. */
+static LaunchEntry *
+entry_for(PathLaunch *self, PyObject *config)
+{
+    LaunchEntry *e = find_entry(self, config);
+    if (e != NULL)
+        return e;
+    size_t h = entry_place(config);
+    LaunchEntry *a = &self->entries[h], *b = &self->entries[(h + 1) % LAUNCH_CONFIGS];
+    if (a->config == NULL)
+        return a;
+    if (b->config == NULL)
+        return b;
+    return a->used <= b->used ? a : b;
 }
 
 /* Attribute `name` of `obj` into *v (a new reference): 1; 0 when the read fails with an Exception (cleared: the
@@ -117,8 +154,8 @@ pl_fast(PathLaunch *self, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwn
     for (Py_ssize_t i = 3; i < nargs; i++)
         if (Py_TYPE(argv[i]) == self->skip)
             Py_RETURN_NOTIMPLEMENTED;
-    LaunchEntry *e = &self->entries[((uintptr_t)config >> 4) % LAUNCH_CONFIGS];
-    if (e->config != config || SLOT(target, self->owner_at[O_STATE]) != self->building)
+    LaunchEntry *e = find_entry(self, config);
+    if (e == NULL || SLOT(target, self->owner_at[O_STATE]) != self->building)
         Py_RETURN_NOTIMPLEMENTED;
 
     PyObject *r = Py_NewRef(Py_NotImplemented), *method = Py_NewRef(self->method), *kwn = Py_NewRef(self->kwnames);
@@ -182,6 +219,9 @@ pl_fast(PathLaunch *self, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwn
     SLOT(path, self->path_at[P_LAST]) = Py_NewRef(node);
     newtail = NULL;
     self->taken++;
+    e = find_entry(self, config); /* the checks' Python code may have taught or displaced it: marked if still there */
+    if (e != NULL)
+        e->used = ++self->clock;
     Py_SETREF(r, Py_NewRef(Py_None));
     Py_XDECREF(old_tail); /* last: releasing may run Python code, and the path is whole */
     Py_XDECREF(old_last);
@@ -355,7 +395,7 @@ pl_remember(PathLaunch *self, PyObject *const *argv, Py_ssize_t argc)
     PyTypeObject *kt = (PyTypeObject *)argv[6];
     if (!pl_table_has(&self->kernels, kt) && self->kernels.n < TABLE_MAX)
         self->kernels.t[self->kernels.n++] = Py_NewRef((PyObject *)kt);
-    LaunchEntry *e = &self->entries[((uintptr_t)argv[0] >> 4) % LAUNCH_CONFIGS];
+    LaunchEntry *e = entry_for(self, argv[0]);
     LaunchEntry old = *e;
     e->config = Py_NewRef(argv[0]);
     e->grid_obj = Py_NewRef(argv[1]);
@@ -363,6 +403,7 @@ pl_remember(PathLaunch *self, PyObject *const *argv, Py_ssize_t argc)
     e->smem = Py_NewRef(argv[3]);
     e->grid = Py_NewRef(argv[4]);
     e->block = Py_NewRef(argv[5]);
+    e->used = ++self->clock;
     entry_clear(&old); /* last: releasing may run Python code, and the entry is whole */
     Py_RETURN_NONE;
 }

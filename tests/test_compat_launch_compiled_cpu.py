@@ -20,12 +20,9 @@ import pytest
 pytest.importorskip("cuda.bindings.driver")
 
 import cudagraph as cg
-from cudagraph.definition.graph import Graph
-from cudagraph.definition.path import Path
 from cudagraph.errors import OperandError
 from cudagraph.frontends.compat import entry
-from cudagraph.frontends.compat.builder import BUILDING, GraphBuilder
-from cudagraph.frontends.compat.common import GraphCondition
+from cudagraph.frontends.compat.builder import GraphBuilder
 
 compat = cg.compat
 COMPILED = entry._COMPILED
@@ -311,17 +308,7 @@ def test_a_private_path_launch_is_collected_with_its_cycle():
             return None
 
     twin = Twin()
-    pl = PathLaunch(
-        KernelBuilders.__dict__["kernel"],
-        twin,
-        GraphBuilder,
-        ("_state", "_path"),
-        BUILDING,
-        Path,
-        ("graph", "_tail", "_last"),
-        Graph,
-        GraphCondition,
-    )
+    pl = PathLaunch(**entry.path_launch_parts(KernelBuilders.__dict__["kernel"], twin))
     twin.owner = pl  # a cycle through the instance dict
     pl.remember(LaunchConfig(1, 32), 1, 32, 0, (1, 1, 1), (32, 1, 1), CUkernel)
     dead = weakref.ref(twin)
@@ -345,17 +332,7 @@ def test_a_path_launch_is_refused_with_wrong_parts(kwargs, message):
 
     from cudagraph.definition.kinds.kernel import KernelBuilders
 
-    parts = dict(
-        method=KernelBuilders.__dict__["kernel"],
-        fallback=print,
-        owner=GraphBuilder,
-        owner_slots=("_state", "_path"),
-        building=BUILDING,
-        path=Path,
-        path_slots=("graph", "_tail", "_last"),
-        graph=Graph,
-        skip=GraphCondition,
-    )
+    parts = entry.path_launch_parts(KernelBuilders.__dict__["kernel"], print)
     parts.update(kwargs)
     with pytest.raises(TypeError, match=message):
         PathLaunch(**parts)

@@ -86,6 +86,22 @@ def _teach(compiled: Any, config: Any, kernel: Any) -> None:
             compiled.remember(config, c.grid_obj, c.block_obj, c.smem, c.grid, c.block, type(kernel))
 
 
+def path_launch_parts(method: Any, twin: Any) -> dict[str, Any]:
+    """The arguments of ``PathLaunch`` for :func:`launch` into a :class:`GraphBuilder`: ``method`` (the compiled
+    ``Graph.kernel``), ``twin`` (the Python function), and the classes and slots it reads."""
+    return {
+        "method": method,
+        "fallback": twin,
+        "owner": GraphBuilder,
+        "owner_slots": ("_state", "_path"),
+        "building": BUILDING,
+        "path": Path,
+        "path_slots": ("graph", "_tail", "_last"),
+        "graph": Graph,
+        "skip": GraphCondition,
+    }
+
+
 def _compiled_launch(twin: Any) -> Any:
     """``twin`` with a compiled path for its common call (``PathLaunch``), or ``None`` without the extension
     (or with ``CUDAGRAPH_NO_C_ENTRY`` set, or when ``Graph.kernel`` is not the compiled method)."""
@@ -95,17 +111,7 @@ def _compiled_launch(twin: Any) -> Any:
     method = KernelBuilders.__dict__["kernel"]
     if not isinstance(method, module.KernelMethod):
         return None
-    compiled = module.PathLaunch(
-        method,
-        twin,
-        GraphBuilder,
-        ("_state", "_path"),
-        BUILDING,
-        Path,
-        ("graph", "_tail", "_last"),
-        Graph,
-        GraphCondition,
-    )
+    compiled = module.PathLaunch(**path_launch_parts(method, twin))
     functools.update_wrapper(compiled, twin)
     return compiled
 

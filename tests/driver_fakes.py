@@ -9,7 +9,10 @@ which ``bench/construction.py --cpu`` measures over), so that both build it one 
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ __all__ = [
     "UPDATE_PROTO",
     "address",
     "fake_info",
+    "run_fresh",
 ]
 
 #: CUresult cuGraphAddNode_v2(CUgraphNode*, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
@@ -76,3 +80,18 @@ def fake_info(handle: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> 
     """A ``KernelInfo`` of the ``CUkernel`` ``handle`` named ``k<handle in hex>``, read from no driver:
     parameter i has ``sizes[i]`` bytes at ``offsets[i]`` of its own packing buffer."""
     return _bench_fake_info(handle, offsets, sizes, prefix="k")
+
+
+def run_fresh(prelude: str, *parts: str) -> str:
+    """Run ``prelude`` and ``parts`` in a fresh interpreter with faulthandler on and the compiled module on;
+    its stdout (a crash, or any non-zero exit, fails)."""
+    import cudagraph
+
+    env = dict(os.environ, PYTHONPATH=str(Path(cudagraph.__file__).resolve().parents[1]))
+    env.pop("CUDAGRAPH_NO_C_ENTRY", None)
+    code = prelude + "".join(textwrap.dedent(part) for part in parts)
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, f"exit status {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout

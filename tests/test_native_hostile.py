@@ -12,21 +12,14 @@ They run in a subprocess with ``-X faulthandler``: the failure mode is a crash.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
-import cudagraph
 from cudagraph.driver import c_entry
+from driver_fakes import run_fresh
 
 needs_native = pytest.mark.skipif(c_entry.NATIVE is None, reason="cudagraph.driver._native was not built")
 pytestmark = needs_native
 
-SRC = Path(cudagraph.__file__).resolve().parents[1]
 
 PRELUDE = """
 import ctypes, gc, random, struct, sys
@@ -71,14 +64,7 @@ def overwrite(size, count=300, fill=b"A"):
 
 def run_script(*parts: str) -> str:
     """Run PRELUDE and ``parts`` in a fresh interpreter with faulthandler on; its stdout (a crash fails)."""
-    env = dict(os.environ, PYTHONPATH=str(SRC))
-    env.pop("CUDAGRAPH_NO_C_ENTRY", None)
-    code = PRELUDE + "".join(textwrap.dedent(part) for part in parts)
-    proc = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert proc.returncode == 0, f"exit status {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+    return run_fresh(PRELUDE, *parts)
 
 
 def test_packing_holds_the_arguments_while_int_of_a_handle_replaces_them():

@@ -184,18 +184,36 @@ def test_issue_launches_each_node_with_its_own_bytes_or_stops_cleanly(
     assert fast.rc in (0, 1) and fast.failed == "cuLaunchKernel"
     assert set(d.again) <= {-1, 0}  # declined (issue([], 0, .) answers its start)
     assert len(d.launches) <= max(size - start, 0)
+    _launched_as_wanted(d, fast, order, wanted, chaos, start, stopped, kinds, fail_at)
+
+
+def _launched_as_wanted(
+    d: Any,
+    fast: Any,
+    order: list[Any],
+    wanted: dict[int, Any],
+    chaos: Any,
+    start: int,
+    stopped: int,
+    kinds: list[str],
+    fail_at: int,
+) -> int | None:
+    """The launches of a run from ``start`` that stopped at ``stopped``: with chaos, each one is a node's (its
+    function and bytes, as they were or are now); else exactly the nodes' from ``start`` up to the driver's
+    failure. The end of the launched nodes, or ``None`` when nothing more is to be checked."""
+    size = len(order)
     if chaos.fired:
-        # every launch is one of a node's launches (its function and bytes, as they were or are now)
         now = {(FUNC.get(id(n.kernel)), b"".join(pack(a) for a in n.args)) for n in order if _packable(n)}
         for f, stream, data in d.launches:
             assert stream == 0x42 and ((f, data) in now or (f, data) in wanted.values())
-        return
+        return None
     if start >= size or not packs_alone(kinds):
         assert stopped == start and d.launches == []
-        return
+        return None
     last = size if fail_at >= size - start else start + fail_at
     assert stopped == last and fast.rc == (1 if last < size else 0)
     assert [(f, data) for f, _, data in d.launches] == [wanted[id(n)] for n in order[start:last]]
+    return last
 
 
 def _packable(n: Any) -> bool:
@@ -237,17 +255,9 @@ def test_capture_gives_each_node_its_dependencies_or_stops_cleanly(
     assert fast.rc in (0, 1, -1)
     assert fast.failed in ("cuLaunchKernel", "cuStreamGetCaptureInfo", "cuStreamUpdateCaptureDependencies")
     assert set(d.again) <= {-1, 0}
-    if chaos.fired:
-        now = {(FUNC.get(id(n.kernel)), b"".join(pack(a) for a in n.args)) for n in order if _packable(n)}
-        for f, stream, data in d.launches:
-            assert stream == 0x42 and ((f, data) in now or (f, data) in wanted.values())
+    last = _launched_as_wanted(d, fast, order, wanted, chaos, start, stopped, kinds, fail_at)
+    if last is None:
         return
-    if start >= size or not packs_alone(kinds):
-        assert stopped == start and d.launches == []
-        return
-    last = size if fail_at >= size - start else start + fail_at
-    assert stopped == last and fast.rc == (1 if last < size else 0)
-    assert [(f, data) for f, _, data in d.launches] == [wanted[id(n)] for n in order[start:last]]
     for k, n in enumerate(order[start:last]):
         made = 0x1000 + k
         want = sorted({x for p in n._preds for x in exits[p.index]}) if n._preds else list(entry)

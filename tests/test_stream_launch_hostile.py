@@ -13,12 +13,8 @@ a subprocess with ``-X faulthandler`` (and, under ``.ci/sanitize.sh``, with Addr
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import textwrap
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +25,7 @@ import cudagraph as cg
 from cudagraph.driver import c_entry, stream_launch
 from cudagraph.errors import DriverError, OperandError
 from cudagraph.frontends import launch as L
+from driver_fakes import run_fresh
 from test_stream_launch_cpu import (  # the recording fake driver and its kernels
     INVALID_VALUE,
     K1,
@@ -50,8 +47,6 @@ from test_stream_launch_cpu import fake as fake  # the fixture: the recording dr
 native = c_entry.NATIVE
 needs_native = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
 
-
-SRC = Path(cudagraph.__file__).resolve().parents[1]
 
 PRELUDE = """
 import ctypes, gc, struct, sys
@@ -103,14 +98,7 @@ def prepare(kernel, func, n):
 
 def run_script(*parts: str) -> str:
     """Run PRELUDE and ``parts`` in a fresh interpreter with faulthandler on; its stdout (a crash fails)."""
-    env = dict(os.environ, PYTHONPATH=str(SRC))
-    env.pop("CUDAGRAPH_NO_C_ENTRY", None)
-    code = PRELUDE + "".join(textwrap.dedent(part) for part in parts)
-    proc = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert proc.returncode == 0, f"exit status {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+    return run_fresh(PRELUDE, *parts)
 
 
 # ------------------------------------------------------------------------------------------- runs of nodes

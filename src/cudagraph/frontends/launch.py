@@ -268,6 +268,13 @@ class _Config:
 _CONFIGS: dict[int, _Config] = {}
 
 
+def remembered_config(config: Any) -> _Config | None:
+    """The checked configuration ``_config`` remembered for the ``LaunchConfig`` ``config`` (a plain one with
+    fixed dimensions), as it was checked last; ``None`` when none is remembered."""
+    c = _CONFIGS.get(id(config))
+    return c if c is not None and c.source is config else None
+
+
 def _fixed(dims: Any) -> bool:
     """Whether launch dimensions are an int or a tuple of ints (values that cannot change in place)."""
     return type(dims) is int or (type(dims) is tuple and all(type(d) is int for d in dims))
@@ -323,10 +330,7 @@ def _prepared(kernel: Any, call: str) -> PreparedLaunch | None:
     which is specialised from each call's arguments."""
     if type(kernel).__name__ == "CUDADispatcher":
         return None
-    p = stream_launch._PREPARED.get(id(kernel))
-    if p is not None and p.source is kernel:
-        return p
-    p = prepared_already(kernel)  # an int handle: by value (each call may pass a new int object)
+    p = prepared_already(kernel)  # (an int handle by value: each call may pass a new int object)
     if p is not None:
         return p
     _kernel(kernel, (), call)  # the typed refusal of a kernel of the wrong kind

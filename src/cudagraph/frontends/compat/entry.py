@@ -11,7 +11,7 @@ from ...definition.kinds.kernel import KernelBuilders
 from ...definition.path import Path
 from ...driver.devices import cuda_core_device
 from ...errors import OperandError
-from ..launch import _config, _fixed
+from ..launch import remembered_config
 from ..launch import launch as _cg_launch
 from .builder import BUILDING, GraphBuilder
 from .common import DRIVER_KERNEL_TYPES, GraphCondition, kernel_args
@@ -78,12 +78,11 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:
 def _teach(compiled: Any, config: Any, kernel: Any) -> None:
     """After ``launch`` added a node into a builder: let the compiled path take the next such calls with
     ``config`` and kernels of ``kernel``'s type when both need nothing but ``Graph.kernel``."""
-    if type(kernel).__name__ not in DRIVER_KERNEL_TYPES or type(config) is tuple:
+    if type(kernel).__name__ not in DRIVER_KERNEL_TYPES:
         return
-    c = _config(config, "compat.launch")  # the checked configuration (remembered: no second check)
-    if c.source is config and c.cluster is None and not c.cooperative and not c.pdl and type(c.smem) is int:
-        if _fixed(c.grid_obj) and _fixed(c.block_obj):
-            compiled.remember(config, c.grid_obj, c.block_obj, c.smem, c.grid, c.block, type(kernel))
+    c = remembered_config(config)  # as the launch just checked it (remembered: plain, fixed dimensions)
+    if c is not None and c.cluster is None and not c.cooperative and not c.pdl and type(c.smem) is int:
+        compiled.remember(config, c.grid_obj, c.block_obj, c.smem, c.grid, c.block, type(kernel))
 
 
 def path_launch_parts(method: Any, twin: Any) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from ...definition.kinds.kernel import KernelBuilders
 from ...definition.path import Path
 from ...driver.devices import cuda_core_device
 from ...errors import OperandError
-from ..launch import remembered_config
 from ..launch import launch as _cg_launch
+from ..launch import remembered_config
 from .builder import BUILDING, GraphBuilder
 from .common import DRIVER_KERNEL_TYPES, GraphCondition, kernel_args
 

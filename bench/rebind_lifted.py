@@ -25,7 +25,9 @@ launch: the reader of the two tensors alone, their full per-value checks, the
 driver calls per step (and the plan's entries, with any users set through
 ``cuda.bindings``), the compiled ``patch`` of the plan alone, the driver's set
 call on one node of each entry from the compiled module (the floor per node),
-and the rest (the Python of ``launch``/``bind``). ``bench/rebind_lifted_cpu.py``
+the driver floor of a rebinding launch (that compiled patch then ``cuGraphLaunch``,
+queued step after step, above a bare ``cuGraphLaunch`` queued so) and the rest
+(the Python of ``launch``/``bind``). ``bench/rebind_lifted_cpu.py``
 times the host side on a CPU with a fake driver.
 
 Run: ``python bench/rebind_lifted.py [--steps 50] [--blocks 2]``.
@@ -127,6 +129,8 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ab
     is the Python of ``launch``/``bind`` around them.
     """
     from cudagraph.driver.c_entry import NATIVE
+    from cudagraph.driver.calls import require_driver
+    from cudagraph.driver.streams import stream_handle
     from cudagraph.executable.bind_checks import reader
     from cudagraph.executable.patch_plan import PatchPlan
 
@@ -201,8 +205,26 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ab
         t_one = timed(set_one, steps2)
         print(f"| driver set call, entry {e} ({plan.calls[e]}), one node | {fmt(t_one, 2)} | "
               f"x{nodes[e]} nodes in the step |")  # fmt: skip
+    # The driver floor of a rebinding launch: the same compiled patch (every driver set call of one step)
+    # then cuGraphLaunch, queued step after step like the timed steps, against the plain launch queued so.
+    launch = require_driver().cuGraphLaunch
+    handle, stream = exe._exec, torch.cuda.current_stream()
+    raw_stream = stream_handle(stream)
+    per_pair = {id(p[0]): plan.values([int(v.data_ptr()) for v in p]) for p in pairs}
+
+    def floor_step(x: Any, out: Any) -> None:
+        patch(addr, entries, per_pair[id(x)])
+        launch(handle, raw_stream)
+
+    def plain_step(x: Any, out: Any) -> None:
+        launch(handle, raw_stream)
+
+    t_floor, _ = measure(torch, floor_step, pairs, steps, stream)
+    t_plain, _ = measure(torch, plain_step, pairs, steps, stream)
     assert patch(addr, entries, values[1]) is None  # the bound values, as the executable holds them
     torch.cuda.synchronize()
+    print(f"| driver floor: compiled patch + cuGraphLaunch, queued | {fmt(t_floor - t_plain, 2)} | "
+          f"above a bare cuGraphLaunch ({fmt(t_plain, 2)} µs): no reader, no checks, no Python of bind |")  # fmt: skip
     rest = above - t_check - t_patch
     print(f"| the rest: Python of launch/bind (locks, dicts, plan look-up) | {fmt(rest, 2)} | above - checks - patch |")
 

@@ -19,6 +19,7 @@ _SOURCES = (
     "_native_rebind",
     "_native_read",
     "_native_bind",
+    "_native_bind_many",
     "_native_launch",
     "_native_launcher",
     "_native_capture",

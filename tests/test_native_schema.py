@@ -135,11 +135,14 @@ def build(role: str, cls: type) -> Any:
         return native.KernelLoop(ADDRESS, 1, 1, cls, Node)
     if role == "node":
         return native.Layout(type("K", (cls,), {"__slots__": KernelNode.__slots__}), cls)
-    plan = resolve(c_entry.SLOT_OWNERS["bind_plan"])
-    exe = resolve(c_entry.SLOT_OWNERS["executable"])
-    if role == "executable":
-        return native.BindMethod(lambda self, **kw: 0, cls, plan, set())
-    return native.BindMethod(lambda self, **kw: 0, exe, cls, set())
+    owners = {r: resolve(c_entry.SLOT_OWNERS[r]) for r in ("executable", "bind_plan")}
+    if role in owners:
+        owners[role] = cls
+        native.BindMethod(lambda self, **kw: 0, owners["executable"], owners["bind_plan"], set())
+    # BindManyMethod reads every role but the nodes': (executable, bind_plan, patch_plan, value_check, memory_check)
+    order = ("executable", "bind_plan", "patch_plan", "value_check", "memory_check")
+    types_ = [cls if r == role else resolve(c_entry.SLOT_OWNERS[r]) for r in order]
+    return native.BindManyMethod(lambda self, params: 0, *types_, {}, set())
 
 
 @needs_native

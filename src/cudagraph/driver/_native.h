@@ -10,6 +10,7 @@
  *   _native_rebind.c  set_kernel_node, rebind, patch: executable node updates
  *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
  *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
+ *   _native_bind_many.c BindManyMethod: Executable._bind_many (several names) with the common case in C
  *   _native_launch.c  LaunchKernel: a kernel prepared for stream launches (_native_launch.h: shared by
  *   _native_launcher.c, StreamLauncher: cudagraph.launch and Graph.run, and _native_capture.c, its capture)
  *
@@ -145,21 +146,45 @@ typedef union {
     Py_ssize_t at[2];
 } cg_node_slots;
 
-/* NATIVE_SLOTS["executable"]: the state of an Executable that its compiled bind reads and writes. */
+/* NATIVE_SLOTS["executable"]: the state of an Executable that its compiled binds read and write. */
 typedef union {
     struct {
-        Py_ssize_t exec, exec_addr, raw, bindings, plans, lock, calls;
+        Py_ssize_t exec, exec_addr, raw, bindings, plans, lock, calls, checks;
     };
-    Py_ssize_t at[7];
+    Py_ssize_t at[8];
 } cg_executable_slots;
 
-/* NATIVE_SLOTS["bind_plan"]: a prepared BindPlan. */
+/* NATIVE_SLOTS["bind_plan"]: a prepared BindPlan (groups: its pointer_groups; all_groups: its groups). */
 typedef union {
     struct {
-        Py_ssize_t groups, address, count;
+        Py_ssize_t groups, address, count, all_groups;
     };
-    Py_ssize_t at[3];
+    Py_ssize_t at[4];
 } cg_bind_plan_slots;
+
+/* NATIVE_SLOTS["patch_plan"]: a prepared PatchPlan. */
+typedef union {
+    struct {
+        Py_ssize_t entries, codes, general, count, native;
+    };
+    Py_ssize_t at[5];
+} cg_patch_plan_slots;
+
+/* NATIVE_SLOTS["value_check"]: a parameter's ValueCheck. */
+typedef union {
+    struct {
+        Py_ssize_t scalar, memory;
+    };
+    Py_ssize_t at[2];
+} cg_value_check_slots;
+
+/* NATIVE_SLOTS["memory_check"]: a parametrized pointer's MemoryCheck (the layout keys that passed). */
+typedef union {
+    struct {
+        Py_ssize_t passed;
+    };
+    Py_ssize_t at[1];
+} cg_memory_check_slots;
 
 #define CG_SLOT_COUNT(u) ((Py_ssize_t)(sizeof(u) / sizeof(Py_ssize_t)))
 
@@ -176,6 +201,14 @@ int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn,
 
 /* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `locked`. */
 extern PyObject *cg_str_handle, *cg_str_locked;
+
+/* Whether `lock.locked()` says the lock is free (1), held (0), or could not tell (0, no exception set).
+ * Runs Python code. (_native_bind.c) */
+int cg_lock_free(PyObject *lock);
+
+/* Add `n` to the update count in slot `off` of `exe` as it is now: 0, or -1 with an exception set (MemoryError).
+ * A count that is not an int of the expected range is left alone. Runs no Python code. (_native_bind.c) */
+int cg_add_calls(PyObject *exe, Py_ssize_t off, Py_ssize_t n);
 
 /* ------------------------------------------------------------------ _native_pack.c
  *
@@ -255,10 +288,11 @@ int cg_entry_pack(cg_kernel_entry *e, PyObject *args);
 /* ------------------------------------------------------------------ the entry points of each source */
 
 /* _native_loop.c, _native_layout.c, _native_bind.c: the types (made ready by cg_*_ready, 0 or -1). */
-extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType;
+extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType, cg_BindManyMethodType;
 /* _native_launch.c, _native_launcher.c */
 extern PyTypeObject cg_LaunchKernelType, cg_StreamLauncherType;
 int cg_bind_method_ready(void);
+int cg_bind_many_method_ready(void);
 
 /* _native_rebind.c */
 PyObject *cg_set_kernel_node(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
@@ -275,6 +309,19 @@ int cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, P
 /* Rebind several values in nodes of any kind (see cg_patch_doc). */
 PyObject *cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
 extern const char cg_patch_doc[];
+
+/* One value of a patch: an int as a 64-bit word (data NULL), or `len` bytes at `data` (held by the caller). */
+typedef struct {
+    unsigned long long word;
+    const char *data;
+    Py_ssize_t len;
+} cg_patch_value;
+
+/* Run the entries of a patch (a list, held by the caller) with `nvalues` values: 0 when every call succeeded;
+ * the driver's CUresult (> 0) when it refused, with the entry and node positions in *e_out, *i_out
+ * (everything before was set); -1 with an exception set for a malformed entry. */
+int cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, Py_ssize_t nvalues, Py_ssize_t *e_out,
+                     Py_ssize_t *i_out);
 
 /* _native_read.c */
 PyObject *cg_read_nodes(PyObject *module, PyObject *const *argv, Py_ssize_t argc);

@@ -71,9 +71,8 @@ address_value(BindMethod *m, PyObject *value)
     return v;
 }
 
-/* Whether `lock.locked()` says the lock is free (1), held (0), or could not tell (0, no exception set). */
-static int
-lock_free(PyObject *lock)
+int
+cg_lock_free(PyObject *lock)
 {
     Py_INCREF(lock); /* its locked() may drop the executable's reference */
     PyObject *held = PyObject_CallMethodNoArgs(lock, cg_str_locked);
@@ -87,11 +86,10 @@ lock_free(PyObject *lock)
     return free;
 }
 
-/* Add `n` to the executable's update count as it is now (the code run before may have set it). */
-static int
-add_calls(BindMethod *m, PyObject *exe, Py_ssize_t n)
+int
+cg_add_calls(PyObject *exe, Py_ssize_t off, Py_ssize_t n)
 {
-    PyObject *calls = SLOT(exe, m->ex.calls);
+    PyObject *calls = SLOT(exe, off);
     if (calls == NULL || !PyLong_CheckExact(calls))
         return 0;
     Py_ssize_t done = PyLong_AsSsize_t(calls);
@@ -102,7 +100,7 @@ add_calls(BindMethod *m, PyObject *exe, Py_ssize_t n)
     PyObject *now = PyLong_FromSsize_t(done + n); /* an int: allocating it runs no Python code */
     if (now == NULL)
         return -1;
-    SLOT(exe, m->ex.calls) = now;
+    SLOT(exe, off) = now;
     Py_DECREF(calls); /* an int: runs no Python code */
     return 0;
 }
@@ -129,7 +127,7 @@ bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssiz
     if (v == 0)
         return 0;
     PyObject *lock = SLOT(exe, m->ex.lock);
-    if (lock == NULL || !lock_free(lock)) /* another thread is changing the executable: the Python path waits */
+    if (lock == NULL || !cg_lock_free(lock)) /* another thread is changing the executable: the Python path waits */
         return 0;
     /* The state, read after the caller's Python code ran; every object used below is held. */
     int r = 0;
@@ -189,7 +187,7 @@ bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssiz
         r = rc > 0 ? 0 : -1;
         goto done;
     }
-    if (PyDict_SetItem(bindings, name, address_obj) < 0 || add_calls(m, exe, n) < 0 ||
+    if (PyDict_SetItem(bindings, name, address_obj) < 0 || cg_add_calls(exe, m->ex.calls, n) < 0 ||
         PyDict_SetItem(raw, name, value) < 0) { /* last: the object replaced may run code as it goes */
         r = -1;
         goto done;

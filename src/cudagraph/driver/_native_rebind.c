@@ -153,13 +153,6 @@ typedef struct {
 
 _Static_assert(sizeof(cg_patch_write) == 24, "patch writes are three little-endian int64");
 
-/* The values of a patch call: an int as a word, or a bytes object (held by the caller's tuple). */
-typedef struct {
-    unsigned long long word;
-    const char *data; /* NULL for a word */
-    Py_ssize_t len;
-} cg_patch_value;
-
 /* Apply the writes of entry `t` (held by the caller) and set its nodes. 0, the CUresult with the node's
  * position in *i_out, or -1 with an exception set for a malformed entry. */
 static int
@@ -248,6 +241,30 @@ patch_values(PyObject *values, cg_patch_value *out)
     return 0;
 }
 
+int
+cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, Py_ssize_t nvalues, Py_ssize_t *e_out,
+                 Py_ssize_t *i_out)
+{
+    /* The length is read at every step: a driver entry point that is a Python callback may change the list. */
+    for (Py_ssize_t e = 0; e < PyList_GET_SIZE(entries); e++) {
+        PyObject *t = PyList_GET_ITEM(entries, e);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 6 || !PyBytes_CheckExact(PyTuple_GET_ITEM(t, 3)) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(t, 5))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "patch: an entry is (set_params, structure, size, writes: bytes, params, nodes: list)");
+            return -1;
+        }
+        Py_INCREF(t); /* held across the driver calls */
+        int rc = patch_entry(exec, t, vals, nvalues, i_out);
+        Py_DECREF(t);
+        if (rc) {
+            *e_out = e;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 const char cg_patch_doc[] =
     "patch(exec, entries, values) -> None or (entry, index, CUresult)\n\n"
     "Rebind parameters in nodes of executable `exec`. `values` is a tuple of ints (addresses,\n"
@@ -278,29 +295,12 @@ cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     PyObject *result = NULL;
     Py_INCREF(entries); /* held across the driver calls, with the values (bytes read in place) */
     Py_INCREF(values);
-    if (patch_values(values, vals) < 0)
-        goto done;
-    for (Py_ssize_t e = 0; e < PyList_GET_SIZE(entries); e++) {
-        PyObject *t = PyList_GET_ITEM(entries, e);
-        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 6 || !PyBytes_CheckExact(PyTuple_GET_ITEM(t, 3)) ||
-            !PyList_CheckExact(PyTuple_GET_ITEM(t, 5))) {
-            PyErr_SetString(PyExc_TypeError,
-                            "patch: an entry is (set_params, structure, size, writes: bytes, params, nodes: list)");
-            goto done;
-        }
-        Py_INCREF(t);
-        Py_ssize_t i = 0;
-        int rc = patch_entry(exec, t, vals, nvalues, &i);
-        Py_DECREF(t);
-        if (rc < 0)
-            goto done;
-        if (rc > 0) {
-            result = Py_BuildValue("(nni)", e, i, rc);
-            goto done;
-        }
+    if (patch_values(values, vals) == 0) {
+        Py_ssize_t e = 0, i = 0;
+        int rc = cg_patch_entries(exec, entries, vals, nvalues, &e, &i);
+        if (rc >= 0)
+            result = rc > 0 ? Py_BuildValue("(nni)", e, i, rc) : Py_NewRef(Py_None);
     }
-    result = Py_NewRef(Py_None);
-done:
     Py_DECREF(values);
     Py_DECREF(entries);
     if (vals != small)

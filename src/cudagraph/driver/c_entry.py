@@ -35,6 +35,7 @@ set_kernel_node                cudagraph.ops.kinds.kernel.KernelWriter.write
 rebind                         cudagraph.ops.kinds.kernel.KernelWriter.write_plan
 patch                          cudagraph.executable.patch_plan.run_patches
 BindMethod                     cudagraph.executable.executable.Executable.bind
+BindManyMethod                 cudagraph.executable.binding.Binding._bind_many
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
@@ -47,7 +48,7 @@ StreamLauncher.capture         cudagraph.materialize.capture._replay
 
 (``KernelLoop``'s twin is the class of the same interface that makes the same
 calls through ``cuda.bindings``; ``set_kernel_node``'s is the ``cuda.bindings`` branch of its caller;
-``BindMethod`` wraps its twin, the Python method, as ``__wrapped__``; ``StreamLauncher.issue``'s twin is
+``BindMethod`` and ``BindManyMethod`` wrap their twins, the Python methods, as ``__wrapped__``; ``StreamLauncher.issue``'s twin is
 called on each node it would launch; the stream launches are set up in ``stream_launch.py``.)
 
 The compiled module reads Python objects only through the ``__slots__`` named
@@ -83,10 +84,15 @@ NATIVE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
         "kernel_node": ("kernel", "grid", "block", "shared_mem", "args", "attrs"),
         # KernelLoop and Layout: every node's predecessors and position (cg_node_slots)
         "node": ("_preds", "index"),
-        # BindMethod: the executable's state it reads and writes (cg_executable_slots)
-        "executable": ("_exec", "_exec_addr", "_raw_bound", "_bindings", "_plans", "_lock", "update_calls"),
-        # BindMethod: a prepared rebinding plan (cg_bind_plan_slots)
-        "bind_plan": ("pointer_groups", "set_address", "count"),
+        # BindMethod, BindManyMethod: the executable's state they read and write (cg_executable_slots)
+        "executable": ("_exec", "_exec_addr", "_raw_bound", "_bindings", "_plans", "_lock", "update_calls", "_checks"),
+        # BindMethod, BindManyMethod: a prepared rebinding plan of one name (cg_bind_plan_slots)
+        "bind_plan": ("pointer_groups", "set_address", "count", "groups"),
+        # BindManyMethod: a prepared plan of several names (cg_patch_plan_slots)
+        "patch_plan": ("entries", "codes", "general", "count", "native"),
+        # BindManyMethod: how a parameter's new values are checked (cg_value_check_slots, cg_memory_check_slots)
+        "value_check": ("scalar", "memory"),
+        "memory_check": ("passed",),
     }
 )
 
@@ -98,6 +104,9 @@ SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "node": "cudagraph.definition.nodes:Node",
         "executable": "cudagraph.executable.executable:Executable",
         "bind_plan": "cudagraph.executable.bind_plan:BindPlan",
+        "patch_plan": "cudagraph.executable.patch_plan:PatchPlan",
+        "value_check": "cudagraph.executable.bind_checks:ValueCheck",
+        "memory_check": "cudagraph.executable.bind_checks:MemoryCheck",
     }
 )
 
@@ -110,6 +119,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "rebind": "cudagraph.ops.kinds.kernel:KernelWriter.write_plan",
         "patch": "cudagraph.executable.patch_plan:run_patches",
         "BindMethod": "cudagraph.executable.executable:Executable.bind",
+        "BindManyMethod": "cudagraph.executable.binding:Binding._bind_many",
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",

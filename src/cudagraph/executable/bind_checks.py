@@ -31,7 +31,7 @@ from ..driver.calls import require_driver
 from ..errors import OperandError
 from ..ops.operands import pointer_attribute
 
-__all__ = ["BUFFER_TYPES", "MemoryCheck", "ValueCheck", "checked_address", "probe", "value_check"]
+__all__ = ["BUFFER_TYPES", "READERS", "MemoryCheck", "ValueCheck", "checked_address", "probe", "value_check"]
 
 #: Types seen to be ``cuda.core`` Buffer-like (their ``handle`` is the address); the
 #: compiled ``Executable.bind`` reads the same set.
@@ -126,8 +126,10 @@ def _buffer(b: Any) -> tuple[int, Any]:
     return int(b.handle), (type(b), b.size, b.device_id, b.is_device_accessible)
 
 
-#: ``type -> its reader`` (``None``: every value of the type is checked in full).
+#: ``type -> its reader`` (``None``: every value of the type is checked in full); the compiled
+#: ``Executable._bind_many`` reads the same dict (filled here only, by :func:`reader`).
 _READERS: dict[type, Reader | None] = {}
+READERS = _READERS
 
 
 def _plain(t: type) -> bool:

@@ -18,9 +18,10 @@ or fill using the parameter goes through a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from ..definition.nodes import Node
+from ..driver.calls import raise_error, require_driver
 from ..ops.kinds import kernel as kernel_ops
 from ..ops.kinds.kernel import CompiledGroup, Group, PreparedKernel
 
@@ -109,6 +110,16 @@ class BindPlan:
             self.bindings_groups[at][2].append(node)
         self.group_nodes[at].append(node)
         self.count += 1
+
+    def refused(self, g: int, i: int, rc: int) -> NoReturn:
+        """Raise the driver's refusal ``rc`` of the update of node ``i`` of group ``g`` (of :attr:`groups`).
+
+        Raises
+        ------
+        DriverError
+            Naming the driver call and the node.
+        """
+        raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", self.group_nodes[g][i])
 
     def finish(self) -> BindPlan:
         """Mark the plan complete (no more users are added); return it."""

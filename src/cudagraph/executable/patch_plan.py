@@ -28,7 +28,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Container
-from typing import Any
+from typing import Any, NoReturn
 
 from ..definition.nodes import Node
 from ..definition.param import Param
@@ -270,8 +270,17 @@ class PatchPlan:
             return
         failed = NATIVE.patch(exec_addr, self.entries, self.values(values))
         if failed is not None:
-            e, i, rc = failed
-            raise_error(require_driver().CUresult(rc), self.calls[e], self.entry_nodes[e][i])
+            self.refused(*failed)
+
+    def refused(self, e: int, i: int, rc: int) -> NoReturn:
+        """Raise the driver's refusal ``rc`` of the update of node ``i`` of entry ``e`` (run by the compiled ``patch``).
+
+        Raises
+        ------
+        DriverError
+            Naming the driver call and the node.
+        """
+        raise_error(require_driver().CUresult(rc), self.calls[e], self.entry_nodes[e][i])
 
 
 def run_patches(exec_handle: Any, plan: PatchPlan, values: list[Any]) -> None:

@@ -549,8 +549,7 @@ class KernelWriter:
                 addr = self._addr = int(self._exec)
             failed = _REBIND(_SET_KERNEL_ADDR, addr, plan.groups, data)
             if failed is not None:
-                g, i, rc = failed
-                raise_error(require_driver().CUresult(rc), "cuGraphExecKernelNodeSetParams", plan.group_nodes[g][i])
+                plan.refused(*failed)
             return
         exec_handle = self._exec
         for prepared, dnodes, nodes, slots in plan.bindings_groups:

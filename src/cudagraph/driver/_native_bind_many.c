@@ -1,0 +1,507 @@
+/*
+ * BindManyMethod: Executable._bind_many (several names rebound at once) with a compiled path for the
+ * per-step case, `exe.launch(stream, x=t1, out=t2)` with fresh memory objects of a known layout.
+ *
+ * Python twin (see cudagraph.driver.c_entry): cudagraph.executable.binding.Binding._bind_many, the
+ * Python method it wraps (its `func` and `__wrapped__`), which every call it does not take goes to.
+ *
+ * The call is `exe._bind_many(params)` (a dict of at most MAX_NAMES str keys). Each name is decided
+ * as the twin decides it, but only where that needs no Python-level check:
+ *
+ *   - the object bound last (identity against the executable's raw bound values): unchanged;
+ *   - a pointer parameter made by Graph.parametrize (its ValueCheck holds a MemoryCheck): an exact int
+ *     equal to the address bound, or an object whose type has a reader (bind_checks._READERS) whose
+ *     layout key already passed the full check (the reader, Python code, is called: its address);
+ *   - another pointer parameter: an exact int in (0, 2**64), or an object of a type in `buffer_types`
+ *     whose `handle` is a non-zero 64-bit address;
+ *
+ * and its address is compared with the one bound (equal: only the raw value is remembered). A scalar
+ * parameter, a name without a ValueCheck yet, a value of any other kind, a layout not yet checked, a
+ * reader that raises: the whole call goes to the twin, which checks, converts, names errors and makes
+ * plans. Then the names that changed select the prepared plan (by the name, or the tuple of names in
+ * the call's order, as the twin keys them): a PatchPlan made for the compiled `patch` with no user set
+ * from fresh parameters, or a BindPlan made for the compiled `rebind`; no plan yet: the twin.
+ *
+ * Thread safety and state, as the twin's: the executable's lock must be free (else the twin waits on
+ * it); after `locked()` (the last Python code of the call, with a driver written in C) the state is read
+ * again and the decisions checked against it (changed since: the twin), and nothing runs Python code
+ * until the bindings, raw values and update count are written: the values replaced are released only
+ * after every write. A driver refusal leaves the state as the twin does (bindings written, no count
+ * added) and the plan's `refused` raises the error naming the node. Every object used is held across
+ * the Python code that runs (readers, `int()` of a handle, hashes in lookups, the lock's `locked()`).
+ */
+#include "_native.h"
+
+#define MAX_NAMES 8
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *func;                 /* the Python _bind_many(self, params): everything the fast path does not take */
+    PyTypeObject *cls;              /* Executable */
+    PyTypeObject *bind_plan_type;   /* BindPlan (exact type) */
+    PyTypeObject *patch_plan_type;  /* PatchPlan (exact type) */
+    PyTypeObject *check_type;       /* ValueCheck (exact type) */
+    PyTypeObject *memory_type;      /* MemoryCheck (exact type) */
+    PyObject *readers;              /* dict: type -> reader(value) -> (address, layout key), or None */
+    PyObject *buffer_types;         /* set of types whose `handle` is the address */
+    PyObject *dict;                 /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
+    cg_executable_slots ex;
+    cg_bind_plan_slots pl;
+    cg_patch_plan_slots pp;
+    cg_value_check_slots vc;
+    cg_memory_check_slots mc;
+} BindManyMethod;
+
+/* One name of the call. */
+typedef struct {
+    PyObject *name, *value; /* held */
+    PyObject *address;      /* held: the new address (an exact int); NULL: the object bound (unchanged) */
+    unsigned long long word;
+    int same; /* the address is the one bound: only the raw value is remembered */
+} one_name;
+
+/* Look `key` up in `d` (held by the caller): the value held, or NULL (declined: no exception set). */
+static PyObject *
+get_held(PyObject *d, PyObject *key)
+{
+    PyObject *v = Py_XNewRef(PyDict_GetItemWithError(d, key));
+    if (v == NULL)
+        PyErr_Clear();
+    return v;
+}
+
+/* The address of a non-parametrized pointer's `value`, held, or NULL (declined). May run Python code. */
+static PyObject *
+plain_address(BindManyMethod *m, PyObject *value)
+{
+    if (PyLong_CheckExact(value))
+        return Py_NewRef(value);
+    if (PySet_Contains(m->buffer_types, (PyObject *)Py_TYPE(value)) != 1)
+        return NULL;
+    PyObject *h = PyObject_GetAttr(value, cg_str_handle);
+    PyObject *n = h == NULL ? NULL : PyNumber_Long(h);
+    Py_XDECREF(h);
+    return n;
+}
+
+/* The address of a parametrized pointer's `value` (`memory` its MemoryCheck, `bound` the address bound,
+ * both held), held, or NULL (declined). May run Python code (the reader, the key's hash and __eq__). */
+static PyObject *
+checked_address(BindManyMethod *m, PyObject *memory, PyObject *value, PyObject *bound)
+{
+    if (PyLong_CheckExact(value)) /* the twin takes the address bound without a check; others are checked */
+        return PyObject_RichCompareBool(value, bound, Py_EQ) == 1 ? Py_NewRef(value) : NULL;
+    PyObject *read = get_held(m->readers, (PyObject *)Py_TYPE(value)), *got = NULL, *passed = NULL;
+    PyObject *address = NULL;
+    if (read == NULL || read == Py_None)
+        goto done;
+    got = PyObject_CallOneArg(read, value);
+    if (got == NULL || !PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 2 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(got, 0)))
+        goto done;
+    passed = Py_XNewRef(SLOT(memory, m->mc.passed)); /* read after the reader ran */
+    if (passed != NULL && PyDict_CheckExact(passed) && PyDict_Contains(passed, PyTuple_GET_ITEM(got, 1)) == 1)
+        address = Py_NewRef(PyTuple_GET_ITEM(got, 0));
+done:
+    PyErr_Clear();
+    Py_XDECREF(passed);
+    Py_XDECREF(got);
+    Py_XDECREF(read);
+    return address;
+}
+
+/* Whether the address bound for `name` in `bindings` (held) is `word`: 1, 0, or -1 when it is not an int
+ * (declined). Runs no Python code for the executable's own dicts (str keys). */
+static int
+is_bound(PyObject *bindings, PyObject *name, unsigned long long word)
+{
+    PyObject *bound = get_held(bindings, name);
+    int r = -1;
+    if (bound != NULL && PyLong_CheckExact(bound)) {
+        unsigned long long b = PyLong_AsUnsignedLongLong(bound);
+        r = b == (unsigned long long)-1 && PyErr_Occurred() ? 0 : b == word;
+        PyErr_Clear();
+    }
+    Py_XDECREF(bound);
+    return r;
+}
+
+/* Decide one name as the twin would (see the top): 1, or 0 (declined, no exception set). May run Python code. */
+static int
+decide(BindManyMethod *m, PyObject *exe, one_name *n)
+{
+    PyObject *raw = Py_XNewRef(SLOT(exe, m->ex.raw)), *checks = Py_XNewRef(SLOT(exe, m->ex.checks));
+    PyObject *bindings = Py_XNewRef(SLOT(exe, m->ex.bindings));
+    PyObject *prev = NULL, *check = NULL, *memory = NULL, *bound = NULL;
+    int r = 0;
+    if (raw == NULL || !PyDict_CheckExact(raw) || checks == NULL || !PyDict_CheckExact(checks) || bindings == NULL ||
+        !PyDict_CheckExact(bindings))
+        goto done;
+    prev = get_held(raw, n->name);
+    if (prev == n->value) { /* the object bound last: nothing to do */
+        r = 1;
+        goto done;
+    }
+    check = get_held(checks, n->name);
+    bound = get_held(bindings, n->name);
+    if (check == NULL || Py_TYPE(check) != m->check_type || SLOT(check, m->vc.scalar) != Py_False || bound == NULL ||
+        !PyLong_CheckExact(bound))
+        goto done;
+    memory = Py_XNewRef(SLOT(check, m->vc.memory));
+    if (memory == NULL)
+        goto done;
+    if (memory == Py_None)
+        n->address = plain_address(m, n->value);
+    else if (Py_TYPE(memory) == m->memory_type)
+        n->address = checked_address(m, memory, n->value, bound);
+    if (n->address == NULL)
+        goto done;
+    n->word = PyLong_AsUnsignedLongLong(n->address);
+    if (n->word == 0 || (n->word == (unsigned long long)-1 && PyErr_Occurred())) { /* the twin says what it is */
+        Py_CLEAR(n->address);
+        goto done;
+    }
+    r = is_bound(bindings, n->name, n->word);
+    n->same = r == 1;
+    r = r >= 0;
+done:
+    PyErr_Clear();
+    Py_XDECREF(bound);
+    Py_XDECREF(memory);
+    Py_XDECREF(check);
+    Py_XDECREF(prev);
+    Py_XDECREF(bindings);
+    Py_XDECREF(checks);
+    Py_XDECREF(raw);
+    return r;
+}
+
+/* Whether the executable's state still gives every name the decision taken (1) or not (0). */
+static int
+still(PyObject *raw, PyObject *bindings, one_name *names, Py_ssize_t count)
+{
+    for (Py_ssize_t k = 0; k < count; k++) {
+        one_name *n = &names[k];
+        PyObject *prev = get_held(raw, n->name);
+        int unchanged = prev == n->value;
+        Py_XDECREF(prev);
+        if (unchanged != (n->address == NULL))
+            return 0;
+        if (n->address != NULL && is_bound(bindings, n->name, n->word) != n->same)
+            return 0;
+    }
+    return 1;
+}
+
+/* Run `plan` (held) with the changed names' words: 0, the driver's refusal (> 0, positions in *g, *i), or
+ * -1 (declined: not a plan this path runs, or malformed; no exception set). */
+static int
+run_plan(BindManyMethod *m, PyObject *plan, void *ex, const cg_patch_value *vals, Py_ssize_t nvals, Py_ssize_t *n,
+         Py_ssize_t *g, Py_ssize_t *i)
+{
+    int rc = -1;
+    if (Py_TYPE(plan) == m->patch_plan_type) {
+        PyObject *entries = SLOT(plan, m->pp.entries), *codes = SLOT(plan, m->pp.codes);
+        PyObject *general = SLOT(plan, m->pp.general), *count = SLOT(plan, m->pp.count);
+        if (entries == NULL || !PyList_CheckExact(entries) || codes == NULL || !PyTuple_CheckExact(codes) ||
+            PyTuple_GET_SIZE(codes) != nvals || general == NULL || !PyList_CheckExact(general) ||
+            PyList_GET_SIZE(general) != 0 || count == NULL || !PyLong_CheckExact(count) ||
+            SLOT(plan, m->pp.native) != Py_True)
+            return -1;
+        for (Py_ssize_t k = 0; k < nvals; k++)
+            if (PyTuple_GET_ITEM(codes, k) != Py_None)
+                return -1;
+        if ((*n = PyLong_AsSsize_t(count)) < 0)
+            goto done;
+        Py_INCREF(entries);
+        rc = cg_patch_entries(ex, entries, vals, nvals, g, i);
+        Py_DECREF(entries);
+    } else if (Py_TYPE(plan) == m->bind_plan_type && nvals == 1) {
+        PyObject *groups = SLOT(plan, m->pl.all_groups), *address = SLOT(plan, m->pl.address);
+        PyObject *count = SLOT(plan, m->pl.count);
+        if (groups == NULL || !PyList_CheckExact(groups) || PyList_GET_SIZE(groups) == 0 || address == NULL ||
+            !PyLong_CheckExact(address) || count == NULL || !PyLong_CheckExact(count))
+            return -1;
+        void *fn = PyLong_AsVoidPtr(address);
+        if (fn == NULL || (*n = PyLong_AsSsize_t(count)) < 0)
+            goto done;
+        Py_INCREF(groups);
+        rc = cg_rebind_groups(fn, ex, groups, (const char *)&vals[0].word, (Py_ssize_t)sizeof vals[0].word, g, i);
+        Py_DECREF(groups);
+    }
+done:
+    if (rc < 0)
+        PyErr_Clear();
+    return rc < 0 ? -1 : rc;
+}
+
+/* Write the bindings and raw values of `names` into the dicts (held); the values replaced go to `old`
+ * (2 per name), held, for the caller to release after every write. 0 or -1 with an exception set. */
+static int
+write_state(PyObject *raw, PyObject *bindings, one_name *names, Py_ssize_t count, PyObject **old)
+{
+    for (Py_ssize_t k = 0; k < count; k++) {
+        one_name *n = &names[k];
+        if (n->address == NULL)
+            continue;
+        if (!n->same) {
+            old[2 * k] = Py_XNewRef(PyDict_GetItemWithError(bindings, n->name));
+            if (PyErr_Occurred() || PyDict_SetItem(bindings, n->name, n->address) < 0)
+                return -1;
+        }
+        old[2 * k + 1] = Py_XNewRef(PyDict_GetItemWithError(raw, n->name));
+        if (PyErr_Occurred() || PyDict_SetItem(raw, n->name, n->value) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The rebind of `params` (exact dict, held by the caller) if the fast path applies: 1 with the number of
+ * node updates in *count, 0 for the twin, -1 with an exception set (a driver refusal, or memory). */
+static int
+bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *count)
+{
+    one_name names[MAX_NAMES];
+    PyObject *old[2 * MAX_NAMES] = {NULL};
+    Py_ssize_t nnames = 0, nchanged = 0;
+    PyObject *key = NULL, *raw = NULL, *bindings = NULL, *plans = NULL, *plan = NULL;
+    cg_patch_value vals[MAX_NAMES];
+    int r = 0;
+    PyObject *exec = SLOT(exe, m->ex.exec);
+    Py_ssize_t size = PyDict_GET_SIZE(params);
+    if (exec == NULL || exec == Py_None || size < 1 || size > MAX_NAMES)
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *name, *value;
+    while (nnames < size && PyDict_Next(params, &pos, &name, &value)) { /* runs no Python code */
+        if (!PyUnicode_CheckExact(name))
+            goto done;
+        names[nnames].name = Py_NewRef(name);
+        names[nnames].value = Py_NewRef(value);
+        names[nnames].address = NULL;
+        names[nnames].same = 0;
+        nnames++;
+    }
+    for (Py_ssize_t k = 0; k < nnames; k++) { /* the readers and handles run Python code */
+        if (!decide(m, exe, &names[k]))
+            goto done;
+        if (names[k].address != NULL && !names[k].same)
+            vals[nchanged++] = (cg_patch_value){names[k].word, NULL, 0};
+    }
+    if (nchanged == 1) {
+        for (Py_ssize_t k = 0; k < nnames; k++)
+            if (names[k].address != NULL && !names[k].same)
+                key = Py_NewRef(names[k].name);
+    } else if (nchanged > 1) { /* made before the lock test: allocating a tuple may run the collector */
+        if ((key = PyTuple_New(nchanged)) == NULL) {
+            r = -1;
+            goto done;
+        }
+        for (Py_ssize_t k = 0, j = 0; k < nnames; k++)
+            if (names[k].address != NULL && !names[k].same)
+                PyTuple_SET_ITEM(key, j++, Py_NewRef(names[k].name));
+    }
+    PyObject *lock = Py_XNewRef(SLOT(exe, m->ex.lock));
+    int free = lock != NULL && cg_lock_free(lock); /* another thread is changing the executable: the twin waits */
+    Py_XDECREF(lock);
+    if (!free)
+        goto done;
+    /* The state, read after the last Python code of the call; from here none runs until it is written. */
+    raw = Py_XNewRef(SLOT(exe, m->ex.raw));
+    bindings = Py_XNewRef(SLOT(exe, m->ex.bindings));
+    plans = Py_XNewRef(SLOT(exe, m->ex.plans));
+    exec = SLOT(exe, m->ex.exec);
+    PyObject *exec_addr = SLOT(exe, m->ex.exec_addr);
+    void *ex = exec_addr != NULL && PyLong_CheckExact(exec_addr) ? PyLong_AsVoidPtr(exec_addr) : NULL;
+    PyErr_Clear();
+    if (exec == NULL || exec == Py_None || ex == NULL || raw == NULL || !PyDict_CheckExact(raw) || bindings == NULL ||
+        !PyDict_CheckExact(bindings) || plans == NULL || !PyDict_CheckExact(plans) ||
+        !still(raw, bindings, names, nnames))
+        goto done;
+    Py_ssize_t n = 0, g = 0, i = 0;
+    int rc = 0;
+    if (key != NULL) {
+        if ((plan = get_held(plans, key)) == NULL || (rc = run_plan(m, plan, ex, vals, nchanged, &n, &g, &i)) < 0)
+            goto done; /* no plan yet, or not one this path runs: the twin (nothing written) */
+    }
+    if (write_state(raw, bindings, names, nnames, old) < 0) {
+        r = -1;
+        goto done;
+    }
+    if (rc > 0) { /* as the twin leaves it: the bindings written, no count added, the node named */
+        PyObject *e = PyObject_CallMethod(plan, "refused", "nni", g, i, rc);
+        Py_XDECREF(e);
+        if (e != NULL)
+            PyErr_SetString(PyExc_RuntimeError, "_bind_many: the plan's refused() returned");
+        r = -1;
+        goto done;
+    }
+    if (cg_add_calls(exe, m->ex.calls, n) < 0) {
+        r = -1;
+        goto done;
+    }
+    *count = n;
+    r = 1;
+done:
+    if (r == 0)
+        PyErr_Clear();
+    Py_XDECREF(plan);
+    Py_XDECREF(plans);
+    Py_XDECREF(bindings);
+    Py_XDECREF(raw);
+    Py_XDECREF(key);
+    for (Py_ssize_t k = 0; k < nnames; k++) { /* the values replaced last: their release may run Python code */
+        Py_XDECREF(old[2 * k]);
+        Py_XDECREF(old[2 * k + 1]);
+        Py_XDECREF(names[k].address);
+        Py_DECREF(names[k].value);
+        Py_DECREF(names[k].name);
+    }
+    return r;
+}
+
+static PyObject *
+bind_many_vectorcall(BindManyMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL && PyObject_TypeCheck(args[0], m->cls) &&
+        PyDict_CheckExact(args[1])) {
+        Py_ssize_t count;
+        int r = bind_many_fast(m, args[0], args[1], &count);
+        if (r < 0)
+            return NULL;
+        if (r > 0)
+            return PyLong_FromSsize_t(count);
+    }
+    return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+}
+
+static PyObject *
+bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *func, *cls, *bp, *pp, *vc, *mc, *readers, *buffer_types;
+    static char *kw[] = {"func", "cls", "bind_plan_type", "patch_plan_type", "check_type", "memory_type",
+                         "readers", "buffer_types", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O!O!O!O!:BindManyMethod", kw, &func, &PyType_Type, &cls,
+                                     &PyType_Type, &bp, &PyType_Type, &pp, &PyType_Type, &vc, &PyType_Type, &mc,
+                                     &PyDict_Type, &readers, &PySet_Type, &buffer_types))
+        return NULL;
+    if (!PyCallable_Check(func)) {
+        PyErr_SetString(PyExc_TypeError, "BindManyMethod: func must be callable");
+        return NULL;
+    }
+    BindManyMethod *m = (BindManyMethod *)type->tp_alloc(type, 0);
+    if (m == NULL)
+        return NULL;
+    if (cg_resolve_slots((PyTypeObject *)cls, "executable", CG_SLOT_COUNT(m->ex), m->ex.at) < 0 ||
+        cg_resolve_slots((PyTypeObject *)bp, "bind_plan", CG_SLOT_COUNT(m->pl), m->pl.at) < 0 ||
+        cg_resolve_slots((PyTypeObject *)pp, "patch_plan", CG_SLOT_COUNT(m->pp), m->pp.at) < 0 ||
+        cg_resolve_slots((PyTypeObject *)vc, "value_check", CG_SLOT_COUNT(m->vc), m->vc.at) < 0 ||
+        cg_resolve_slots((PyTypeObject *)mc, "memory_check", CG_SLOT_COUNT(m->mc), m->mc.at) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    m->func = Py_NewRef(func);
+    m->cls = (PyTypeObject *)Py_NewRef(cls);
+    m->bind_plan_type = (PyTypeObject *)Py_NewRef(bp);
+    m->patch_plan_type = (PyTypeObject *)Py_NewRef(pp);
+    m->check_type = (PyTypeObject *)Py_NewRef(vc);
+    m->memory_type = (PyTypeObject *)Py_NewRef(mc);
+    m->readers = Py_NewRef(readers);
+    m->buffer_types = Py_NewRef(buffer_types);
+    m->vectorcall = (vectorcallfunc)bind_many_vectorcall;
+    return (PyObject *)m;
+}
+
+static int
+bind_many_traverse(BindManyMethod *m, visitproc visit, void *arg)
+{
+    Py_VISIT(m->func);
+    Py_VISIT(m->cls);
+    Py_VISIT(m->bind_plan_type);
+    Py_VISIT(m->patch_plan_type);
+    Py_VISIT(m->check_type);
+    Py_VISIT(m->memory_type);
+    Py_VISIT(m->readers);
+    Py_VISIT(m->buffer_types);
+    Py_VISIT(m->dict);
+    return 0;
+}
+
+static int
+bind_many_clear(BindManyMethod *m)
+{
+    Py_CLEAR(m->func);
+    Py_CLEAR(m->cls);
+    Py_CLEAR(m->bind_plan_type);
+    Py_CLEAR(m->patch_plan_type);
+    Py_CLEAR(m->check_type);
+    Py_CLEAR(m->memory_type);
+    Py_CLEAR(m->readers);
+    Py_CLEAR(m->buffer_types);
+    Py_CLEAR(m->dict);
+    return 0;
+}
+
+static void
+bind_many_dealloc(BindManyMethod *m)
+{
+    PyObject_GC_UnTrack(m);
+    bind_many_clear(m);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyObject *
+bind_many_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *
+bind_many_get_func(BindManyMethod *m, void *closure)
+{
+    return Py_NewRef(m->func);
+}
+
+static PyGetSetDef bind_many_getset[] = {
+    {"func", (getter)bind_many_get_func, NULL,
+     "The Python method: every call the compiled path does not take goes to it.", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(bind_many_doc,
+             "BindManyMethod(func, cls, bind_plan_type, patch_plan_type, check_type, memory_type, readers, "
+             "buffer_types)\n\n"
+             "A method of `cls` (Executable) called as `exe._bind_many(params)`: it rebinds several pointer\n"
+             "parameters whose new values it can decide without Python-level checks (the object bound, an\n"
+             "address bound, a layout key that passed, an int or a Buffer for an unchecked pointer) through\n"
+             "the prepared plan, in C, and hands every other call to `func` (the Python method). The types are\n"
+             "BindPlan, PatchPlan, ValueCheck and MemoryCheck (exact); `readers` maps a value's type to its\n"
+             "reader (bind_checks._READERS), `buffer_types` is the set of types whose `handle` is the address.");
+
+PyTypeObject cg_BindManyMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.driver._native.BindManyMethod",
+    .tp_basicsize = sizeof(BindManyMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = bind_many_doc,
+    .tp_new = bind_many_new,
+    .tp_dealloc = (destructor)bind_many_dealloc,
+    .tp_traverse = (traverseproc)bind_many_traverse,
+    .tp_clear = (inquiry)bind_many_clear,
+    .tp_vectorcall_offset = offsetof(BindManyMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = bind_many_get,
+    .tp_getset = bind_many_getset,
+    .tp_dictoffset = offsetof(BindManyMethod, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
+int
+cg_bind_many_method_ready(void)
+{
+    return PyType_Ready(&cg_BindManyMethodType);
+}

@@ -48,8 +48,9 @@ StreamLauncher.capture         cudagraph.materialize.capture._replay
 
 (``KernelLoop``'s twin is the class of the same interface that makes the same
 calls through ``cuda.bindings``; ``set_kernel_node``'s is the ``cuda.bindings`` branch of its caller;
-``BindMethod`` and ``BindManyMethod`` wrap their twins, the Python methods, as ``__wrapped__``; ``StreamLauncher.issue``'s twin is
-called on each node it would launch; the stream launches are set up in ``stream_launch.py``.)
+``BindMethod`` and ``BindManyMethod`` wrap their twins, the Python methods, as ``__wrapped__``;
+``StreamLauncher.issue``'s twin is called on each node it would launch; the stream launches are set up in
+``stream_launch.py``.)
 
 The compiled module reads Python objects only through the ``__slots__`` named
 in :data:`NATIVE_SLOTS`, declared to it once at import (``declare_slots``); a

@@ -1,0 +1,280 @@
+"""Rebinding several names at once on the CPU: the compiled ``Executable._bind_many`` and its Python twin.
+
+Every test runs with the recorder of ``test_bind_plan_cpu`` in both modes:
+``native`` (the compiled ``patch`` and, where built, the compiled
+``_bind_many``) and ``bindings`` (plans made for ``cuda.bindings``, which the
+compiled method leaves to the twin). The same calls must give the same driver
+calls, the same bindings, raw values and update counts, and the same typed
+errors. Whether the compiled path took a call is seen by the checks it skips:
+``ValueCheck.convert`` is not called for values it decides itself.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cudagraph as cg
+import cudagraph.executable.bind_checks as _checks
+import cudagraph.executable.executable as _executable
+from cudagraph.driver import c_entry
+from cudagraph.errors import DriverError, ExecutableClosedError, OperandError
+from cudagraph.executable.bind_checks import ValueCheck
+from cudagraph.executable.binding import Binding
+
+drv = pytest.importorskip("cuda.bindings.driver")
+
+import test_bind_plan_cpu as _plan  # noqa: E402
+from test_native_cpu import Buffer  # noqa: E402
+from test_parametrize_bind_cpu import data, lifted  # noqa: E402
+from test_parametrize_cpu import FakeTensor  # noqa: E402
+
+K, make_exe = _plan.K, _plan.make_exe
+calls = _plan.calls  # the recorder fixture
+
+X, X2, X3 = 0x7F00_0000_0000, 0x7F10_0000_0000, 0x7F20_0000_0000
+OUT, OUT2 = 0x7F00_1000_0000, 0x7F30_0000_0000
+
+
+def compiled(calls: Any) -> bool:
+    """Whether the compiled ``_bind_many`` runs the plans of this mode."""
+    return c_entry.NATIVE is not None and getattr(calls, "callback", None) is not None
+
+
+@pytest.fixture
+def converted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names whose values went through ``ValueCheck.convert`` (the twin's checks)."""
+    seen: list[str] = []
+    real = ValueCheck.convert
+
+    def convert(self: ValueCheck, value: Any, bound: Any) -> Any:
+        seen.append(self.param.name)
+        return real(self, value, bound)
+
+    monkeypatch.setattr(ValueCheck, "convert", convert)
+    return seen
+
+
+def parametrized() -> Any:
+    g, _ = lifted()
+    g.parametrize(x=FakeTensor(X, (32, 32)), out=FakeTensor(OUT, (16, 16)))
+    return make_exe(g, x=X, out=OUT)
+
+
+def recorded(calls: Any) -> list[tuple[int, bytes]]:
+    return sorted((d, b) for d, b, _ in calls)
+
+
+def test_the_method_is_compiled_with_the_twin_wrapped():
+    if c_entry.NATIVE is None:
+        assert _executable.Executable._bind_many is Binding._bind_many
+        return
+    method = _executable.Executable._bind_many
+    assert type(method).__name__ == "BindManyMethod"
+    assert method.func is Binding._bind_many and method.__wrapped__ is Binding._bind_many
+    assert method.__doc__ == Binding._bind_many.__doc__ and method.__qualname__ == "Executable._bind_many"
+
+
+def test_fresh_tensors_of_a_checked_layout_rebind_both_names(calls, converted):
+    exe = parametrized()
+    t1, t2 = FakeTensor(X2, (32, 32)), FakeTensor(OUT2, (16, 16))
+    assert exe.bind(x=t1, out=t2) == 3  # first: checked in full, the plan made
+    assert converted == ["x", "out"]
+    assert recorded(calls) == [(0x100, data(X2 + 16)), (0x101, data(X2)), (0x102, data(OUT2))]
+    converted.clear()
+    calls.clear()
+    t3, t4 = FakeTensor(X3, (32, 32)), FakeTensor(OUT, (16, 16))
+    assert exe.bind(x=t3, out=t4) == 3
+    assert converted == ([] if compiled(calls) else ["x", "out"])
+    assert recorded(calls) == [(0x100, data(X3 + 16)), (0x101, data(X3)), (0x102, data(OUT))]
+    assert exe._bindings == {"x": X3, "out": OUT} and exe.update_calls == 6
+    assert exe._raw_bound["x"] is t3 and exe._raw_bound["out"] is t4
+    calls.clear()
+    t5, t6 = FakeTensor(X3, (32, 32)), FakeTensor(OUT, (16, 16))  # the same addresses under new objects
+    assert exe.bind(x=t5, out=t6) == 0 and calls == [] and exe.update_calls == 6
+    assert exe._raw_bound["x"] is t5 and exe._raw_bound["out"] is t6
+    assert exe.bind(x=t5, out=t6) == 0 and calls == []  # the objects bound
+    converted.clear()
+    t7 = FakeTensor(X2, (32, 32))
+    assert exe.bind(x=t7, out=t6) == 2  # one name changed: its own plan (made now), 2 nodes
+    assert recorded(calls) == [(0x100, data(X2 + 16)), (0x101, data(X2))]
+    assert exe.bind(x=FakeTensor(X3, (32, 32)), out=t6) == 2  # the plan of x alone, prepared
+    assert converted == (["x"] if compiled(calls) else ["x", "x"])
+    assert exe._bindings == {"x": X3, "out": OUT} and exe.update_calls == 10
+
+
+def test_a_rebinding_launch_takes_the_same_path_and_launches_once(calls, converted, monkeypatch):
+    launched: list[tuple[int, int]] = []
+    monkeypatch.setattr(_executable, "_LAUNCH", lambda e, s: launched.append((int(e), int(s))) or (0,))
+    exe = parametrized()
+    stream = drv.CUstream(0x99)
+    exe.launch(stream, x=FakeTensor(X2, (32, 32)), out=FakeTensor(OUT2, (16, 16)))
+    converted.clear()
+    calls.clear()
+    exe.launch(stream, x=FakeTensor(X3, (32, 32)), out=FakeTensor(OUT, (16, 16)))
+    assert recorded(calls) == [(0x100, data(X3 + 16)), (0x101, data(X3)), (0x102, data(OUT))]
+    assert converted == ([] if compiled(calls) else ["x", "out"])
+    assert launched == [(0x4242, 0x99)] * 2 and exe.update_calls == 6
+
+
+def test_values_the_compiled_path_cannot_decide_get_the_twins_errors(calls, converted, device_memory):
+    exe = parametrized()
+    exe.bind(x=FakeTensor(X2, (32, 32)), out=FakeTensor(OUT2, (16, 16)))
+    calls.clear()
+    converted.clear()
+    cases = [
+        ({"x": FakeTensor(X3, (16, 32)), "out": FakeTensor(OUT, (16, 16))}, "2048 bytes, fewer than the 4096"),
+        ({"x": FakeTensor(X3, (32, 32)), "out": FakeTensor(OUT, (16, 16), dtype="torch.int32")}, "dtype torch.int32"),
+        ({"x": FakeTensor(X3, (32, 32)), "nope": 1}, "has no parameter 'nope'"),
+        ({"x": FakeTensor(X3, (32, 32)), "out": np.zeros(4)}, "host memory"),
+    ]
+    for params, words in cases:
+        with pytest.raises(OperandError, match=words):
+            exe.bind(**params)
+        assert calls == [] and exe._bindings == {"x": X2, "out": OUT2} and exe.update_calls == 3
+    assert converted[-1] == "out"  # the twin checked them
+    assert exe.bind(x=X3, out=OUT2) == 2  # an address not bound: asked of the driver by the twin
+    assert device_memory == [X3]
+    assert exe._bindings == {"x": X3, "out": OUT2}
+
+
+def test_torch_tensors_take_the_compiled_path_once_their_layout_passed(calls, converted, monkeypatch):
+    torch = pytest.importorskip("torch")
+    checked: list[tuple[int, ...]] = []
+
+    def full(name: str, captured: Any, value: Any, graph: str) -> int:  # CPU tensors stand for CUDA ones here
+        checked.append(tuple(value.shape))
+        if tuple(value.shape) not in ((32, 32), (16, 16)) or not value.is_contiguous() or value.dtype != torch.float32:
+            raise OperandError(f"bind {name!r}: another layout")
+        return int(value.data_ptr())
+
+    monkeypatch.setattr(_checks, "checked_address", full)
+    exe = parametrized()
+    exe.bind(x=torch.zeros(32, 32), out=torch.zeros(16, 16))
+    assert checked == [(32, 32), (16, 16)]
+    converted.clear()
+    calls.clear()
+    c, d = torch.zeros(32, 32), torch.zeros(16, 16)
+    assert exe.bind(x=c, out=d) == 3 and checked == [(32, 32), (16, 16)]  # the layouts passed: not checked again
+    cp, dp = c.data_ptr(), d.data_ptr()
+    assert recorded(calls) == sorted([(0x100, data(cp + 16)), (0x101, data(cp)), (0x102, data(dp))])
+    assert converted == ([] if compiled(calls) else ["x", "out"])
+    assert exe._bindings == {"x": cp, "out": dp} and exe.update_calls == 6
+    e = torch.zeros(32, 32)
+    e.resize_(16, 64)  # another layout, changed in place: checked in full
+    with pytest.raises(OperandError, match="bind 'x': another layout"):
+        exe.bind(x=e, out=torch.zeros(16, 16))
+    assert exe._bindings == {"x": cp, "out": dp} and exe.update_calls == 6
+
+
+def test_a_refusal_leaves_the_state_as_the_twin_does(calls, converted):
+    exe = parametrized()
+    exe.bind(x=FakeTensor(X2, (32, 32)), out=FakeTensor(OUT2, (16, 16)))
+    calls.clear()
+    converted.clear()
+    calls.refuse.add(0x101)
+    t1, t2 = FakeTensor(X3, (32, 32)), FakeTensor(OUT, (16, 16))
+    with pytest.raises(DriverError, match=r"cuGraphExecKernelNodeSetParams failed.*kernel#1"):
+        exe.bind(x=t1, out=t2)
+    assert converted == ([] if compiled(calls) else ["x", "out"])
+    assert exe._bindings == {"x": X3, "out": OUT} and exe._raw_bound == {"x": t1, "out": t2}
+    assert exe.update_calls == 3  # no count added for the refused rebind
+    assert [d for d, _b, _s in calls] == [0x100, 0x101]  # (one entry: the node before, then the refused one)
+
+
+def test_one_name_of_a_refused_plan_of_its_own(calls):
+    exe = parametrized()
+    t = FakeTensor(OUT, (16, 16))
+    exe.bind(x=FakeTensor(X2, (32, 32)), out=t)  # out is the object bound: x alone
+    calls.clear()
+    calls.refuse.add(0x100)
+    with pytest.raises(DriverError, match=r"kernel#0"):
+        exe.bind(x=FakeTensor(X3, (32, 32)), out=t)
+    assert exe._bindings["x"] == X3 and exe.update_calls == 2
+
+
+def test_plain_pointers_take_ints_and_buffers(calls, converted):
+    g = cg.Graph("g")
+    p, r = g.param("p"), g.param("r")
+    a, n = np.float32(2.0), np.int32(64)
+    g.kernel(K, 1, 32, (p, a, n))
+    g.kernel(K, 1, 32, (r, a, n))
+    exe = make_exe(g, p=0x1000, r=0x2000)
+    assert exe.bind(p=Buffer(0x3000), r=0x4000) == 2
+    converted.clear()
+    calls.clear()
+    assert exe.bind(p=Buffer(0x5000), r=0x6000) == 2
+    assert [(d, b[:8]) for d, b, _ in calls] == [(0x100, struct.pack("<Q", 0x5000)), (0x101, struct.pack("<Q", 0x6000))]
+    assert converted == ([] if compiled(calls) else ["p", "r"])
+    assert exe.bind(p=Buffer(0x5000), r=0x6000) == 0  # the same addresses
+    converted.clear()
+    for bad, words in (
+        (-5, "address -5 is outside"),
+        (1 << 64, "address 18446744073709551616 is outside"),
+        (1.5, "expected device memory or an address, got float 1.5"),
+    ):
+        with pytest.raises(OperandError, match=f"param 'p': {words}"):
+            exe.bind(p=bad, r=0x7000)
+        assert exe._bindings == {"p": 0x5000, "r": 0x6000}
+    assert converted == ["p"] * 3 and exe.update_calls == 4
+    calls.clear()
+    assert exe.bind(p=0, r=0x7000) == 2  # a null address: the twin takes it
+    assert [(d, b[:8]) for d, b, _ in calls] == [(0x100, bytes(8)), (0x101, struct.pack("<Q", 0x7000))]
+    assert exe._bindings == {"p": 0, "r": 0x7000} and exe.update_calls == 6
+
+
+def test_scalars_go_to_the_twin(calls, converted):
+    g = cg.Graph("g")
+    p, s = g.param("p"), g.param("s", np.float32)
+    g.kernel(K, 1, 32, (p, s, np.int32(64)))
+    exe = make_exe(g, p=0x1000, s=np.float32(1.0))
+    assert exe.bind(p=0x2000, s=2.5) == 1
+    converted.clear()
+    calls.clear()
+    assert exe.bind(p=0x3000, s=3.5) == 1
+    assert converted == ["p", "s"]  # (a scalar: the twin converts both)
+    assert calls[0][1] == struct.pack("<Qfi", 0x3000, 3.5, 64)
+
+
+def test_a_held_lock_makes_the_call_wait(calls):
+    exe = parametrized()
+    exe.bind(x=FakeTensor(X2, (32, 32)), out=FakeTensor(OUT2, (16, 16)))
+    calls.clear()
+    out: list[int] = []
+    exe._lock.acquire()
+    try:
+        t = threading.Thread(
+            target=lambda: out.append(exe.bind(x=FakeTensor(X3, (32, 32)), out=FakeTensor(OUT, (16, 16))))
+        )
+        t.start()
+        t.join(0.3)
+        assert t.is_alive() and calls == [] and exe._bindings["x"] == X2
+    finally:
+        exe._lock.release()
+    t.join(10)
+    assert out == [3] and exe._bindings == {"x": X3, "out": OUT}
+
+
+def test_a_closed_executable_is_named(calls):
+    exe = parametrized()
+    exe.bind(x=FakeTensor(X2, (32, 32)), out=FakeTensor(OUT2, (16, 16)))
+    exe.close()
+    with pytest.raises(ExecutableClosedError):
+        exe.bind(x=FakeTensor(X3, (32, 32)), out=FakeTensor(OUT, (16, 16)))
+
+
+@pytest.fixture
+def device_memory(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Bare addresses are device memory of device 0 (the driver's answer, faked); the probed ones are listed."""
+    probed: list[int] = []
+
+    def probe(address: int) -> tuple[bool, int | None]:
+        probed.append(address)
+        return True, 0
+
+    monkeypatch.setattr(_checks, "probe", probe)
+    return probed

@@ -5,7 +5,7 @@
 (:mod:`~cudagraph.executable.binding`) and the updating part
 (:mod:`~cudagraph.executable.updating`). Every attribute of an executable is
 declared here, once, as a slot; the compiled ``Executable.bind``
-(``_native_bind.c``) reads some of them by slot name.
+(``_native_bind.c``) and ``_bind_many`` (``_native_bind_many.c``) read some of them by slot name.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ class ExecutableBase:
         Number of driver calls made to update nodes so far.
     """
 
-    # Every attribute of an executable. The compiled ``Executable.bind`` (``_native_bind.c``)
-    # reads _exec, _exec_addr, _raw_bound, _bindings, _plans, _lock and update_calls by name.
+    # Every attribute of an executable. The compiled ``Executable.bind`` and ``_bind_many``
+    # (``_native_bind.c``, ``_native_bind_many.c``) read those of NATIVE_SLOTS["executable"].
     __slots__ = (
         "__weakref__",
         "_bindings",

@@ -44,7 +44,9 @@ class BindPlan:
         Per kernel group, for the compiled loop: ``(argument buffer address,
         its size, offsets of the parameter in it, parameter structure address,
         driver node handles)`` (see :meth:`KernelWriter.write_plan
-        <cudagraph.ops.kinds.kernel.KernelWriter.write_plan>`).
+        <cudagraph.ops.kinds.kernel.KernelWriter.write_plan>`); the compiled
+        ``Executable._bind_many`` (``_native_bind_many.c``) runs them for a pointer
+        whose new value it has decided (a checked one included), as ``write_plan`` would.
     group_nodes : list of list of Node
         The nodes of each group of :attr:`groups` (named in errors).
     bindings_groups : list of tuple

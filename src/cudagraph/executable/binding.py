@@ -10,7 +10,10 @@ memory, copies and fills) through a
 converted by each parameter's :class:`~cudagraph.executable.bind_checks.ValueCheck`.
 With the compiled module, ``Executable.bind`` itself is replaced by the compiled
 ``BindMethod`` (see ``_install_compiled_bind`` in :mod:`cudagraph.executable.executable`),
-which takes the one-pointer case before :meth:`Binding.bind` here, its Python twin.
+which takes the one-pointer case before :meth:`Binding.bind` here, its Python twin, and
+``Executable._bind_many`` by ``BindManyMethod``, which takes the common case of several
+names (pointers whose values need no Python-level check, through a prepared plan)
+before :meth:`Binding._bind_many`, its twin.
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ class Binding(ExecutableBase):
             return self._apply_plan(name, v)
 
     def _bind_many(self, params: dict[str, Any]) -> int:
-        """:meth:`bind` of several parameters."""
+        """:meth:`bind` of several parameters (the compiled method takes the common case before it)."""
         if self._exec is None:
             self._require_open()
         names: list[str] = []

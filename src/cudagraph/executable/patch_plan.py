@@ -179,6 +179,10 @@ class PatchPlan:
         ``(node, driver node)`` of the users set from fresh parameters by the executable.
     count : int
         Node updates one rebind makes.
+
+    The compiled ``Executable._bind_many`` (``_native_bind_many.c``) runs a plan made for
+    ``patch`` with no :attr:`general` users and pointer names only itself (its
+    :attr:`entries`, :attr:`codes`, :attr:`general`, :attr:`count` and :attr:`native`).
     """
 
     __slots__ = ("names", "codes", "native", "entries", "twin", "entry_nodes", "calls", "general", "count", "_open")

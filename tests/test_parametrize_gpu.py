@@ -187,6 +187,41 @@ def test_torch_tensors_of_a_layout_that_passed_skip_the_full_check_others_are_re
             exe.bind(x=resized)
 
 
+def test_rebinding_launches_of_fresh_tensors_are_checked_once_then_run_in_c(gpu, stream, monkeypatch):
+    from cudagraph.driver import c_entry
+    from cudagraph.executable.bind_checks import ValueCheck
+
+    torch = _torch()
+    static_x = torch.randn(64, 64, device="cuda")
+    static_out = torch.empty(64, 64, device="cuda")
+    g = _capture_torch(torch, lambda x: x * 2 + 1, static_x, static_out)
+    lifted = cg.lift(g, params={"x": static_x, "out": static_out})
+    converted: list[str] = []
+    real = ValueCheck.convert
+
+    def convert(self: ValueCheck, value: Any, bound: Any) -> Any:
+        converted.append(self.param.name)
+        return real(self, value, bound)
+
+    monkeypatch.setattr(ValueCheck, "convert", convert)
+    keep = []  # every tensor stays alive: each launch rebinds both names to new addresses
+    with lifted.instantiate() as exe:
+        counts = []
+        for _ in range(4):
+            x, out = torch.randn(64, 64, device="cuda"), torch.empty(64, 64, device="cuda")
+            keep.append((x, out))
+            torch.cuda.synchronize()
+            before = exe.update_calls
+            exe.launch(stream, x=x, out=out)
+            counts.append(exe.update_calls - before)
+            stream.sync()
+            assert torch.equal(out, x * 2 + 1)
+        # the compiled Executable._bind_many takes every launch after the first (no Python-level check)
+        assert converted == ["x", "out"] * (1 if c_entry.NATIVE is not None else 4)
+        assert counts[0] >= 1 and counts == counts[:1] * 4
+        assert exe.bindings == {"x": x.data_ptr(), "out": out.data_ptr()}
+
+
 def test_cupy_elementwise_chain_runs_on_new_arrays(gpu, stream):
     cupy = pytest.importorskip("cupy")
     x = cupy.arange(N, dtype=cupy.float32) / 7

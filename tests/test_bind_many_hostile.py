@@ -2,8 +2,8 @@
 
 ``BindManyMethod`` runs Python code in a few places: the readers of new values
 (an array's ``__cuda_array_interface__`` property), ``int()`` of a Buffer's
-``handle``, the hash and ``__eq__`` of a layout key, the lock's ``locked()``,
-the release of the values it replaces and, in these tests, the driver itself
+``handle``, the hash and ``__eq__`` of a layout key, the lock's ``acquire``
+and ``release``, the release of the values it replaces and, in these tests, the driver itself
 (a ctypes callback). Each test makes that code close the executable, replace
 its dicts and plans, raise, or free what the C code was reading (then
 overwrites the freed memory), in a fresh interpreter with ``-X faulthandler``:
@@ -192,15 +192,18 @@ def test_a_handle_whose_int_closes_the_executable():
     assert out == ["-1", "0"]
 
 
-def test_a_lock_whose_locked_replaces_the_state():
+def test_a_lock_whose_acquire_replaces_the_state():
     out = script(
         """
         class Lock:
-            def locked(self):
+            def acquire(self, blocking=True):
                 e._plans = {}
                 e._bindings = {"x": 0x1000, "out": 0x2000}
                 overwrite(300)
-                return False
+                return True
+
+            def release(self):
+                overwrite(300)
 
         e = make()
         e._lock = Lock()

@@ -3,7 +3,7 @@
 Every place where ``cudagraph.driver._native`` can run Python code is reached
 by an object of these tests: ``int()`` of a buffer's ``handle`` (``__int__``,
 ``__index__``), a type's ``__hash__``/``__eq__`` in a set or dict lookup (a
-metaclass), a dict key's ``__eq__``, a lock's ``locked()``, and the driver
+metaclass), a dict key's ``__eq__``, a lock's ``acquire`` and ``release``, and the driver
 itself (ctypes callbacks). Each of those calls counts; hypothesis draws a
 schedule of hostile actions (replace a node's arguments, grow or empty its
 predecessors, empty a list being read, change a node's index or kernel, swap
@@ -210,9 +210,12 @@ class Lock:
     def __init__(self, held: bool) -> None:
         self.held = held
 
-    def locked(self) -> bool:
+    def acquire(self, blocking: bool = True) -> bool:
         CHAOS.poke()
-        return self.held
+        return not self.held
+
+    def release(self) -> None:
+        CHAOS.poke()
 
 
 @pytest.fixture(autouse=True)

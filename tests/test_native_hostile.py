@@ -2,7 +2,7 @@
 
 The compiled loops call into Python in a few places: ``int()`` of a buffer's
 ``handle``, a type's ``__hash__``/``__eq__`` in a set or dict lookup, a lock's
-``locked()``, the collector when a tuple is allocated, and, in these tests, the
+``acquire`` and ``release``, the collector when a tuple is allocated, and, in these tests, the
 driver itself (a ctypes callback). Each test below makes that Python code change
 what the C code was reading (replace a node's arguments, grow its predecessors,
 empty a list, replace the executable's state) and then overwrites the memory it
@@ -238,16 +238,19 @@ def make(groups=1):
 """
 
 
-def test_bind_reads_the_executable_after_lock_locked_ran():
+def test_bind_reads_the_executable_after_the_lock_is_taken():
     out = run_script(
         BIND_SETUP,
         """
         class Lock:
-            def locked(self):
+            def acquire(self, blocking=True):
                 e._plans = {}  # frees the plan and its groups
                 e.update_calls = 7
                 JUNK.extend(b"A" * 7967 for _ in range(50))  # the size of the freed list of groups
-                return False
+                return True
+
+            def release(self):
+                pass
 
         e = make(1000)
         e._lock = Lock()
@@ -262,10 +265,13 @@ def test_bind_adds_its_updates_to_the_count_as_the_lock_left_it():
         BIND_SETUP,
         """
         class Lock:
-            def locked(self):
+            def acquire(self, blocking=True):
                 e.update_calls = 7
                 overwrite(20)
-                return False
+                return True
+
+            def release(self):
+                overwrite(20)
 
         e = make()
         e._lock = Lock()
@@ -511,9 +517,12 @@ Plan = type("Plan", (), {"__slots__": NATIVE_SLOTS["bind_plan"]})
 Exe.bind = native.BindMethod(lambda self, **kw: -1, Exe, Plan, {HBuf})
 
 class Lock:
-    def locked(self):
+    def acquire(self, blocking=True):
         mutate()
-        return rng.random() < 0.2
+        return rng.random() >= 0.2
+
+    def release(self):
+        mutate()
 
 calls = 0
 for step in range(int(sys.argv[2]) if len(sys.argv) > 2 else 300):

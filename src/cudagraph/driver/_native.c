@@ -19,7 +19,7 @@
  */
 #include "_native.h"
 
-PyObject *cg_str_handle, *cg_str_locked;
+PyObject *cg_str_handle, *cg_str_acquire, *cg_str_release;
 
 /* dict: role -> tuple of slot names (NATIVE_SLOTS as last declared); NULL until declared. */
 static PyObject *declared;
@@ -174,8 +174,9 @@ PyMODINIT_FUNC
 PyInit__native(void)
 {
     cg_str_handle = PyUnicode_InternFromString("handle");
-    cg_str_locked = PyUnicode_InternFromString("locked");
-    if (cg_str_handle == NULL || cg_str_locked == NULL)
+    cg_str_acquire = PyUnicode_InternFromString("acquire");
+    cg_str_release = PyUnicode_InternFromString("release");
+    if (cg_str_handle == NULL || cg_str_acquire == NULL || cg_str_release == NULL)
         return NULL;
     if (PyType_Ready(&cg_KernelLoopType) < 0 || PyType_Ready(&cg_LayoutType) < 0 || cg_bind_method_ready() < 0 ||
         cg_bind_many_method_ready() < 0 ||

@@ -199,12 +199,17 @@ int cg_resolve_slots(PyTypeObject *tp, const char *role, Py_ssize_t count, Py_ss
  * 0, or -1 with an exception set (TypeError, or those of cg_resolve_slots). May run Python code. */
 int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_node_slots *nd);
 
-/* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `locked`. */
-extern PyObject *cg_str_handle, *cg_str_locked;
+/* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `acquire`
+ * and `release`. */
+extern PyObject *cg_str_handle, *cg_str_acquire, *cg_str_release;
 
-/* Whether `lock.locked()` says the lock is free (1), held (0), or could not tell (0, no exception set).
- * Runs Python code. (_native_bind.c) */
-int cg_lock_free(PyObject *lock);
+/* Take `lock` (held by the caller) without waiting, `lock.acquire(False)`: 1 when taken, 0 when another
+ * thread holds it or the lock could not say (no exception set). Runs Python code. (_native_bind.c) */
+int cg_lock_take(PyObject *lock);
+
+/* `lock.release()` of a lock cg_lock_take took; returns `r`, or -1 with its exception set when the release
+ * raised and no exception was set before (one set before is kept). Runs Python code. (_native_bind.c) */
+int cg_lock_give(PyObject *lock, int r);
 
 /* Add `n` to the update count in slot `off` of `exe` as it is now: 0, or -1 with an exception set (MemoryError).
  * A count that is not an int of the expected range is left alone. Runs no Python code. (_native_bind.c) */

@@ -15,16 +15,17 @@
  * is set), it makes the rebind itself: identity test against the value bound
  * before, comparison of the addresses, one cg_rebind_groups call, the
  * executable's bindings and update count written back. Everything else (other
- * values, several keywords, no plan yet, the executable's lock held, a driver
+ * values, several keywords, no plan yet, the executable's lock held elsewhere, a driver
  * refusal) goes to the Python function, which checks, plans and names errors.
  *
  * The executable's state is read through its __slots__ (NATIVE_SLOTS "executable" and "bind_plan",
  * resolved on the classes given at construction), after the last call that runs Python code of the
- * caller's (the buffer's `handle`, the lock's `locked()`): with the executable's own dicts (str keys)
- * and a driver written in C, no Python code runs from the lock test to the write-back, so under the
- * GIL the fast path is atomic with respect to the Python paths that hold the lock. Every object used
- * is held nonetheless, and the update count is read where it is written, so hostile objects (keys
- * whose __eq__ runs code, a driver callback in Python) cannot make it read freed memory.
+ * caller's (the buffer's `handle`, the lock's `acquire(False)`). The fast path holds the executable's
+ * lock, as the Python paths do, from that test to the write-back: the driver calls release the GIL (as
+ * cuda.bindings does), and other threads that bind or update wait on the lock meanwhile; taken
+ * elsewhere, the Python path waits for it. The raw value replaced is released after the lock. Every
+ * object used is held, and the update count is read where it is written, so hostile objects (keys whose
+ * __eq__ runs code, a driver callback in Python) cannot make it read freed memory.
  */
 #include "_native.h"
 
@@ -72,18 +73,35 @@ address_value(BindMethod *m, PyObject *value)
 }
 
 int
-cg_lock_free(PyObject *lock)
+cg_lock_take(PyObject *lock)
 {
-    Py_INCREF(lock); /* its locked() may drop the executable's reference */
-    PyObject *held = PyObject_CallMethodNoArgs(lock, cg_str_locked);
+    Py_INCREF(lock); /* its acquire() may drop the executable's reference */
+    PyObject *got = PyObject_CallMethodOneArg(lock, cg_str_acquire, Py_False);
     Py_DECREF(lock);
-    if (held == NULL) {
+    if (got == NULL) {
         PyErr_Clear();
         return 0;
     }
-    int free = held == Py_False;
-    Py_DECREF(held);
-    return free;
+    int taken = got == Py_True;
+    Py_DECREF(got);
+    return taken;
+}
+
+int
+cg_lock_give(PyObject *lock, int r)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb); /* an exception of the call, kept across release() */
+    PyObject *done = PyObject_CallMethodNoArgs(lock, cg_str_release);
+    if (done != NULL) {
+        Py_DECREF(done);
+    } else if (type != NULL) {
+        PyErr_Clear();
+    } else {
+        return -1;
+    }
+    PyErr_Restore(type, value, tb);
+    return r;
 }
 
 int
@@ -126,11 +144,14 @@ bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssiz
     unsigned long long v = address_value(m, value);
     if (v == 0)
         return 0;
-    PyObject *lock = SLOT(exe, m->ex.lock);
-    if (lock == NULL || !cg_lock_free(lock)) /* another thread is changing the executable: the Python path waits */
+    PyObject *lock = Py_XNewRef(SLOT(exe, m->ex.lock));
+    if (lock == NULL || !cg_lock_take(lock)) { /* another thread is changing the executable: the Python path waits */
+        Py_XDECREF(lock);
         return 0;
+    }
     /* The state, read after the caller's Python code ran; every object used below is held. */
     int r = 0;
+    PyObject *replaced = NULL; /* the raw value replaced: released after the lock, as it may run code */
     PyObject *plans = Py_XNewRef(SLOT(exe, m->ex.plans)), *bindings = Py_XNewRef(SLOT(exe, m->ex.bindings));
     PyObject *plan = NULL, *groups = NULL, *address_obj = NULL;
     raw = Py_XNewRef(SLOT(exe, m->ex.raw));
@@ -166,7 +187,8 @@ bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssiz
         if (b == (unsigned long long)-1 && PyErr_Occurred()) {
             PyErr_Clear();
         } else if (b == v) { /* the same address under another object: remembered, no driver call */
-            r = PyDict_SetItem(raw, name, value) < 0 ? -1 : 1;
+            replaced = Py_XNewRef(PyDict_GetItemWithError(raw, name)); /* str keys: runs no Python code */
+            r = PyErr_Occurred() || PyDict_SetItem(raw, name, value) < 0 ? -1 : 1;
             *count = 0;
             goto done;
         }
@@ -187,14 +209,18 @@ bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssiz
         r = rc > 0 ? 0 : -1;
         goto done;
     }
-    if (PyDict_SetItem(bindings, name, address_obj) < 0 || cg_add_calls(exe, m->ex.calls, n) < 0 ||
-        PyDict_SetItem(raw, name, value) < 0) { /* last: the object replaced may run code as it goes */
+    replaced = Py_XNewRef(PyDict_GetItemWithError(raw, name));
+    if (PyErr_Occurred() || PyDict_SetItem(bindings, name, address_obj) < 0 ||
+        cg_add_calls(exe, m->ex.calls, n) < 0 || PyDict_SetItem(raw, name, value) < 0) {
         r = -1;
         goto done;
     }
     *count = n;
     r = 1;
 done:
+    r = cg_lock_give(lock, r);
+    Py_DECREF(lock);
+    Py_XDECREF(replaced); /* after the lock: its release may run code that binds again */
     Py_XDECREF(address_obj);
     Py_XDECREF(groups);
     Py_XDECREF(plan);
@@ -209,7 +235,7 @@ bind_vectorcall(BindMethod *m, PyObject *const *args, size_t nargsf, PyObject *k
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs == 1 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 && PyObject_TypeCheck(args[0], m->cls)) {
-        Py_ssize_t count;
+        Py_ssize_t count = 0;
         int r = bind_fast(m, args[0], PyTuple_GET_ITEM(kwnames, 0), args[1], &count);
         if (r < 0)
             return NULL;

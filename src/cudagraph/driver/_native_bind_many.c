@@ -22,13 +22,15 @@
  * the call's order, as the twin keys them): a PatchPlan made for the compiled `patch` with no user set
  * from fresh parameters, or a BindPlan made for the compiled `rebind`; no plan yet: the twin.
  *
- * Thread safety and state, as the twin's: the executable's lock must be free (else the twin waits on
- * it); after `locked()` (the last Python code of the call, with a driver written in C) the state is read
- * again and the decisions checked against it (changed since: the twin), and nothing runs Python code
- * until the bindings, raw values and update count are written: the values replaced are released only
- * after every write. A driver refusal leaves the state as the twin does (bindings written, no count
- * added) and the plan's `refused` raises the error naming the node. Every object used is held across
- * the Python code that runs (readers, `int()` of a handle, hashes in lookups, the lock's `locked()`).
+ * Thread safety and state, as the twin's: the call takes the executable's lock without waiting
+ * (`acquire(False)`; held elsewhere: the twin, which waits on it) and holds it to the write-back, the
+ * driver calls releasing the GIL as cuda.bindings does. After the lock is taken (the last Python code of
+ * the call, with a driver written in C) the state is read again and the decisions checked against it
+ * (changed since: the twin), and nothing runs Python code until the bindings, raw values and update
+ * count are written: the values replaced are released only after every write and after the lock. A
+ * driver refusal leaves the state as the twin does (bindings written, no count added) and the plan's
+ * `refused` raises the error naming the node. Every object used is held across the Python code that
+ * runs (readers, `int()` of a handle, hashes in lookups, the lock's `acquire` and `release`).
  */
 #include "_native.h"
 
@@ -265,9 +267,9 @@ bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *c
     one_name names[MAX_NAMES];
     PyObject *old[2 * MAX_NAMES] = {NULL};
     Py_ssize_t nnames = 0, nchanged = 0;
-    PyObject *key = NULL, *raw = NULL, *bindings = NULL, *plans = NULL, *plan = NULL;
+    PyObject *key = NULL, *raw = NULL, *bindings = NULL, *plans = NULL, *plan = NULL, *lock = NULL;
     cg_patch_value vals[MAX_NAMES];
-    int r = 0;
+    int r = 0, taken = 0;
     PyObject *exec = SLOT(exe, m->ex.exec);
     Py_ssize_t size = PyDict_GET_SIZE(params);
     if (exec == NULL || exec == Py_None || size < 1 || size > MAX_NAMES)
@@ -302,10 +304,8 @@ bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *c
             if (names[k].address != NULL && !names[k].same)
                 PyTuple_SET_ITEM(key, j++, Py_NewRef(names[k].name));
     }
-    PyObject *lock = Py_XNewRef(SLOT(exe, m->ex.lock));
-    int free = lock != NULL && cg_lock_free(lock); /* another thread is changing the executable: the twin waits */
-    Py_XDECREF(lock);
-    if (!free)
+    lock = Py_XNewRef(SLOT(exe, m->ex.lock));
+    if (lock == NULL || !(taken = cg_lock_take(lock))) /* another thread is changing the executable: the twin waits */
         goto done;
     /* The state, read after the last Python code of the call; from here none runs until it is written. */
     raw = Py_XNewRef(SLOT(exe, m->ex.raw));
@@ -344,6 +344,9 @@ bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *c
     *count = n;
     r = 1;
 done:
+    if (taken)
+        r = cg_lock_give(lock, r);
+    Py_XDECREF(lock);
     if (r == 0)
         PyErr_Clear();
     Py_XDECREF(plan);

@@ -6,7 +6,8 @@
  * cudagraph.ops.kinds.kernel.KernelWriter.write; rebind, the cuda.bindings loop over `bindings_groups`
  * in cudagraph.ops.kinds.kernel.KernelWriter.write_plan; patch, cudagraph.executable.patch_plan.run_patches.
  *
- * The addresses handed over (argument buffers, parameter structures) are the caller's to keep alive.
+ * The addresses handed over (argument buffers, parameter structures) are the caller's to keep alive,
+ * and the executable's lock is the caller's to hold: every driver call releases the GIL.
  */
 #include "_native.h"
 
@@ -28,7 +29,25 @@ cg_set_kernel_node(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_ValueError, "set_params and params must not be NULL");
         return NULL;
     }
-    return PyLong_FromLong(((cg_set_kernel_fn)fn)(exec, node, params));
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* as cuda.bindings: other threads run while the driver works */
+    rc = ((cg_set_kernel_fn)fn)(exec, node, params);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+/* cuGraphExecKernelNodeSetParams_v2 or cuGraphExecNodeSetParams (the same signature) at `fn`, the GIL
+ * released as cuda.bindings releases it: a driver call that waits (under compute-sanitizer, one waits on
+ * other threads' launches) must not stop the threads that would let it go on. The caller holds the
+ * executable's lock, so no other thread writes the structures while the driver reads them. */
+static int
+cg_set_released(void *fn, void *exec, void *node, const void *params)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ((cg_set_kernel_fn)fn)(exec, node, params);
+    Py_END_ALLOW_THREADS
+    return rc;
 }
 
 /* One group of cg_rebind_groups, `t` held by the caller. */
@@ -62,7 +81,7 @@ rebind_group(void *fn, void *exec, PyObject *t, const char *data, Py_ssize_t len
         void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i));
         if (h == NULL && PyErr_Occurred())
             return -1;
-        int rc = ((cg_set_kernel_fn)fn)(exec, h, params);
+        int rc = cg_set_released(fn, exec, h, params);
         if (rc) {
             *i_out = i;
             return rc;
@@ -209,7 +228,7 @@ patch_entry(void *exec, PyObject *t, const cg_patch_value *values, Py_ssize_t nv
         void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i));
         if (h == NULL && PyErr_Occurred())
             return -1;
-        int rc = ((cg_set_kernel_fn)fn)(exec, h, params);
+        int rc = cg_set_released(fn, exec, h, params);
         if (rc) {
             *i_out = i;
             return rc;

@@ -29,12 +29,14 @@ from cudagraph.executable.binding import Binding
 drv = pytest.importorskip("cuda.bindings.driver")
 
 import test_bind_plan_cpu as _plan  # noqa: E402
+import test_parametrize_bind_cpu as _pbind  # noqa: E402
 from test_native_cpu import Buffer  # noqa: E402
 from test_parametrize_bind_cpu import data, lifted  # noqa: E402
 from test_parametrize_cpu import FakeTensor  # noqa: E402
 
 K, make_exe = _plan.K, _plan.make_exe
 calls = _plan.calls  # the recorder fixture
+device_memory = _pbind.device_memory  # the fixture faking device memory
 
 X, X2, X3 = 0x7F00_0000_0000, 0x7F10_0000_0000, 0x7F20_0000_0000
 OUT, OUT2 = 0x7F00_1000_0000, 0x7F30_0000_0000
@@ -265,16 +267,3 @@ def test_a_closed_executable_is_named(calls):
     exe.close()
     with pytest.raises(ExecutableClosedError):
         exe.bind(x=FakeTensor(X3, (32, 32)), out=FakeTensor(OUT, (16, 16)))
-
-
-@pytest.fixture
-def device_memory(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Bare addresses are device memory of device 0 (the driver's answer, faked); the probed ones are listed."""
-    probed: list[int] = []
-
-    def probe(address: int) -> tuple[bool, int | None]:
-        probed.append(address)
-        return True, 0
-
-    monkeypatch.setattr(_checks, "probe", probe)
-    return probed

@@ -290,3 +290,22 @@ def test_the_compiled_path_waits_for_a_thread_holding_the_lock(calls):
     worker.join(5)
     assert got == [3] and exe.bindings == {"p": 0x3000}
     assert [data for _, data, _ in calls] == [args_bytes(0x3000, 2.0, 8)] * 3
+
+
+def test_a_replaced_value_whose_release_binds_again_does_not_deadlock(calls):
+    g, _ = build()
+    exe = make_exe(g, p=0x1000)
+    rebound: list[int] = []
+
+    class Finalized(Buffer):
+        def __del__(self) -> None:  # runs when the executable lets go of it
+            rebound.append(exe.bind(p=0x9000))
+
+    exe.bind(p=Finalized(0x2000))
+    out: list[int] = []
+    t = threading.Thread(target=lambda: out.append(exe.bind(p=0x5000)), daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the release of the replaced value ran under the executable's lock: a deadlock"
+    assert out == [5] and rebound == [5]  # released after the lock, its bind then ran in full
+    assert exe._bindings["p"] == 0x9000 and exe._raw_bound["p"] == 0x9000

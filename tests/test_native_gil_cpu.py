@@ -20,6 +20,7 @@ import pytest
 
 import cudagraph.ops.kinds.kernel as _kernel_writer
 from cudagraph.driver import c_entry
+from cudagraph.errors import ExecutableClosedError
 from cudagraph.executable.binding import Binding
 
 pytest.importorskip("cuda.bindings.driver")
@@ -132,3 +133,22 @@ def test_threads_rebinding_one_executable_leave_the_bindings_and_raw_values_agre
     assert exe.update_calls == before + 45
     assert exe._bindings["p"] == exe._raw_bound["p"]  # the last writer's address, in both
     assert not exe._lock.locked()
+
+
+def test_close_waits_for_a_rebind_running_in_another_thread(sleeping_driver):
+    g, _ = _plan.build()
+    exe = _plan.make_exe(g, p=0x1000)
+    exe.bind(p=0x2000)
+    out: list[int] = []
+    t = threading.Thread(target=lambda: out.append(exe.bind(p=0x3000)))  # five sleeping calls, about 85 ms
+    t.start()
+    while not exe._lock.locked():  # the compiled bind holds the lock through its driver calls
+        time.sleep(0.0005)
+    t0 = time.perf_counter()
+    exe.close()
+    waited = time.perf_counter() - t0
+    t.join()
+    assert out == [5] and exe.closed
+    assert waited >= 0.016  # at least the rest of one driver call
+    with pytest.raises(ExecutableClosedError):
+        exe.bind(p=0x4000)

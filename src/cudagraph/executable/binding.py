@@ -89,6 +89,9 @@ class Binding(ExecutableBase):
         if v is _UNSET:
             return 0
         with self._lock:
+            if self._exec is None:  # closed by another thread meanwhile
+                self._require_open()
+            replaced = self._raw_bound.get(name)  # noqa: F841 - released after the lock: it may run code that binds
             self._bindings[name] = v
             self._raw_bound[name] = value
             return self._apply_plan(name, v)
@@ -107,7 +110,10 @@ class Binding(ExecutableBase):
         if not names:
             return 0
         with self._lock:
+            if self._exec is None:  # closed by another thread meanwhile
+                self._require_open()
             bound, raw = self._bindings, self._raw_bound
+            replaced = [raw.get(name) for name in names]  # noqa: F841 - released after the lock, as above
             for name, v in zip(names, values):
                 bound[name] = v
                 raw[name] = params[name]

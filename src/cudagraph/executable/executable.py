@@ -299,8 +299,11 @@ class Executable(Binding, Updating):
     def _set_enabled(self, node: Node, enabled: bool) -> None:
         drv = require_driver()
         dnode = self.driver_node(node)
-        check(drv.cuGraphNodeSetEnabled(self._exec, dnode, 1 if enabled else 0), "cuGraphNodeSetEnabled", node)
-        self._enabled[id(node)] = enabled
+        with self._lock:  # an update of the executable, like a rebind
+            if self._exec is None:  # closed by another thread meanwhile
+                self._require_open()
+            check(drv.cuGraphNodeSetEnabled(self._exec, dnode, 1 if enabled else 0), "cuGraphNodeSetEnabled", node)
+            self._enabled[id(node)] = enabled
 
     def _get_enabled(self, node: Node) -> bool:
         drv = require_driver()
@@ -346,10 +349,17 @@ class Executable(Binding, Updating):
 
     # ------------------------------------------------------------ lifetime
     def close(self) -> None:
-        """Destroy the executable and its driver graph; idempotent."""
+        """Destroy the executable and its driver graph; idempotent.
+
+        A rebind or update running in another thread finishes first (they hold
+        the executable's lock, which ``close`` takes). A launch does not take
+        the lock: do not close an executable while another thread launches it.
+        """
         if self._exec is not None:
-            self._exec = None
-            self._finalizer()
+            with self._lock:
+                if self._exec is not None:
+                    self._exec = None
+                    self._finalizer()
 
     def __enter__(self) -> Executable:
         return self

@@ -216,6 +216,8 @@ class Updating(ExecutableBase):
             merged.update(params)
             bindings = resolve_bindings(graph, merged)
         with self._lock:
+            if self._exec is None:  # closed by another thread meanwhile
+                self._require_open()
             if self._sig is not shape:  # changed by another thread meanwhile
                 shape = self._shape()
                 same_sig = new_sig == shape.signature
@@ -414,6 +416,8 @@ class Updating(ExecutableBase):
         current = self._overrides.get(id(node), node)
         new = rebuilt_node(current, changes)
         with self._lock:
+            if self._exec is None:  # closed by another thread meanwhile
+                self._require_open()
             up = PreparedKernel(new, self._bindings) if type(new) is KernelNode else None  # type: ignore[arg-type]
             self._set_node(new, dnode, self._bindings, up)
             self.update_calls += 1

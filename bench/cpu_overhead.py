@@ -6,7 +6,8 @@ then the Python/C work above the driver call, the part these libraries add. Side
 within each repeat, medians:
 
 - ``cudagraph.launch`` vs ``cuda.core.launch`` on a stream (Buffer and int-pointer arguments, a
-  LaunchConfig and a (grid, block) tuple), ns per launch;
+  LaunchConfig and a (grid, block) tuple; two LaunchConfigs used in turn that share a place in the
+  compiled launcher's cache; a kernel given as a new int handle object per call), ns per launch;
 - ``Graph.run`` of an N-kernel chain vs the same launches in a ``cuda.core.launch`` loop, ns per kernel;
 - ``g.instantiate(backend="capture")`` of an N-kernel chain vs cuda.core's capture of the same
   launches into a GraphBuilder + ``complete()``, and vs ``backend="explicit"``, ns per node.
@@ -100,6 +101,23 @@ def main() -> int:
     compiled = f"compiled module: {NATIVE is not None}, compiled launcher: {LAUNCHER is not None}"
     print(f"python {sys.version.split()[0]}, {compiled}")
 
+    # Two LaunchConfigs whose addresses share a place in the compiled launcher's configuration cache, used
+    # in turn; and a kernel given as an int handle, a new int object per call (as int(kernel.handle) gives).
+    places: dict[int, Any] = {}
+    while True:
+        c = LaunchConfig(grid=1, block=32)
+        if (id(c) >> 4) % 8 in places:
+            pair = [places[(id(c) >> 4) % 8], c]
+            break
+        places[(id(c) >> 4) % 8] = c
+    turn = [0]
+
+    def two_configs() -> None:
+        turn[0] ^= 1
+        cg.launch(s, pair[turn[0]], k, addr, a, n)
+
+    handle = str(int(k.handle))
+
     one = _interleaved(
         {
             "cuda.core.launch (Buffer)": lambda: launch(s, cfg, k, buf, a, n),
@@ -107,14 +125,16 @@ def main() -> int:
             "cuda.core.launch (int ptr)": lambda: launch(s, cfg, k, addr, a, n),
             "cudagraph.launch (int ptr)": lambda: cg.launch(s, cfg, k, addr, a, n),
             "cudagraph.launch ((grid, block))": lambda: cg.launch(s, (1, 32), k, addr, a, n),
+            "cudagraph.launch (2 configs, 1 place)": two_configs,
+            "cudagraph.launch (int(str) kernel)": lambda: cg.launch(s, cfg, int(handle), addr, a, n),
         },
         opts.launches,
         opts.repeats,
         1,
     )
-    print(f"\n{'stream launch':<34} {'ns/launch':>10}")
+    print(f"\n{'stream launch':<38} {'ns/launch':>10}")
     for name, v in one.items():
-        print(f"{name:<34} {v:>10.0f}")
+        print(f"{name:<38} {v:>10.0f}")
     for form in ("Buffer", "int ptr"):
         r = one[f"cudagraph.launch ({form})"] / one[f"cuda.core.launch ({form})"]
         print(f"ratio cudagraph.launch / cuda.core.launch ({form}): {r:.2f}")

@@ -305,6 +305,7 @@ def test_an_int_handle_is_prepared_once_by_value_though_each_call_passes_a_new_i
     assert len({id(k) for k in given}) == 5  # (all alive: five distinct objects)
     assert made == [handle]  # prepared once
     assert fake.launches == [(0x71, (1, 1, 1), (32, 1, 1), 0, 1, k1_bytes(0x10 + i, i, i)) for i in range(5)]
+    assert fake.by_bindings == (1 if L._FAST is not None else 5)  # the compiled launcher finds it by value
     assert stream_launch.prepared(int(str(handle))) is stream_launch.prepared(handle)
     assert made == [handle]
     stream_launch.forget()  # forgotten with every other prepared kernel

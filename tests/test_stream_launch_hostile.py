@@ -592,6 +592,26 @@ def test_a_cuda_core_like_config_is_still_taken_by_the_compiled_launcher(fake):
     assert fake.by_bindings == (1 if L._FAST is not None else 3)
 
 
+def test_two_configs_sharing_a_place_in_the_cache_both_stay_compiled(fake):
+    """The compiled launcher remembers a configuration in one of two places chosen by its address: two
+    configurations whose addresses share a place, launched in turn, are both taken after their first launch."""
+    places: dict[int, LaunchConfig] = {}
+    kept = []
+    while True:  # configurations until two share a place (8 places: a few at most)
+        cfg = LaunchConfig(grid=(2, 1, 1), block=(32, 1, 1))
+        kept.append(cfg)
+        place = (id(cfg) >> 4) % 8
+        if place in places:
+            a, b = places[place], cfg
+            break
+        places[place] = cfg
+    for _ in range(3):
+        for cfg in (a, b):
+            cg.launch(Stream(1), cfg, K1, 0x10, np.float32(1), np.int32(1))
+    assert len(fake.launches) == 6
+    assert fake.by_bindings == (2 if L._FAST is not None else 6)  # the first launch of each: the Python path
+
+
 def test_a_numpy_scalar_subclass_packs_its_value_on_every_launch(fake):
     """The value of a numpy scalar is its bytes (what the first, checked launch packs), on every
     launch and on both paths, not what a subclass's __float__ says."""

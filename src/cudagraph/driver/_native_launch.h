@@ -42,6 +42,7 @@ typedef struct {
     PyObject *config, *grid, *block; /* held; grid and block are the objects the config held */
     long smem;
     unsigned int dims[6];
+    unsigned long long used; /* the launcher's tick when last found or remembered */
 } ConfigEntry;
 
 /* The driver calls whose refusal StreamLauncher.failed names (rc holds the CUresult). */
@@ -62,7 +63,8 @@ typedef struct {
     PyObject *target_types[MAX_TARGETS];
     int target_modes[MAX_TARGETS];
     int ntargets;
-    ConfigEntry configs[CONFIG_CACHE];
+    ConfigEntry configs[CONFIG_CACHE]; /* two places per config (see config_entry), least recently used replaced */
+    unsigned long long tick;
     void **want, **cur; /* capture: the dependencies wanted, and the stream's (sorted) */
     size_t want_cap, cur_cap, ncur;
 } StreamLauncher;

@@ -84,7 +84,8 @@ class PreparedLaunch:
 _PREPARED: dict[int, PreparedLaunch] = {}
 # int handle -> PreparedLaunch: an int names its kernel by value, and each call may pass a new int object
 _PREPARED_INTS: dict[int, PreparedLaunch] = {}
-# id(kernel) -> LaunchKernel: the table the compiled launcher reads
+# id(kernel) -> LaunchKernel, and -(handle + 1) -> LaunchKernel for an int handle (found by value):
+# the table the compiled launcher reads
 _NATIVE_KERNELS: dict[int, Any] = {}
 
 
@@ -117,8 +118,11 @@ def prepared(kernel: Any) -> PreparedLaunch:
         _PREPARED_INTS[kernel] = entry
     else:
         _PREPARED[id(kernel)] = entry
-    if entry.native is not None:  # (an int: the compiled launcher knows this object; another one is declined)
-        _NATIVE_KERNELS[id(kernel)] = entry.native
+    if entry.native is not None:
+        if type(kernel) is not int:
+            _NATIVE_KERNELS[id(kernel)] = entry.native
+        elif 0 <= kernel < 2**63 - 1:  # by value, under a key no id() is (cg_launcher_kernel)
+            _NATIVE_KERNELS[-kernel - 1] = entry.native
     return entry
 
 

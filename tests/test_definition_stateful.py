@@ -26,7 +26,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cudagraph as cg
+from cudagraph.definition.diff import topology_signature as twin_signature
 from cudagraph.errors import CudaGraphError
+from cudagraph.executable.compare import topology_signature
 
 EXAMPLES = int(os.environ.get("CUDAGRAPH_STATEFUL_EXAMPLES", "200"))
 MAX_NODES = 40  # per graph: keeps validate() in every step cheap
@@ -391,6 +393,7 @@ class GraphMachine(RuleBasedStateMachine):
                 for s in n.successors:
                     assert sum(q is n for q in s.predecessors) == 1
             assert g.num_edges == npreds
+            assert topology_signature(g) == twin_signature(g)  # the compiled signature and its Python twin
         try:
             self.root.validate()
         except CudaGraphError:

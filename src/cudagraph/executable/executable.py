@@ -390,7 +390,8 @@ def _install_compiled_bind() -> None:
     functools.update_wrapper(method, Executable.bind)
     method.__qualname__ = "Executable.bind"  # an attribute of Executable (the Python twin is Binding.bind)
     setattr(Executable, "bind", method)  # noqa: B010 - replacing a method mypy knows by its Python signature
-    # Several names (launch(s, x=, out=)): 2.78 -> 1.76 µs a step, fresh arrays (bench/rebind_lifted_cpu.py);
+    # Several names (launch(s, x=, out=)): 2.78 -> 1.76 µs a step, fresh arrays (bench/rebind_lifted_cpu.py;
+    # 2.19 since its driver calls release the GIL);
     # on the H200 with torch tensors 6.3-7.3 -> 4.6-5.2 µs above a plain launch (bench/rebind_lifted.py)
     many = NATIVE.BindManyMethod(
         Binding._bind_many, Executable, BindPlan, PatchPlan, ValueCheck, MemoryCheck, READERS, BUFFER_TYPES

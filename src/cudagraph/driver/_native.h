@@ -211,6 +211,20 @@ int cg_lock_take(PyObject *lock);
  * raised and no exception was set before (one set before is kept). Runs Python code. (_native_bind.c) */
 int cg_lock_give(PyObject *lock, int r);
 
+/* The head BindMethod and BindManyMethod share: both are method descriptors (Py_TPFLAGS_METHOD_DESCRIPTOR)
+ * with a vectorcall entry and the Python method `func` they hand every call they do not take to. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *func;
+} cg_method_head;
+
+/* tp_descr_get of those descriptors: themselves on the class, a bound method on an instance. (_native_bind.c) */
+PyObject *cg_method_get(PyObject *self, PyObject *obj, PyObject *type);
+/* The getter of their `func` attribute. (_native_bind.c) */
+PyObject *cg_method_func(PyObject *self, void *closure);
+#define CG_METHOD_FUNC_DOC "The Python method: every call the compiled path does not take goes to it."
+
 /* Add `n` to the update count in slot `off` of `exe` as it is now: 0, or -1 with an exception set (MemoryError).
  * A count that is not an int of the expected range is left alone. Runs no Python code. (_native_bind.c) */
 int cg_add_calls(PyObject *exe, Py_ssize_t off, Py_ssize_t n);

@@ -40,6 +40,9 @@ typedef struct {
     cg_executable_slots ex; /* of cls */
     cg_bind_plan_slots pl;  /* of plan_type */
 } BindMethod;
+_Static_assert(offsetof(BindMethod, vectorcall) == offsetof(cg_method_head, vectorcall) &&
+                   offsetof(BindMethod, func) == offsetof(cg_method_head, func),
+               "BindMethod starts with cg_method_head");
 
 /* The address `value` stands for (an exact int, or an object of a listed type through its `handle`);
  * 0 when it is neither or is not a non-zero 64-bit address (the Python path decides). May run Python code. */
@@ -304,23 +307,22 @@ bind_dealloc(BindMethod *m)
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
-static PyObject *
-bind_get(PyObject *self, PyObject *obj, PyObject *type)
+PyObject *
+cg_method_get(PyObject *self, PyObject *obj, PyObject *type)
 {
     if (obj == NULL || obj == Py_None)
         return Py_NewRef(self);
     return PyMethod_New(self, obj);
 }
 
-static PyObject *
-bind_get_func(BindMethod *m, void *closure)
+PyObject *
+cg_method_func(PyObject *self, void *closure)
 {
-    return Py_NewRef(m->func);
+    return Py_NewRef(((cg_method_head *)self)->func);
 }
 
 static PyGetSetDef bind_getset[] = {
-    {"func", (getter)bind_get_func, NULL, "The Python method: every call the compiled path does not take goes to it.",
-     NULL},
+    {"func", cg_method_func, NULL, CG_METHOD_FUNC_DOC, NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -343,7 +345,7 @@ PyTypeObject cg_BindMethodType = {
     .tp_clear = (inquiry)bind_clear,
     .tp_vectorcall_offset = offsetof(BindMethod, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_descr_get = bind_get,
+    .tp_descr_get = cg_method_get,
     .tp_getset = bind_getset,
     .tp_dictoffset = offsetof(BindMethod, dict),
     .tp_getattro = PyObject_GenericGetAttr,

@@ -54,6 +54,9 @@ typedef struct {
     cg_value_check_slots vc;
     cg_memory_check_slots mc;
 } BindManyMethod;
+_Static_assert(offsetof(BindManyMethod, vectorcall) == offsetof(cg_method_head, vectorcall) &&
+                   offsetof(BindManyMethod, func) == offsetof(cg_method_head, func),
+               "BindManyMethod starts with cg_method_head");
 
 /* One name of the call. */
 typedef struct {
@@ -454,23 +457,8 @@ bind_many_dealloc(BindManyMethod *m)
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
-static PyObject *
-bind_many_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    if (obj == NULL || obj == Py_None)
-        return Py_NewRef(self);
-    return PyMethod_New(self, obj);
-}
-
-static PyObject *
-bind_many_get_func(BindManyMethod *m, void *closure)
-{
-    return Py_NewRef(m->func);
-}
-
 static PyGetSetDef bind_many_getset[] = {
-    {"func", (getter)bind_many_get_func, NULL,
-     "The Python method: every call the compiled path does not take goes to it.", NULL},
+    {"func", cg_method_func, NULL, CG_METHOD_FUNC_DOC, NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -496,7 +484,7 @@ PyTypeObject cg_BindManyMethodType = {
     .tp_clear = (inquiry)bind_many_clear,
     .tp_vectorcall_offset = offsetof(BindManyMethod, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_descr_get = bind_many_get,
+    .tp_descr_get = cg_method_get,
     .tp_getset = bind_many_getset,
     .tp_dictoffset = offsetof(BindManyMethod, dict),
     .tp_getattro = PyObject_GenericGetAttr,

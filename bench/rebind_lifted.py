@@ -26,8 +26,9 @@ driver calls per step (and the plan's entries, with any users set through
 ``cuda.bindings``), the compiled ``patch`` of the plan alone, the driver's set
 call on one node of each entry from the compiled module (the floor per node),
 the driver floor of a rebinding launch (that compiled patch then ``cuGraphLaunch``,
-queued step after step, above a bare ``cuGraphLaunch`` queued so) and the rest
-(the Python of ``launch``/``bind``). ``bench/rebind_lifted_cpu.py``
+queued step after step, above a bare ``cuGraphLaunch`` queued so), the rest
+(the Python of ``launch``/``bind``), and the rebind alone as ``launch`` makes it
+(``exe._bind_many``). ``bench/rebind_lifted_cpu.py``
 times the host side on a CPU with a fake driver.
 
 Run: ``python bench/rebind_lifted.py [--steps 50] [--blocks 2]``.
@@ -226,7 +227,23 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ab
     print(f"| driver floor: compiled patch + cuGraphLaunch, queued | {fmt(t_floor - t_plain, 2)} | "
           f"above a bare cuGraphLaunch ({fmt(t_plain, 2)} µs): no reader, no checks, no Python of bind |")  # fmt: skip
     rest = above - t_check - t_patch
-    print(f"| the rest: Python of launch/bind (locks, dicts, plan look-up) | {fmt(rest, 2)} | above - checks - patch |")
+    print(f"| the rest: Python of launch/bind (locks, dicts, plan look-up) | {fmt(rest, 2)} | above - checks - patch "
+          "(the checks as the Python twin makes them) |")  # fmt: skip
+    # The rebind as launch(s, x=, out=) makes it (the compiled _bind_many where built: readers, layout look-ups,
+    # the lock, the patch with its driver calls), alone; what is left above it is launch's own Python.
+    bind_many = exe._bind_many
+
+    def rebind_only(i: int) -> None:
+        x, out = pairs[i & 1]
+        bind_many({"x": x, "out": out})
+
+    try:
+        t_bind = timed(rebind_only, steps2)
+    except Exception as exc:  # a row of the breakdown, not the benchmark's figures
+        print(f"| the rebind alone (exe._bind_many) | n/a | {type(exc).__name__}: {exc} |")
+    else:
+        print(f"| the rebind alone (exe._bind_many, as launch calls it) | {fmt(t_bind, 2)} | "
+              f"above - this: {fmt(above - t_bind, 2)} µs of launch's own Python |")  # fmt: skip
 
 
 def run_size(torch: Any, label: str, shape: tuple[int, int, int], heads: int, blocks: int, steps: int) -> None:

@@ -30,7 +30,11 @@ setup(
         Extension(
             "cudagraph.driver._native",
             sources=[f"src/cudagraph/driver/{name}.c" for name in _SOURCES],
-            depends=["src/cudagraph/driver/_native.h", "src/cudagraph/driver/_native_launch.h"],
+            depends=[
+                "src/cudagraph/driver/_native.h",
+                "src/cudagraph/driver/_native_launch.h",
+                "src/cudagraph/driver/_two_way.h",
+            ],
             extra_compile_args=["-O2"],
             optional=True,
         ),
@@ -42,7 +46,7 @@ setup(
                 "src/cudagraph/definition/_define_kernel.c",
                 "src/cudagraph/definition/_define_launch.c",
             ],
-            depends=["src/cudagraph/definition/_define.h"],
+            depends=["src/cudagraph/definition/_define.h", "src/cudagraph/driver/_two_way.h"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -22,6 +22,7 @@
  * passes), and that copy is made from the held list.
  */
 #include "_define.h"
+#include "../driver/_two_way.h"
 
 enum { C_GRID, C_BLOCK, C_SMEM, C_CLUSTER, C_COOPERATIVE, C_PDL, C_COUNT };
 static const char *const config_names[C_COUNT] = {"grid",           "block",
@@ -73,22 +74,12 @@ entry_clear(LaunchEntry *e)
     Py_CLEAR(e->block);
 }
 
-/* A configuration's entry: one of two places, by its address (two configurations of one program that share
+/* A configuration's entry (two places by its address, _two_way.h: two configurations of one program that share
  * the first place do not displace each other); NULL when it is not remembered. */
-static size_t
-entry_place(PyObject *config)
-{
-    return (size_t)(((uintptr_t)config >> 4) % LAUNCH_CONFIGS);
-}
-
 static LaunchEntry *
 find_entry(PathLaunch *self, PyObject *config)
 {
-    size_t h = entry_place(config);
-    if (self->entries[h].config == config)
-        return &self->entries[h];
-    h = (h + 1) % LAUNCH_CONFIGS;
-    return self->entries[h].config == config ? &self->entries[h] : NULL;
+    return cg_two_way_find(self->entries, sizeof(LaunchEntry), LAUNCH_CONFIGS, offsetof(LaunchEntry, config), config);
 }
 
 /* Where remember() puts `config`: its entry, else a free one of its two places, else the one of the two used
@@ -96,16 +87,8 @@ find_entry(PathLaunch *self, PyObject *config)
 static LaunchEntry *
 entry_for(PathLaunch *self, PyObject *config)
 {
-    LaunchEntry *e = find_entry(self, config);
-    if (e != NULL)
-        return e;
-    size_t h = entry_place(config);
-    LaunchEntry *a = &self->entries[h], *b = &self->entries[(h + 1) % LAUNCH_CONFIGS];
-    if (a->config == NULL)
-        return a;
-    if (b->config == NULL)
-        return b;
-    return a->used <= b->used ? a : b;
+    return cg_two_way_place(self->entries, sizeof(LaunchEntry), LAUNCH_CONFIGS, offsetof(LaunchEntry, config),
+                            offsetof(LaunchEntry, used), config);
 }
 
 /* Attribute `name` of `obj` into *v (a new reference): 1; 0 when the read fails with an Exception (cleared: the

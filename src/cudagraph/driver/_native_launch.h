@@ -7,6 +7,7 @@
 #define CUDAGRAPH_NATIVE_LAUNCH_H
 
 #include "_native.h"
+#include "_two_way.h"
 
 /* CUresult cuLaunchKernel(CUfunction, gx, gy, gz, bx, by, bz, sharedMemBytes, CUstream, void**, void**) */
 typedef int (*cg_launch_fn)(void *, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,

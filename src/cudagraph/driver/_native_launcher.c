@@ -273,34 +273,12 @@ attr_is(PyObject *obj, PyObject *name, PyObject *expected)
     return same;
 }
 
-/* The entry remembering `config`: one of its two places (its address's, and the next), else NULL. Two
- * configurations whose addresses share a place are both remembered: launches that alternate between them
- * stay compiled (bench/cpu_overhead.py, fake driver: 1320 -> 350 ns a launch). Runs no Python code. */
+/* The entry remembering `config`, or NULL: two places per config (_two_way.h), so launches that alternate between
+ * two configurations sharing a place stay compiled (bench/cpu_overhead.py, fake driver: 1320 -> 350 ns a launch). */
 static ConfigEntry *
 config_entry(StreamLauncher *self, PyObject *config)
 {
-    size_t h = ((uintptr_t)config >> 4) % CONFIG_CACHE;
-    if (self->configs[h].config == config)
-        return &self->configs[h];
-    h = (h + 1) % CONFIG_CACHE;
-    return self->configs[h].config == config ? &self->configs[h] : NULL;
-}
-
-/* Where remember_config puts `config`: its entry, else a free one of its two places, else the one of the
- * two used least recently. */
-static ConfigEntry *
-config_place(StreamLauncher *self, PyObject *config)
-{
-    ConfigEntry *e = config_entry(self, config);
-    if (e != NULL)
-        return e;
-    size_t h = ((uintptr_t)config >> 4) % CONFIG_CACHE;
-    ConfigEntry *a = &self->configs[h], *b = &self->configs[(h + 1) % CONFIG_CACHE];
-    if (a->config == NULL)
-        return a;
-    if (b->config == NULL)
-        return b;
-    return a->used <= b->used ? a : b;
+    return cg_two_way_find(self->configs, sizeof(ConfigEntry), CONFIG_CACHE, offsetof(ConfigEntry, config), config);
 }
 
 /* The dimensions and shared memory of a plain configuration: a (grid, block) tuple, or a config
@@ -404,7 +382,8 @@ launcher_remember_config(StreamLauncher *self, PyObject *const *argv, Py_ssize_t
         }
         dims[i] = (unsigned int)v;
     }
-    ConfigEntry *e = config_place(self, argv[0]);
+    ConfigEntry *e = cg_two_way_place(self->configs, sizeof(ConfigEntry), CONFIG_CACHE, offsetof(ConfigEntry, config),
+                                      offsetof(ConfigEntry, used), argv[0]);
     e->used = ++self->tick;
     PyObject *old[3] = {e->config, e->grid, e->block};
     e->config = Py_NewRef(argv[0]);

@@ -269,3 +269,20 @@ def kernels(device: Any) -> SimpleNamespace:
         return compile_kernels(device, KERNEL_SOURCE, KERNEL_NAMES)
     except Exception as exc:
         pytest.fail(f"NVRTC compilation of the test kernels failed: {type(exc).__name__}: {exc}")
+
+
+@pytest.fixture
+def converted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The parameter names whose new values went through ``ValueCheck.convert`` (the Python checks of a rebind,
+    which the compiled ``_bind_many`` skips for values it decides itself)."""
+    from cudagraph.executable.bind_checks import ValueCheck
+
+    seen: list[str] = []
+    real = ValueCheck.convert
+
+    def convert(self: ValueCheck, value: Any, bound: Any) -> Any:
+        seen.append(self.param.name)
+        return real(self, value, bound)
+
+    monkeypatch.setattr(ValueCheck, "convert", convert)
+    return seen

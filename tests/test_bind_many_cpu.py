@@ -23,7 +23,6 @@ import cudagraph.executable.bind_checks as _checks
 import cudagraph.executable.executable as _executable
 from cudagraph.driver import c_entry
 from cudagraph.errors import DriverError, ExecutableClosedError, OperandError
-from cudagraph.executable.bind_checks import ValueCheck
 from cudagraph.executable.binding import Binding
 
 drv = pytest.importorskip("cuda.bindings.driver")
@@ -45,20 +44,6 @@ OUT, OUT2 = 0x7F00_1000_0000, 0x7F30_0000_0000
 def compiled(calls: Any) -> bool:
     """Whether the compiled ``_bind_many`` runs the plans of this mode."""
     return c_entry.NATIVE is not None and getattr(calls, "callback", None) is not None
-
-
-@pytest.fixture
-def converted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names whose values went through ``ValueCheck.convert`` (the twin's checks)."""
-    seen: list[str] = []
-    real = ValueCheck.convert
-
-    def convert(self: ValueCheck, value: Any, bound: Any) -> Any:
-        seen.append(self.param.name)
-        return real(self, value, bound)
-
-    monkeypatch.setattr(ValueCheck, "convert", convert)
-    return seen
 
 
 def parametrized() -> Any:

@@ -143,14 +143,20 @@ def test_torch_binds_are_checked(gpu, stream):
         assert torch.equal(out, x * 2 + 1)
 
 
+def _lifted_affine(torch: Any) -> tuple[cg.Graph, tuple[Any, Any]]:
+    """``out = x * 2 + 1`` on 64 x 64 floats captured by PyTorch and lifted with ``x`` and ``out`` as parameters;
+    also the captured tensors (to be kept alive with it)."""
+    static_x = torch.randn(64, 64, device="cuda")
+    static_out = torch.empty(64, 64, device="cuda")
+    g = _capture_torch(torch, lambda x: x * 2 + 1, static_x, static_out)
+    return cg.lift(g, params={"x": static_x, "out": static_out}), (static_x, static_out)
+
+
 def test_torch_tensors_of_a_layout_that_passed_skip_the_full_check_others_are_refused(gpu, stream, monkeypatch):
     import cudagraph.executable.bind_checks as checks
 
     torch = _torch()
-    static_x = torch.randn(64, 64, device="cuda")
-    static_out = torch.empty(64, 64, device="cuda")
-    g = _capture_torch(torch, lambda x: x * 2 + 1, static_x, static_out)
-    lifted = cg.lift(g, params={"x": static_x, "out": static_out})
+    lifted, _static = _lifted_affine(torch)
     described: list[Any] = []
     real = checks.describe_memory
 
@@ -187,23 +193,11 @@ def test_torch_tensors_of_a_layout_that_passed_skip_the_full_check_others_are_re
             exe.bind(x=resized)
 
 
-def test_rebinding_launches_of_fresh_tensors_are_checked_once_then_run_in_c(gpu, stream, monkeypatch):
+def test_rebinding_launches_of_fresh_tensors_are_checked_once_then_run_in_c(gpu, stream, converted):
     from cudagraph.driver import c_entry
-    from cudagraph.executable.bind_checks import ValueCheck
 
     torch = _torch()
-    static_x = torch.randn(64, 64, device="cuda")
-    static_out = torch.empty(64, 64, device="cuda")
-    g = _capture_torch(torch, lambda x: x * 2 + 1, static_x, static_out)
-    lifted = cg.lift(g, params={"x": static_x, "out": static_out})
-    converted: list[str] = []
-    real = ValueCheck.convert
-
-    def convert(self: ValueCheck, value: Any, bound: Any) -> Any:
-        converted.append(self.param.name)
-        return real(self, value, bound)
-
-    monkeypatch.setattr(ValueCheck, "convert", convert)
+    lifted, _static = _lifted_affine(torch)
     keep = []  # every tensor stays alive: each launch rebinds both names to new addresses
     with lifted.instantiate() as exe:
         counts = []

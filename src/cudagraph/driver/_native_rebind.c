@@ -11,6 +11,20 @@
  */
 #include "_native.h"
 
+/* cuGraphExecKernelNodeSetParams_v2 or cuGraphExecNodeSetParams (the same signature) at `fn`, the GIL
+ * released as cuda.bindings releases it: a driver call that waits (under compute-sanitizer, one waits on
+ * other threads' launches) must not stop the threads that would let it go on. The caller holds the
+ * executable's lock, so no other thread writes the structures while the driver reads them. */
+static int
+cg_set_released(void *fn, void *exec, void *node, const void *params)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ((cg_set_kernel_fn)fn)(exec, node, params);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
 const char cg_set_kernel_node_doc[] = "set_kernel_node(set_params, exec, node, params) -> int\n\n"
                                       "cuGraphExecKernelNodeSetParams_v2 on one driver node; returns the CUresult.";
 
@@ -29,25 +43,7 @@ cg_set_kernel_node(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_ValueError, "set_params and params must not be NULL");
         return NULL;
     }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS /* as cuda.bindings: other threads run while the driver works */
-    rc = ((cg_set_kernel_fn)fn)(exec, node, params);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(rc);
-}
-
-/* cuGraphExecKernelNodeSetParams_v2 or cuGraphExecNodeSetParams (the same signature) at `fn`, the GIL
- * released as cuda.bindings releases it: a driver call that waits (under compute-sanitizer, one waits on
- * other threads' launches) must not stop the threads that would let it go on. The caller holds the
- * executable's lock, so no other thread writes the structures while the driver reads them. */
-static int
-cg_set_released(void *fn, void *exec, void *node, const void *params)
-{
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ((cg_set_kernel_fn)fn)(exec, node, params);
-    Py_END_ALLOW_THREADS
-    return rc;
+    return PyLong_FromLong(cg_set_released(fn, exec, node, params));
 }
 
 /* One group of cg_rebind_groups, `t` held by the caller. */

@@ -15,7 +15,8 @@ pairs so that every step changes the addresses:
   ``cuGraphExecKernelNodeSetParams`` per such node), no copy.
 
 For each: host overhead (µs per step: the Python calls, timed with
-``perf_counter`` over steps queued without synchronization) and GPU time (ms per
+``perf_counter`` over steps queued without synchronization, the median of
+several rounds in which the paths take turns) and GPU time (ms per
 step, CUDA events around each step on the same stream), with the ratios
 torch / cudagraph. Also printed: a plain ``exe.launch(s)`` (host µs) and what
 the rebinding launch costs above it, against the target of 2 µs plus 1 µs per
@@ -31,12 +32,13 @@ queued step after step, above a bare ``cuGraphLaunch`` queued so), the rest
 (``exe._bind_many``). ``bench/rebind_lifted_cpu.py``
 times the host side on a CPU with a fake driver.
 
-Run: ``python bench/rebind_lifted.py [--steps 50] [--blocks 2]``.
+Run: ``python bench/rebind_lifted.py [--steps 50] [--rounds 7] [--blocks 2]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from typing import Any
 
@@ -84,16 +86,33 @@ def capture(torch: Any, model: Any, static_x: Any, static_out: Any) -> Any:
     return g
 
 
-def measure(torch: Any, step: Any, pairs: list[tuple[Any, Any]], steps: int, stream: Any) -> tuple[float, float]:
-    """``(host µs per step, GPU ms per step)``."""
-    for i in range(4):
-        step(*pairs[i % 2])
-    torch.cuda.synchronize()
-    with no_gc():
-        t0 = time.perf_counter()
-        for i in range(steps):
-            step(*pairs[i % 2])
-        host = (time.perf_counter() - t0) / steps * 1e6
+def host_rounds(
+    torch: Any, paths: dict[str, Any], pairs: list[tuple[Any, Any]], steps: int, rounds: int
+) -> dict[str, list[float]]:
+    """Host µs per step of each path, one sample per round; the paths take turns within a round.
+
+    Each sample is ``steps`` steps queued without synchronization, timed with
+    ``perf_counter`` and started on an idle GPU; taking turns exposes the paths
+    to the same drift of the machine, and a median over rounds is not swayed by
+    one disturbed round.
+    """
+    out: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(rounds):
+        for name, step in paths.items():
+            for i in range(4):
+                step(*pairs[i % 2])
+            torch.cuda.synchronize()
+            with no_gc():
+                t0 = time.perf_counter()
+                for i in range(steps):
+                    step(*pairs[i % 2])
+                out[name].append((time.perf_counter() - t0) / steps * 1e6)
+            torch.cuda.synchronize()
+    return out
+
+
+def gpu_time(torch: Any, step: Any, pairs: list[tuple[Any, Any]], steps: int, stream: Any) -> float:
+    """GPU ms per step: the median over ``steps`` steps of CUDA events recorded around each."""
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
@@ -103,8 +122,12 @@ def measure(torch: Any, step: Any, pairs: list[tuple[Any, Any]], steps: int, str
             step(*pairs[i % 2])
             ends[i].record(stream)
     torch.cuda.synchronize()
-    gpu = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))[steps // 2]
-    return host, gpu
+    return float(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)))
+
+
+def median_above(samples: dict[str, list[float]], path: str, base: str) -> float:
+    """Median over rounds of ``path``'s host time minus ``base``'s in the same round (µs)."""
+    return statistics.median(a - b for a, b in zip(samples[path], samples[base]))
 
 
 def timed(fn: Any, steps: int) -> float:
@@ -119,7 +142,7 @@ def timed(fn: Any, steps: int) -> float:
     return best
 
 
-def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, above: float) -> None:
+def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, rounds: int, above: float) -> None:
     """Where the cost of a rebinding launch above a plain launch goes (``above``: that cost, µs).
 
     Printed: the reader alone (the address and layout key of the two tensors), the
@@ -220,8 +243,9 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ab
     def plain_step(x: Any, out: Any) -> None:
         launch(handle, raw_stream)
 
-    t_floor, _ = measure(torch, floor_step, pairs, steps, stream)
-    t_plain, _ = measure(torch, plain_step, pairs, steps, stream)
+    floor = host_rounds(torch, {"floor": floor_step, "plain": plain_step}, pairs, steps, rounds)
+    t_plain = statistics.median(floor["plain"])
+    t_floor = t_plain + median_above(floor, "floor", "plain")
     assert patch(addr, entries, values[1]) is None  # the bound values, as the executable holds them
     torch.cuda.synchronize()
     print(f"| driver floor: compiled patch + cuGraphLaunch, queued | {fmt(t_floor - t_plain, 2)} | "
@@ -246,7 +270,9 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ab
               f"above - this: {fmt(above - t_bind, 2)} µs of launch's own Python |")  # fmt: skip
 
 
-def run_size(torch: Any, label: str, shape: tuple[int, int, int], heads: int, blocks: int, steps: int) -> None:
+def run_size(
+    torch: Any, label: str, shape: tuple[int, int, int], heads: int, blocks: int, steps: int, rounds: int
+) -> None:
     torch.manual_seed(0)
     model = block_stack(torch, shape[2], heads, blocks)
     static_x = torch.randn(*shape, device="cuda")
@@ -275,9 +301,11 @@ def run_size(torch: Any, label: str, shape: tuple[int, int, int], heads: int, bl
     def plain(x: Any, out: Any) -> None:
         exe.launch(stream)
 
-    th, tg = measure(torch, torch_step, pairs, steps, stream)
-    oh, og = measure(torch, ours, pairs, steps, stream)
-    ph, _pg = measure(torch, plain, pairs, steps, stream)
+    host = host_rounds(torch, {"torch": torch_step, "ours": ours, "plain": plain}, pairs, steps, rounds)
+    th, oh, ph = (statistics.median(host[k]) for k in ("torch", "ours", "plain"))
+    diffs = [a - b for a, b in zip(host["ours"], host["plain"])]
+    above = statistics.median(diffs)
+    tg, og = gpu_time(torch, torch_step, pairs, steps, stream), gpu_time(torch, ours, pairs, steps, stream)
     for x, out in pairs:  # the results agree
         torch_step(x, out)
         expected = out.clone()
@@ -295,15 +323,16 @@ def run_size(torch: Any, label: str, shape: tuple[int, int, int], heads: int, bl
     )
     target = 2.0 + 1.0 * rebound
     print(
-        f"rebinding launch above a plain exe.launch(s) ({fmt(ph, 2)} µs): {fmt(oh - ph, 2)} µs; target "
-        f"{fmt(target, 1)} µs (2 + 1 per rebound node): {verdict(oh - ph <= target)}"
+        f"rebinding launch above a plain exe.launch(s) ({fmt(ph, 2)} µs): {fmt(above, 2)} µs (median of {rounds} "
+        f"rounds: {fmt(min(diffs), 2)} to {fmt(max(diffs), 2)}); target {fmt(target, 1)} µs "
+        f"(2 + 1 per rebound node): {verdict(above <= target)}"
     )
     print("| path | host µs/step | GPU ms/step |")
     print("| --- | --- | --- |")
     print(f"| torch copy+replay+copy | {fmt(th, 2)} | {fmt(tg, 4)} |")
     print(f"| cudagraph rebind+launch | {fmt(oh, 2)} | {fmt(og, 4)} |")
     print(f"| ratio torch / cudagraph | {fmt(th / oh, 2)} | {fmt(tg / og, 2)} |")
-    breakdown(torch, exe, pairs, steps, oh - ph)
+    breakdown(torch, exe, pairs, steps, rounds, above)
     for x, out in pairs:  # the results still agree after the breakdown's own driver calls
         torch_step(x, out)
         expected = out.clone()
@@ -315,15 +344,16 @@ def run_size(torch: Any, label: str, shape: tuple[int, int, int], heads: int, bl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=50, help="steps queued per timed round (default 50)")
+    ap.add_argument("--rounds", type=int, default=7, help="timed rounds, the paths taking turns (default 7)")
     ap.add_argument("--blocks", type=int, default=2)
     args = ap.parse_args()
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     print("torch", torch.__version__, "on", torch.cuda.get_device_name())
-    run_size(torch, "64 KB", (1, 128, 128), 4, args.blocks, args.steps)
-    run_size(torch, "64 MB", (8, 2048, 1024), 16, args.blocks, args.steps)
+    run_size(torch, "64 KB", (1, 128, 128), 4, args.blocks, args.steps, args.rounds)
+    run_size(torch, "64 MB", (8, 2048, 1024), 16, args.blocks, args.steps, args.rounds)
 
 
 if __name__ == "__main__":

@@ -925,6 +925,39 @@ def _eager_dag(kernels, dx, host_in, host_out, log):
     return g
 
 
+def test_lower_leaves_out_edges_a_predecessor_implies(gpu, kernels, stream):
+    """after=[prev, prev2] with prev2 -> prev: the driver graph has the chain's edges only, the definition
+    keeps every edge, and the order of the updates (which do not commute) is kept."""
+    from cuda.bindings import driver
+
+    from cudagraph.materialize.explicit import lower
+
+    x = np.arange(N, dtype=np.float32)
+    dx = gpu.upload(x)
+    g = cg.Graph("implied")
+    r = g.memcpy(dx, x, name="h2d")
+    a = scale_add(g, kernels, dx, N, 2, 1, after=r, name="a")
+    b = scale_add(g, kernels, dx, N, 3, 0, after=[a, r], name="b")  # r -> a -> b
+    c = scale_add(g, kernels, dx, N, 1, 5, after=[r, b, a], name="c")  # r -> a -> b -> c
+    d = scale_add(g, kernels, dx, N, 0.5, 0, after=[c, a], name="d")
+    assert g.num_edges == 8
+    lowered = lower(g, {}, [])
+    try:
+        dn = lowered.driver_nodes
+        res = driver.cuGraphGetEdges(lowered.handle, 0)
+        assert not res[0], res[0]
+        res = driver.cuGraphGetEdges(lowered.handle, res[-1])
+        assert not res[0], res[0]
+        got = {(int(f), int(t)) for f, t in zip(res[1], res[2])}
+        assert got == {(int(dn[s.index]), int(dn[t.index])) for s, t in ((r, a), (a, b), (b, c), (c, d))}
+    finally:
+        lowered.destroy()
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        host_sync(stream)
+        np.testing.assert_array_equal(gpu.read(dx, N), ((x * 2 + 1) * 3 + 5) * np.float32(0.5))
+
+
 def test_eager_run_matches_graph(gpu, kernels, stream):
     x = np.arange(N, dtype=np.float32)
     expected = x.copy()

@@ -177,6 +177,13 @@ def lower(graph: cg.Graph, d: Driver) -> Any:
     return lowering.lower_graph(graph, drv.CUgraph(0x5000))
 
 
+def plain_reduced(node: Any) -> list[Any]:
+    """The predecessors the driver gets in a graph of plain edges: less each one that another predecessor
+    comes directly after (written here apart from cudagraph.materialize.driver_edges)."""
+    preds = node.predecessors
+    return [p for p in preds if not any(q is not p and p in q.predecessors for q in preds)]
+
+
 def check_calls(graph: cg.Graph, d: Driver, dn: Any) -> None:
     """Every node added once, in an order where predecessors come first, with the definition's launch."""
     assert len(d.calls) == len(graph)
@@ -188,7 +195,7 @@ def check_calls(graph: cg.Graph, d: Driver, dn: Any) -> None:
     assert d.graphs == ({0x5000} if len(graph) else set())
     for node in graph.nodes:
         call = handle_of[dn.raw[node.index]]
-        assert call["deps"] == [dn.raw[p.index] for p in node.predecessors]
+        assert call["deps"] == [dn.raw[p.index] for p in plain_reduced(node)]
         if isinstance(node, KernelNode):
             launch = call["launch"]
             assert launch["kern"] == int(INFOS[id(node.kernel)].handle) and launch["func"] == 0
@@ -303,6 +310,46 @@ def interleaved_graph() -> cg.Graph:
             node = g.kernel(K1, 1, 32, (Buffer(0xA000 + 16 * i), np.float32(i), np.int32(i)), after=after)
         before, prev = prev, node
     return g
+
+
+def test_edges_a_direct_predecessor_implies_are_left_out(fake_driver, monkeypatch):
+    """An edge p -> c whose p comes directly before another plain predecessor of c is not given to the driver;
+    a node with launch attributes (its edges may be programmatic) is neither reduced nor an intermediate."""
+
+    def add_with_attrs(ops: Any, lowering: Any, node: Any, attrs: Any, handle: Any, deps: Any, n: int, *_: Any) -> Any:
+        assert n == len(deps)
+        return fake_driver.add_other(handle, deps, n, None)  # recorded as the driver would be called
+
+    monkeypatch.setattr(type(_explicit.KERNEL), "add_with_attrs", add_with_attrs)
+
+    def k(name: str, after: Any = None, **kw: Any) -> Any:
+        return g.kernel(K1, 1, 32, (Buffer(0xA000), np.float32(1), np.int32(2)), after=after, name=name, **kw)
+
+    g = cg.Graph("implied")
+    a = k("a")
+    b = k("b", after=a)
+    c = k("c", after=[b, a])  # a -> b -> c
+    g.empty(after=[a, c], name="d")  # a -> c -> d (c's edge from a is left out, c still comes after a)
+    k("e", after=[b, c], programmatic=b)  # its own edges are not reduced
+    p = k("p", after=a, cooperative=True)
+    k("x", after=[a, p])  # p has launch attributes: not an intermediate
+    k("y", after=[a, b, c])  # a -> b, b -> c: only c
+    k("z", after=[c, b, a])  # the same, predecessors in another order
+    dn = lower(g, fake_driver)
+    name_of = {dn.raw[n.index]: n.name for n in g.nodes}
+    got = {name_of[call["handle"]]: [name_of[h] for h in call["deps"]] for call in fake_driver.calls}
+    assert got == {
+        "a": [],
+        "b": ["a"],
+        "c": ["b"],
+        "d": ["c"],
+        "e": ["b", "c"],
+        "p": ["a"],
+        "x": ["a", "p"],
+        "y": ["c"],
+        "z": ["c"],
+    }
+    assert len(g.edges) == 16  # the definition keeps every edge
 
 
 def test_interleaved_kernels_are_added_in_one_pass(fake_driver, monkeypatch):

@@ -334,8 +334,40 @@ loop_index(KernelLoop *self, PyObject *node, PyObject *raw)
     return at;
 }
 
-/* Gather the driver handles of `node`'s predecessors (from `raw`) into self->deps.
- * The count, or -1 when the node must go through Python (no exception set). Runs no Python code. */
+/* 1 when every edge into `q` is plain: not a kernel node, or an exact KernelNode without launch
+ * attributes (twin: cudagraph.materialize.driver_edges.plain_in). */
+static int
+loop_plain_in(KernelLoop *self, PyObject *q)
+{
+    PyTypeObject *kt = self->kernel_type;
+    if (Py_TYPE(q) == kt)
+        return SLOT(q, self->kn.attrs) == Py_None;
+    return !PyObject_TypeCheck(q, kt);
+}
+
+/* 1 when the edge from preds[i] is implied by another plain predecessor that comes directly after it
+ * (twin: cudagraph.materialize.driver_edges.driver_preds; the rule and its figure are there). */
+static int
+loop_implied(KernelLoop *self, PyObject *preds, Py_ssize_t i)
+{
+    PyObject *p = PyList_GET_ITEM(preds, i);
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(preds); j++) {
+        PyObject *q = PyList_GET_ITEM(preds, j);
+        if (q == p || !loop_plain_in(self, q))
+            continue;
+        PyObject *qp = SLOT(q, self->nd.preds);
+        if (qp == NULL || !PyList_CheckExact(qp))
+            continue;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(qp); k++)
+            if (PyList_GET_ITEM(qp, k) == p)
+                return 1;
+    }
+    return 0;
+}
+
+/* Gather the driver handles of `node`'s predecessors (from `raw`) into self->deps, less the edges
+ * another predecessor implies when `node`'s own edges are plain. The count, or -1 when the node must
+ * go through Python (no exception set). Runs no Python code. */
 static Py_ssize_t
 loop_deps(KernelLoop *self, PyObject *node, PyObject *raw)
 {
@@ -371,7 +403,13 @@ loop_deps(KernelLoop *self, PyObject *node, PyObject *raw)
         }
         self->deps[i] = h;
     }
-    return n;
+    if (n < 2 || !loop_plain_in(self, node))
+        return n;
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!loop_implied(self, preds, i))
+            self->deps[kept++] = self->deps[i];
+    return kept;
 }
 
 /* Make the driver call for `node` at raw[at] with `params`: add it (after self->deps[:n]) and record

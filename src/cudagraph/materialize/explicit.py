@@ -29,6 +29,7 @@ from ..driver.kernel_args import PACKING_LOCK, kernel_info
 from ..errors import OperandError
 from ..ops.lower_state import LowerState
 from ..ops.registry import KERNEL, ops_for
+from .driver_edges import driver_preds
 from .kernel_loop import KernelLoopTwin, driver_deps
 
 __all__ = ["DriverNodes", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
@@ -154,7 +155,7 @@ class Lowering:
             return
         if not loop.write_dims(node):
             raise OperandError(f"{node.label}: grid, block and shared_mem must be ints")
-        preds = node._preds
+        preds = driver_preds(node) if attrs is None else node._preds  # (attrs: edges may be programmatic)
         deps = driver_deps(preds, dn, raw, require_driver().CUgraphNode)
         if attrs is None:
             raw_add = require_driver().cuGraphAddNode
@@ -167,7 +168,7 @@ class Lowering:
     def _add_node(self, loop: Any, node: Node, handle: Any, dn: list[Any], raw: list[int]) -> None:
         """Any node but a kernel: its kind's lowering, or its parameters added through the loop or ``add``."""
         ops = ops_for(node)
-        preds = node._preds
+        preds = driver_preds(node)
         make = require_driver().CUgraphNode
         if ops.lowers:
             r = ops.lower(self, node, handle, driver_deps(preds, dn, raw, make), len(preds))

@@ -51,6 +51,7 @@ from ..definition.nodes import KernelNode
 from ..driver.calls import require_driver
 from ..driver.compat import BINDINGS_MAJOR
 from ..errors import OperandError
+from .driver_edges import driver_preds
 
 __all__ = ["KernelLoopTwin", "driver_deps"]
 
@@ -233,7 +234,7 @@ class KernelLoopTwin:
             if node.shared_mem != last_smem:
                 last_smem = node.shared_mem
                 k.sharedMemBytes = last_smem
-            preds = node._preds
+            preds = driver_preds(node)
             n = len(preds)
             deps = driver_deps(preds, dn, raw, make)
             r = add(handle, deps, None, n, kp) if v13 else add(handle, deps, n, kp)
@@ -252,7 +253,7 @@ class KernelLoopTwin:
         self.rc = 0
         if type(node) is not KernelNode or not self.write_dims(node):
             return False
-        preds = node._preds
+        preds = driver_preds(node)
         n = len(preds)
         deps = driver_deps(preds, self._dn, raw, self._make)
         if BINDINGS_MAJOR >= 13:

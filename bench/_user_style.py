@@ -14,8 +14,9 @@ Columns, per node: cudagraph *define*, *lower* (``materialize.explicit.lower``:
 ``g.instantiate()``), *own work* (``g.instantiate()`` minus lowering minus a
 bare ``cuGraphInstantiateWithParams`` of the same graph: what cudagraph adds
 inside ``g.instantiate()``), cuda.core capture end to end (``launch`` into a
-``GraphBuilder`` + ``complete()``), and the C driver floor (a bare
-``cuGraphAddNode`` loop over prepared structures, "cuda.bindings (bare)").
+``GraphBuilder`` + ``complete()``), and the C driver floor (``bench/_c_floor.py``:
+a chain of as many nodes added by a C loop of ``cuGraphAddNode_v2`` over one
+prepared parameter struct, and its ``cuGraphInstantiate``, timed in C).
 
 Also: per-node cost of define, validate, lower and the topology signature at
 N = 1,000 vs 10,000 (100,000 with ``--big``), and the memory of a kernel node
@@ -200,7 +201,8 @@ USER_COLUMNS = (
     ("end-to-end", "end_to_end"),
     ("own work in g.instantiate()", "own"),
     ("cuda.core capture e2e", "capture"),
-    ("C driver floor (bare cuGraphAddNode)", "floor"),
+    ("C floor: cuGraphAddNode loop", "floor"),
+    ("C floor: cuGraphInstantiate", "floor_inst"),
 )
 
 
@@ -374,11 +376,11 @@ def sample_capture(ue: UserEnv, shape: str, n: int, row: UserRow, keep: bool) ->
 
 
 def measure_user(
-    ue: UserEnv, sizes: Sequence[int], repeats: int, floor: Callable[[int], float | None], capture: bool = True
+    ue: UserEnv, sizes: Sequence[int], repeats: int, floor: Callable[[int], dict[str, float]], capture: bool = True
 ) -> list[UserRow]:
     """Every shape (the chain at each N, the DAG once): one warm-up, then ``repeats`` samples, peers interleaved.
 
-    ``floor(nodes)`` gives seconds of the bare ``cuGraphAddNode`` loop for a chain of that many nodes;
+    ``floor(nodes)`` gives seconds of the C driver floor for a chain of that many nodes, by column key;
     ``capture``: also time cuda.core capture (needs a GPU).
     """
     rows: list[UserRow] = []
@@ -395,7 +397,8 @@ def measure_user(
                     if fn is sample_user:
                         row.status = "failed"
             if rep > 0:
-                row.add("floor", floor(row.nodes))
+                for key, seconds in floor(row.nodes).items():
+                    row.add(key, seconds)
             gc.collect()
             if row.status != "ok":
                 break

@@ -24,7 +24,8 @@ Peers:
   *instantiate* is ``gb.complete()``. Chain only (``n/a`` for ``fan``: capturing
   an N-wide fan-out needs N forked streams).
 - ``cuda.bindings (bare)``: one prepared ``CUgraphNodeParams`` and a plain loop
-  of ``driver.cuGraphAddNode`` calls; the floor for a Python caller.
+  of ``driver.cuGraphAddNode`` calls; the floor for a Python caller (the user-style
+  table's C floor is the same loop in C, ``bench/_c_floor.py``).
 
 Launch:
 
@@ -905,20 +906,20 @@ def scaling_sizes(big: bool) -> tuple[int, ...]:
     return (1000, 10000, 100000) if big else (1000, 10000)
 
 
-def _floor(peers: list[Peer]) -> Callable[[int], float | None]:
-    """Seconds of the bare cuGraphAddNode loop for a chain of ``nodes`` nodes (``None`` without that peer)."""
-    bare = next((p for p in peers if isinstance(p, BarePeer)), None)
+def _floor(peers: list[Peer]) -> Callable[[int], dict[str, float]]:
+    """Seconds of the C driver floor (``_c_floor``) for a chain of ``nodes`` kernel nodes with the bare peer's
+    prepared parameters: ``{"floor": the cuGraphAddNode_v2 loop, "floor_inst": cuGraphInstantiate}``
+    (empty without that peer or a C compiler)."""
+    import _c_floor
 
-    def floor(nodes: int) -> float | None:
-        if bare is None:
-            return None
-        args = bare.env.arg_list(nodes)
-        with no_gc():
-            t0 = perf_counter()
-            graph = bare.define("chain", args)
-            t1 = perf_counter()
-        bare.release(graph, graph, None)
-        return t1 - t0
+    bare = next((p for p in peers if isinstance(p, BarePeer)), None)
+    compiled = _c_floor.c_floor() if bare is not None else None
+
+    def floor(nodes: int) -> dict[str, float]:
+        if bare is None or compiled is None:
+            return {}
+        add, inst = compiled.chain(int(bare._kp.getPtr()), nodes)
+        return {"floor": add, "floor_inst": inst}
 
     return floor
 
@@ -961,7 +962,7 @@ def run_cpu(opts: argparse.Namespace, sizes: Sequence[int], repeats: int) -> int
         print(f"- fake cuGraphAddNode_v2 (compiled loop): {fake.add_node}")
         print(f"- fake cuGraphAddNode (cuda.bindings path): {_fake_driver.bindings_add_us():.3f} µs per call")
         print(f"- {repeats} repeats + 1 warm-up; the fastest sample; CPU time of the process\n")
-        rows = _user.measure_user(ue, sizes, repeats, lambda nodes: None, capture=False)
+        rows = _user.measure_user(ue, sizes, repeats, lambda nodes: {}, capture=False)
         scaling = _user.measure_scaling(ue, scaling_sizes(opts.big), repeats)
         ours, _ = _user.measure_memory(ue, core=False)
     user = {
@@ -992,7 +993,8 @@ def print_user_style(user: dict[str, Any]) -> None:
         "end-to-end: define + g.instantiate(); own"
     )
     print("work: g.instantiate() - lowering - bare cuGraphInstantiateWithParams; cuda.core capture: launch() into")
-    print("a GraphBuilder (split/join for the dag) + complete(); C driver floor: bare cuGraphAddNode loop (chain).\n")
+    print("a GraphBuilder (split/join for the dag) + complete(); C floor: a chain of as many nodes built by a C")
+    print("loop of cuGraphAddNode_v2 with one prepared parameter struct, and its cuGraphInstantiate, timed in C.\n")
     print(user["table"])
     print("\n### Per-node cost by N (user-style chain, fastest sample)\n")
     print(user["scaling_table"])

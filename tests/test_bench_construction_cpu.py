@@ -121,7 +121,9 @@ def test_the_user_table_and_its_verdicts():
         "define+lower µs/node |"
     )
     assert lines[0].endswith("| C floor: cuGraphAddNode loop µs/node | C floor: cuGraphInstantiate µs/node |")
-    assert lines[2] == "| chain | 1000 | 1000 | 1.000 | 0.700 | 0.400 | 1.400 | 1.800 | 2.000 | 0.050 | 2.400 | n/a | n/a |"
+    assert lines[2] == (
+        "| chain | 1000 | 1000 | 1.000 | 0.700 | 0.400 | 1.400 | 1.800 | 2.000 | 0.050 | 2.400 | n/a | n/a |"
+    )
     assert lines[3] == "| dag | 1000 | 1026 | n/a | n/a | n/a | 1.600 | n/a | 2.000 | 0.200 | 3.000 | 0.300 | 1.100 |"
     assert lines[4] == "| dag | 1024 | 1026 | " + " | ".join(["failed"] * 10) + " |"
     verdicts = [(r["name"], r["where"], round(r["value"], 3), r["pass"]) for r in us.user_ratios([chain, dag])]

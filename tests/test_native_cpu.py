@@ -352,6 +352,26 @@ def test_edges_a_direct_predecessor_implies_are_left_out(fake_driver, monkeypatc
     assert len(g.edges) == 16  # the definition keeps every edge
 
 
+def test_a_wide_fan_in_leaves_out_the_implied_edges(fake_driver):
+    """More than eight predecessors take the sorted look-up (C) instead of the scan: the same edges are left out."""
+    g = cg.Graph("fan-in")
+    args = (Buffer(0xA000), np.float32(1), np.int32(2))
+    root = g.kernel(K1, 1, 32, args, name="root")
+    mids = []
+    for i in range(12):
+        after = [root, mids[-1]] if i % 2 else root  # each odd one also after the one before it
+        mids.append(g.kernel(K1, 1, 32, args, after=after, name=f"m{i}"))
+    g.empty(after=[*reversed(mids), root], name="sink")
+    g.kernel(K2, 2, 64, (np.int32(1), np.float64(2)), after=[root, *mids], name="sink2")
+    dn = lower(g, fake_driver)
+    check_calls(g, fake_driver, dn)
+    name_of = {dn.raw[n.index]: n.name for n in g.nodes}
+    got = {name_of[call["handle"]]: [name_of[h] for h in call["deps"]] for call in fake_driver.calls}
+    odd = [f"m{i}" for i in range(1, 12, 2)]
+    assert got["sink"] == odd[::-1] and got["sink2"] == odd
+    assert all(got[f"m{i}"] == [f"m{i - 1}"] for i in range(1, 12, 2))  # root -> m(i-1) -> m(i)
+
+
 def test_interleaved_kernels_are_added_in_one_pass(fake_driver, monkeypatch):
     """The loop keeps every kernel it was shown: each kernel is introduced once, each sequence of argument types
     is packed once in Python, and the loop switches between the kernels itself."""

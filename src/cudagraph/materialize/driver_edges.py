@@ -41,18 +41,19 @@ def driver_preds(node: Node) -> list[Node]:
     """The predecessors of ``node`` whose edges are given to the driver (see the module's rule).
 
     ``node._preds`` itself when nothing is left out (always for fewer than two
-    predecessors), else a new list in the same order.
+    predecessors), else a new list in the same order. Linear in the
+    predecessors and their own predecessors (a 1,000-wide fan-in is one pass).
     """
     preds = node._preds
     if len(preds) < 2 or not plain_in(node):
         return preds
-    kept = [p for p in preds if not _implied(p, preds)]
-    return preds if len(kept) == len(preds) else kept
-
-
-def _implied(p: Node, preds: list[Node]) -> bool:
-    """Whether another plain predecessor in ``preds`` comes directly after ``p``."""
+    ids = {id(p) for p in preds}
+    implied: set[int] = set()
     for q in preds:
-        if q is not p and plain_in(q) and any(r is p for r in q._preds):
-            return True
-    return False
+        if plain_in(q):
+            for r in q._preds:
+                if id(r) in ids:
+                    implied.add(id(r))
+    if not implied:
+        return preds
+    return [p for p in preds if id(p) not in implied]

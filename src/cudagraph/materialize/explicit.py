@@ -168,17 +168,18 @@ class Lowering:
     def _add_node(self, loop: Any, node: Node, handle: Any, dn: list[Any], raw: list[int]) -> None:
         """Any node but a kernel: its kind's lowering, or its parameters added through the loop or ``add``."""
         ops = ops_for(node)
-        preds = driver_preds(node)
         make = require_driver().CUgraphNode
         if ops.lowers:
+            preds = driver_preds(node)
             r = ops.lower(self, node, handle, driver_deps(preds, dn, raw, make), len(preds))
             loop.args = None  # bodies may have packed other arguments into the kernels' shared buffers
         else:
             p = ops.params(node, self)
-            if loop.add_with(node, raw, p.getPtr()):
+            if loop.add_with(node, raw, p.getPtr()):  # (the loop leaves out the implied edges itself)
                 if loop.rc:
                     raise_error(require_driver().CUresult(loop.rc), "cuGraphAddNode", node)
                 return
+            preds = driver_preds(node)
             r = self.add(handle, driver_deps(preds, dn, raw, make), len(preds), p)
         self._record(node, r, dn, raw)
 

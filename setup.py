@@ -23,6 +23,7 @@ _SOURCES = (
     "_native_launch",
     "_native_launcher",
     "_native_capture",
+    "_native_edges",
 )
 
 setup(

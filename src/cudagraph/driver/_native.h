@@ -199,6 +199,21 @@ int cg_resolve_slots(PyTypeObject *tp, const char *role, Py_ssize_t count, Py_ss
  * 0, or -1 with an exception set (TypeError, or those of cg_resolve_slots). May run Python code. */
 int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_node_slots *nd);
 
+/* ------------------------------------------------------------------ driver edges (_native_edges.c) */
+
+/* What the edge rule reads of the definition's nodes. */
+typedef struct {
+    PyTypeObject *kernel_type; /* KernelNode (exact) */
+    PyTypeObject *node_type;   /* Node */
+    const cg_kernel_slots *kn;
+    const cg_node_slots *nd;
+} cg_edge_types;
+
+/* Keep in deps[:n] (the driver nodes of `node`'s predecessors `preds`, an exact list whose items are
+ * Nodes with exact int indices, in order) those whose edges reach the driver: the count kept, or -1
+ * when out of memory (no exception set). Runs no Python code. */
+Py_ssize_t cg_keep_driver_deps(const cg_edge_types *t, PyObject *node, PyObject *preds, void **deps, Py_ssize_t n);
+
 /* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `acquire`
  * and `release`. */
 extern PyObject *cg_str_handle, *cg_str_acquire, *cg_str_release;

@@ -250,11 +250,17 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ro
     torch.cuda.synchronize()
     print(f"| driver floor: compiled patch + cuGraphLaunch, queued | {fmt(t_floor - t_plain, 2)} | "
           f"above a bare cuGraphLaunch ({fmt(t_plain, 2)} µs): no reader, no checks, no Python of bind |")  # fmt: skip
+    # The same set calls cost the driver more while launches of the executable are queued (it keeps the
+    # parameters those launches were queued with): the floor above a bare launch, less the patch timed alone.
+    queued = t_floor - t_plain - t_patch
+    print(f"| of which the driver's extra while launches are queued | {fmt(queued, 2)} | driver floor - compiled "
+          "patch alone |")  # fmt: skip
     rest = above - t_check - t_patch
     print(f"| the rest: Python of launch/bind (locks, dicts, plan look-up) | {fmt(rest, 2)} | above - checks - patch "
           "(the checks as the Python twin makes them) |")  # fmt: skip
     # The rebind as launch(s, x=, out=) makes it (the compiled _bind_many where built: readers, layout look-ups,
-    # the lock, the patch with its driver calls), alone; what is left above it is launch's own Python.
+    # the lock, the patch with its driver calls), alone and unqueued; what is left above it and the driver's
+    # extra when queued is launch's own Python.
     bind_many = exe._bind_many
 
     def rebind_only(i: int) -> None:
@@ -266,8 +272,9 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ro
     except Exception as exc:  # a row of the breakdown, not the benchmark's figures
         print(f"| the rebind alone (exe._bind_many) | n/a | {type(exc).__name__}: {exc} |")
     else:
-        print(f"| the rebind alone (exe._bind_many, as launch calls it) | {fmt(t_bind, 2)} | "
-              f"above - this: {fmt(above - t_bind, 2)} µs of launch's own Python |")  # fmt: skip
+        print(f"| the rebind alone (exe._bind_many, as launch calls it) | {fmt(t_bind, 2)} | above - this - the "
+              f"driver's extra when queued: {fmt(above - t_bind - queued, 2)} µs of launch's own Python "
+              "(and of noise: medians of queued rounds against the best of unqueued ones) |")  # fmt: skip
 
 
 def run_size(

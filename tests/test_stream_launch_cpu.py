@@ -525,6 +525,22 @@ def test_a_chain_is_captured_without_setting_dependencies(fake):
     assert fake.edges == [(fake.made[i], fake.made[i + 1]) for i in range(19)]
 
 
+def test_capture_leaves_out_the_edges_a_predecessor_implies_both_ways(monkeypatch):
+    """after=[prev, prev2] (prev2 -> prev) and a 12-wide fan-in are captured as the plain chain: no dependency
+    is set, and the captured edges are the chain's, as explicit construction gives the driver."""
+    g = cg.Graph("implied")
+    prev = prev2 = None
+    for i in range(12):
+        after = [prev, prev2] if prev2 is not None and i % 4 == 3 else prev
+        node = g.kernel(K1, 1, 32, (0x10, np.float32(1), np.int32(i)), after=after)
+        prev2, prev = prev, node
+    g.kernel(K1, 1, 32, (0x11, np.float32(1), np.int32(99)), after=list(reversed(g.nodes)))  # only the last
+    c, p = calls_both_ways(monkeypatch, lambda d: replay(d, g))
+    for d in (c, p):
+        assert d.sets == 0 and len(d.made) == 13
+        assert d.edges == [(d.made[i], d.made[i + 1]) for i in range(12)]
+
+
 def test_capture_refuses_a_kernel_with_large_shared_memory_by_name(fake):
     from cudagraph.errors import UnsupportedError
 

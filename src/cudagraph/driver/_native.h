@@ -209,9 +209,13 @@ typedef struct {
     const cg_node_slots *nd;
 } cg_edge_types;
 
-/* Keep in deps[:n] (the driver nodes of `node`'s predecessors `preds`, an exact list whose items are
- * Nodes with exact int indices, in order) those whose edges reach the driver: the count kept, or -1
- * when out of memory (no exception set). Runs no Python code. */
+/* Set implied[i] (len(preds) bytes, zeroed by the caller) for each predecessor of `node` whose edge
+ * another predecessor implies; `preds` is node's exact list of predecessors. 0, or -1 when out of
+ * memory (no exception set). Runs no Python code. */
+int cg_mark_implied(const cg_edge_types *t, PyObject *node, PyObject *preds, char *implied);
+
+/* Keep in deps[:n] (the driver nodes of `preds`, in order, n == len(preds)) those whose edges reach
+ * the driver: the count kept, or -1 when out of memory (no exception set). Runs no Python code. */
 Py_ssize_t cg_keep_driver_deps(const cg_edge_types *t, PyObject *node, PyObject *preds, void **deps, Py_ssize_t n);
 
 /* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `acquire`

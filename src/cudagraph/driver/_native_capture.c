@@ -65,22 +65,34 @@ capture_want(StreamLauncher *self, PyObject *node, PyObject *exits, PyObject *en
     if (preds == NULL || !PyList_CheckExact(preds))
         return -1;
     size_t n = 0;
-    if (PyList_GET_SIZE(preds) == 0)
+    Py_ssize_t np = PyList_GET_SIZE(preds);
+    if (np == 0)
         return want_add(self, entry, &n) < 0 ? -1 : (Py_ssize_t)sort_unique(self->want, n);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(preds); i++) {
+    /* The edges another predecessor implies are left out, as explicit construction does (_native_edges.c). */
+    cg_edge_types types = {self->kernel_type, self->node_type, &self->kn, &self->nd};
+    char few[8] = {0};
+    char *implied = np <= 8 ? few : PyMem_Calloc((size_t)np, 1);
+    Py_ssize_t r = -1;
+    if (implied == NULL || cg_mark_implied(&types, node, preds, implied) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < np; i++) {
         PyObject *p = PyList_GET_ITEM(preds, i);
         if (!PyObject_TypeCheck(p, self->node_type))
-            return -1;
+            goto done;
         PyObject *index = SLOT(p, self->nd.index);
         Py_ssize_t at = index != NULL && PyLong_CheckExact(index) ? PyLong_AsSsize_t(index) : -1;
         if (at < 0 || at >= PyList_GET_SIZE(exits)) {
             PyErr_Clear();
-            return -1;
+            goto done;
         }
-        if (want_add(self, PyList_GET_ITEM(exits, at), &n) < 0)
-            return -1;
+        if (!implied[i] && want_add(self, PyList_GET_ITEM(exits, at), &n) < 0)
+            goto done;
     }
-    return (Py_ssize_t)sort_unique(self->want, n);
+    r = (Py_ssize_t)sort_unique(self->want, n);
+done:
+    if (implied != few)
+        PyMem_Free(implied);
+    return r;
 }
 
 /* Read the stream's capture dependencies into self->cur (sorted) and, when `out` is given, as a

@@ -6,15 +6,29 @@
  */
 #include "_native.h"
 
-/* 1 when every edge into `q` is plain: not a kernel node, or an exact KernelNode without launch
- * attributes (twin: cudagraph.materialize.driver_edges.plain_in). */
+/* 1 when `q` is a Node every edge into which is plain: not a kernel node, or an exact KernelNode
+ * without launch attributes (twin: cudagraph.materialize.driver_edges.plain_in). 0 for anything else,
+ * whose slots are never read. */
 static int
 plain_in(const cg_edge_types *t, PyObject *q)
 {
     PyTypeObject *kt = t->kernel_type;
     if (Py_TYPE(q) == kt)
         return SLOT(q, t->kn->attrs) == Py_None;
-    return !PyObject_TypeCheck(q, kt);
+    return !PyObject_TypeCheck(q, kt) && PyObject_TypeCheck(q, t->node_type);
+}
+
+/* The node index of `q` if it is a Node whose index is an exact int, else -1. */
+static Py_ssize_t
+index_of(const cg_edge_types *t, PyObject *q)
+{
+    PyObject *i = PyObject_TypeCheck(q, t->node_type) ? SLOT(q, t->nd->index) : NULL;
+    if (i == NULL || !PyLong_CheckExact(i))
+        return -1;
+    Py_ssize_t at = PyLong_AsSsize_t(i);
+    if (at == -1)
+        PyErr_Clear();
+    return at;
 }
 
 /* 1 when the edge from preds[i] is implied by another plain predecessor that comes directly after it
@@ -58,8 +72,8 @@ implied_wide(const cg_edge_types *t, PyObject *preds, Py_ssize_t n, char *implie
     pred_at *at = PyMem_Malloc((size_t)n * sizeof *at);
     if (at == NULL)
         return -1;
-    for (Py_ssize_t i = 0; i < n; i++) { /* every index is an exact int in range: cg_keep_driver_deps' caller checked */
-        at[i].index = PyLong_AsSsize_t(SLOT(PyList_GET_ITEM(preds, i), t->nd->index));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        at[i].index = index_of(t, PyList_GET_ITEM(preds, i));
         at[i].pos = i;
     }
     qsort(at, (size_t)n, sizeof *at, pred_at_cmp);
@@ -70,14 +84,9 @@ implied_wide(const cg_edge_types *t, PyObject *preds, Py_ssize_t n, char *implie
             continue;
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(qp); k++) {
             PyObject *r = PyList_GET_ITEM(qp, k);
-            PyObject *ri = PyObject_TypeCheck(r, t->node_type) ? SLOT(r, t->nd->index) : NULL;
-            if (ri == NULL || !PyLong_CheckExact(ri))
+            pred_at key = {index_of(t, r), 0};
+            if (key.index < 0)
                 continue;
-            pred_at key = {PyLong_AsSsize_t(ri), 0};
-            if (key.index == -1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                continue;
-            }
             pred_at *hit = bsearch(&key, at, (size_t)n, sizeof *at, pred_at_cmp);
             if (hit != NULL && PyList_GET_ITEM(preds, hit->pos) == r)
                 implied[hit->pos] = 1;
@@ -87,26 +96,34 @@ implied_wide(const cg_edge_types *t, PyObject *preds, Py_ssize_t n, char *implie
     return 0;
 }
 
+int
+cg_mark_implied(const cg_edge_types *t, PyObject *node, PyObject *preds, char *implied)
+{
+    Py_ssize_t n = PyList_GET_SIZE(preds);
+    if (n < 2 || !plain_in(t, node))
+        return 0;
+    if (n > 8) /* a wide fan-in: the scan would be quadratic */
+        return implied_wide(t, preds, n, implied);
+    for (Py_ssize_t i = 0; i < n; i++) /* the common case (after=[prev, prev2]) */
+        implied[i] = (char)implied_scan(t, preds, i);
+    return 0;
+}
+
 Py_ssize_t
 cg_keep_driver_deps(const cg_edge_types *t, PyObject *node, PyObject *preds, void **deps, Py_ssize_t n)
 {
-    if (n < 2 || !plain_in(t, node))
-        return n;
-    Py_ssize_t kept = 0;
-    if (n <= 8) { /* the common case (after=[prev, prev2]): no allocation */
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (!implied_scan(t, preds, i))
-                deps[kept++] = deps[i];
-        return kept;
-    }
-    char *implied = PyMem_Calloc((size_t)n, 1);
-    if (implied == NULL || implied_wide(t, preds, n, implied) < 0) {
-        PyMem_Free(implied);
+    char few[8] = {0};
+    char *implied = n <= 8 ? few : PyMem_Calloc((size_t)n, 1);
+    if (implied == NULL || cg_mark_implied(t, node, preds, implied) < 0) {
+        if (implied != few)
+            PyMem_Free(implied);
         return -1;
     }
+    Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < n; i++)
         if (!implied[i])
             deps[kept++] = deps[i];
-    PyMem_Free(implied);
+    if (implied != few)
+        PyMem_Free(implied);
     return kept;
 }

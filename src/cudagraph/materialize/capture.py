@@ -5,7 +5,8 @@ Each node is issued as the stream call that does the same work (kernels with
 one stream. Before each node, the stream's capture dependencies are set to the
 driver nodes its predecessors were captured as
 (``cuStreamUpdateCaptureDependencies``, skipped when they already are those),
-so the captured graph has the definition's edges exactly, with no forked
+so the captured graph has the definition's edges (less those another
+predecessor implies, as in explicit construction), with no forked
 streams or events; after it, they are read back (``cuStreamGetCaptureInfo``):
 they are what its successors depend on, and the single one after a node's one
 call is the driver node made for it, kept so that the executable can update
@@ -32,6 +33,7 @@ from ..errors import UnsupportedError
 from ..ops.lower_state import LowerState
 from ..ops.registry import ops_for
 from .capture_region import pause_collector, resume_collector
+from .driver_edges import driver_preds
 from .eager import StreamIssue
 from .explicit import DriverNodes, LoweredGraph, Lowering
 
@@ -121,7 +123,7 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
             why = ops.capture_refusal(node)
             if why is not None:
                 raise UnsupportedError(why, node=node)
-            preds = node._preds
+            preds = driver_preds(node)  # as explicit construction: the edges a predecessor implies are left out
             rp.depend_on(_union([exits[p.index] for p in preds]) if preds else sorted(set(entry)), node)
             rp.fresh = False
             ops.capture(rp, node, rp.origin)

@@ -17,8 +17,9 @@ intermediate ``q``. Reachability through plain edges is unchanged: every edge
 left out is redundant in the graph of plain edges, and removing any set of
 redundant edges from a DAG keeps what reaches what.
 
-The compiled ``KernelLoop`` (``driver/_native_loop.c``, ``loop_deps``) applies
-the same rule; :func:`driver_preds` is its twin.
+The capture backend sets a captured node's dependencies by the same rule. The
+compiled ``KernelLoop`` and ``StreamLauncher.capture`` apply it through
+``driver/_native_edges.c``; :func:`driver_preds` is their twin.
 """
 
 from __future__ import annotations

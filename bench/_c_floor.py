@@ -12,11 +12,9 @@ compiler (or that library) there is no floor and the columns say ``n/a``.
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-import subprocess
-import tempfile
 from typing import Any
+
+from _common import compile_c
 
 __all__ = ["CFloor", "c_floor"]
 
@@ -99,16 +97,6 @@ class CFloor:
 
 
 def c_floor() -> CFloor | None:
-    """The compiled floor, or ``None`` without a C compiler or a loaded ``libcuda.so.1``."""
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    if cc is None:
-        return None
-    folder = tempfile.mkdtemp(prefix="cudagraph-c-floor-")
-    src, lib = os.path.join(folder, "floor.c"), os.path.join(folder, "libfloor.so")
-    with open(src, "w") as f:
-        f.write(_SOURCE)
-    try:
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src, "-ldl"], check=True, capture_output=True)
-        return CFloor(ctypes.CDLL(lib))
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    """The compiled floor, or ``None`` without a C compiler."""
+    dll = compile_c(_SOURCE, "c-floor", "-ldl")
+    return None if dll is None else CFloor(dll)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib
+import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fmt", "import_cudagraph", "no_gc", "verdict", "versions"]
+__all__ = ["compile_c", "fmt", "import_cudagraph", "no_gc", "verdict", "versions"]
 
 
 @contextmanager
@@ -72,3 +77,20 @@ def import_cudagraph() -> None:
     except ImportError:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
         importlib.import_module("cudagraph")
+
+
+def compile_c(source: str, name: str, *flags: str) -> Any:
+    """``source`` compiled with the system C compiler (``$CC`` or ``cc``) into a shared library and loaded
+    with ctypes, or ``None`` without a compiler or when it fails (``flags`` go after the source)."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        return None
+    folder = tempfile.mkdtemp(prefix=f"cudagraph-{name}-")
+    src, lib = os.path.join(folder, f"{name}.c"), os.path.join(folder, f"lib{name}.so")
+    with open(src, "w") as f:
+        f.write(source)
+    try:
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src, *flags], check=True, capture_output=True)
+        return ctypes.CDLL(lib)
+    except (OSError, subprocess.CalledProcessError):
+        return None

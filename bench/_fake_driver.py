@@ -18,15 +18,13 @@ Every driver entry point that defining, lowering and instantiating a kernel grap
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from _common import compile_c
 
 __all__ = ["FakeDriver", "bindings_add_us", "fake_driver", "fake_info"]
 
@@ -74,17 +72,8 @@ class FakeDriver:
 
 def _compiled_add() -> tuple[Any, int] | None:
     """(library, address of cuGraphAddNode_v2) compiled with the system compiler, or ``None``."""
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    if cc is None:
-        return None
-    folder = tempfile.mkdtemp(prefix="cudagraph-fake-driver-")
-    src, lib = os.path.join(folder, "fake.c"), os.path.join(folder, "libfake.so")
-    with open(src, "w") as f:
-        f.write(_FAKE_ADD_C)
-    try:
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src], check=True, capture_output=True)
-        dll = ctypes.CDLL(lib)
-    except (OSError, subprocess.CalledProcessError):
+    dll = compile_c(_FAKE_ADD_C, "fake-driver")
+    if dll is None:
         return None
     return dll, int(ctypes.cast(dll.cuGraphAddNode_v2, ctypes.c_void_p).value or 0)
 

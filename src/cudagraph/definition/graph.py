@@ -557,10 +557,10 @@ class Graph(Builders, ParametrizeMixin, Drawing):
 
         Notes
         -----
-        The explicit backend leaves out of the driver graph each edge
-        ``p -> c`` that another predecessor of ``c`` already implies (it comes
-        directly after ``p``, and neither edge can be programmatic): the order
-        is the same and the driver instantiates faster (each such edge costs it
+        Both backends leave out of the driver graph each edge ``p -> c``
+        that another predecessor of ``c`` already implies (it comes directly
+        after ``p``, and neither edge can be programmatic): the order is the
+        same and the driver instantiates faster (each such edge costs it
         about 3 µs). The definition keeps every edge; reading the driver graph
         back shows the others only.
         """

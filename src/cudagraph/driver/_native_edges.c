@@ -1,8 +1,8 @@
 /*
  * The edges explicit construction gives the driver: every edge of a node but those another of its
  * predecessors implies (p -> q -> c orders p before c). The rule, its proof and its figure are in the
- * Python twin, cudagraph.materialize.driver_edges; KernelLoop (_native_loop.c) applies it to each
- * node it adds.
+ * Python twin, cudagraph.materialize.driver_edges. KernelLoop (_native_loop.c) applies it to each
+ * node it adds, StreamLauncher.capture (_native_capture.c) to each node it captures.
  */
 #include "_native.h"
 

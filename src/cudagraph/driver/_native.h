@@ -209,10 +209,11 @@ typedef struct {
     const cg_node_slots *nd;
 } cg_edge_types;
 
-/* Set implied[i] (len(preds) bytes, zeroed by the caller) for each predecessor of `node` whose edge
- * another predecessor implies; `preds` is node's exact list of predecessors. 0, or -1 when out of
- * memory (no exception set). Runs no Python code. */
-int cg_mark_implied(const cg_edge_types *t, PyObject *node, PyObject *preds, char *implied);
+/* One byte per predecessor of `node` (`preds`, its exact list), 1 where another predecessor implies the
+ * edge: `few` (the caller's 8 bytes) for at most eight, else allocated; NULL when out of memory (no
+ * exception set). Release it with cg_implied_free. Runs no Python code. */
+char *cg_implied(const cg_edge_types *t, PyObject *node, PyObject *preds, char *few);
+void cg_implied_free(char *implied, const char *few);
 
 /* Keep in deps[:n] (the driver nodes of `preds`, in order, n == len(preds)) those whose edges reach
  * the driver: the count kept, or -1 when out of memory (no exception set). Runs no Python code. */
@@ -240,9 +241,36 @@ typedef struct {
 
 /* tp_descr_get of those descriptors: themselves on the class, a bound method on an instance. (_native_bind.c) */
 PyObject *cg_method_get(PyObject *self, PyObject *obj, PyObject *type);
-/* The getter of their `func` attribute. (_native_bind.c) */
-PyObject *cg_method_func(PyObject *self, void *closure);
-#define CG_METHOD_FUNC_DOC "The Python method: every call the compiled path does not take goes to it."
+/* Their attributes: `func` (the Python method) and `__dict__` (functools.update_wrapper). (_native_bind.c) */
+extern PyGetSetDef cg_method_getset[];
+
+/* Each of those structs holds its objects in a row from `func` to its last field of them, `dict`: the
+ * number of them, for the shared traverse and clear below. */
+#define CG_METHOD_HELD(T)                                                                                            \
+    ((Py_ssize_t)((offsetof(T, dict) - offsetof(cg_method_head, func)) / sizeof(PyObject *) + 1))
+/* tp_traverse and tp_clear over the `held` objects from `func` on; tp_dealloc (through tp_clear). (_native_bind.c) */
+int cg_method_visit(PyObject *self, Py_ssize_t held, visitproc visit, void *arg);
+int cg_method_clear(PyObject *self, Py_ssize_t held);
+void cg_method_dealloc(PyObject *self);
+
+/* The type object of the compiled method whose struct is T (named NAME, documented by DOC, made by NEW):
+ * `PyTypeObject cg_BindMethodType = CG_METHOD_TYPE(BindMethod, ...);` after CG_METHOD_GC(BindMethod). */
+#define CG_METHOD_GC(T)                                                                                              \
+    static int T##_traverse(PyObject *m, visitproc visit, void *arg)                                                \
+    {                                                                                                                \
+        return cg_method_visit(m, CG_METHOD_HELD(T), visit, arg);                                                    \
+    }                                                                                                                \
+    static int T##_clear(PyObject *m) { return cg_method_clear(m, CG_METHOD_HELD(T)); }
+#define CG_METHOD_TYPE(T, NAME, DOC, NEW)                                                                            \
+    {                                                                                                                \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = NAME, .tp_basicsize = sizeof(T),                                   \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR |                        \
+                    Py_TPFLAGS_HAVE_VECTORCALL,                                                                      \
+        .tp_doc = DOC, .tp_new = NEW, .tp_dealloc = cg_method_dealloc, .tp_traverse = T##_traverse,                 \
+        .tp_clear = T##_clear, .tp_vectorcall_offset = offsetof(T, vectorcall), .tp_call = PyVectorcall_Call,       \
+        .tp_descr_get = cg_method_get, .tp_getset = cg_method_getset, .tp_dictoffset = offsetof(T, dict),           \
+        .tp_getattro = PyObject_GenericGetAttr, .tp_setattro = PyObject_GenericSetAttr,                             \
+    }
 
 /* Add `n` to the update count in slot `off` of `exe` as it is now: 0, or -1 with an exception set (MemoryError).
  * A count that is not an int of the expected range is left alone. Runs no Python code. (_native_bind.c) */

@@ -41,7 +41,8 @@ typedef struct {
     cg_bind_plan_slots pl;  /* of plan_type */
 } BindMethod;
 _Static_assert(offsetof(BindMethod, vectorcall) == offsetof(cg_method_head, vectorcall) &&
-                   offsetof(BindMethod, func) == offsetof(cg_method_head, func),
+                   offsetof(BindMethod, func) == offsetof(cg_method_head, func) &&
+                   (offsetof(BindMethod, dict) - offsetof(BindMethod, func)) % sizeof(PyObject *) == 0,
                "BindMethod starts with cg_method_head");
 
 /* The address `value` stands for (an exact int, or an object of a listed type through its `handle`);
@@ -277,34 +278,32 @@ bind_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)m;
 }
 
-static int
-bind_traverse(BindMethod *m, visitproc visit, void *arg)
+CG_METHOD_GC(BindMethod)
+
+int
+cg_method_visit(PyObject *self, Py_ssize_t held, visitproc visit, void *arg)
 {
-    Py_VISIT(m->func);
-    Py_VISIT(m->cls);
-    Py_VISIT(m->plan_type);
-    Py_VISIT(m->buffer_types);
-    Py_VISIT(m->dict);
+    PyObject **objects = &((cg_method_head *)self)->func;
+    for (Py_ssize_t i = 0; i < held; i++)
+        Py_VISIT(objects[i]);
     return 0;
 }
 
-static int
-bind_clear(BindMethod *m)
+int
+cg_method_clear(PyObject *self, Py_ssize_t held)
 {
-    Py_CLEAR(m->func);
-    Py_CLEAR(m->cls);
-    Py_CLEAR(m->plan_type);
-    Py_CLEAR(m->buffer_types);
-    Py_CLEAR(m->dict);
+    PyObject **objects = &((cg_method_head *)self)->func;
+    for (Py_ssize_t i = 0; i < held; i++)
+        Py_CLEAR(objects[i]);
     return 0;
 }
 
-static void
-bind_dealloc(BindMethod *m)
+void
+cg_method_dealloc(PyObject *self)
 {
-    PyObject_GC_UnTrack(m);
-    bind_clear(m);
-    Py_TYPE(m)->tp_free((PyObject *)m);
+    PyObject_GC_UnTrack(self);
+    Py_TYPE(self)->tp_clear(self);
+    Py_TYPE(self)->tp_free(self);
 }
 
 PyObject *
@@ -315,14 +314,14 @@ cg_method_get(PyObject *self, PyObject *obj, PyObject *type)
     return PyMethod_New(self, obj);
 }
 
-PyObject *
-cg_method_func(PyObject *self, void *closure)
+static PyObject *
+method_func(PyObject *self, void *closure)
 {
     return Py_NewRef(((cg_method_head *)self)->func);
 }
 
-static PyGetSetDef bind_getset[] = {
-    {"func", cg_method_func, NULL, CG_METHOD_FUNC_DOC, NULL},
+PyGetSetDef cg_method_getset[] = {
+    {"func", method_func, NULL, "The Python method: every call the compiled path does not take goes to it.", NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -334,23 +333,8 @@ PyDoc_STRVAR(bind_doc,
              "the set of types whose `handle` attribute is the address (shared with the Python side, which adds\n"
              "to it). Copy the Python method's name and docstring onto it with functools.update_wrapper.");
 
-PyTypeObject cg_BindMethodType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.driver._native.BindMethod",
-    .tp_basicsize = sizeof(BindMethod),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = bind_doc,
-    .tp_new = bind_new,
-    .tp_dealloc = (destructor)bind_dealloc,
-    .tp_traverse = (traverseproc)bind_traverse,
-    .tp_clear = (inquiry)bind_clear,
-    .tp_vectorcall_offset = offsetof(BindMethod, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_descr_get = cg_method_get,
-    .tp_getset = bind_getset,
-    .tp_dictoffset = offsetof(BindMethod, dict),
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-};
+PyTypeObject cg_BindMethodType =
+    CG_METHOD_TYPE(BindMethod, "cudagraph.driver._native.BindMethod", bind_doc, bind_new);
 
 int
 cg_bind_method_ready(void)

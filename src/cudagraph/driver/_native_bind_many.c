@@ -55,7 +55,8 @@ typedef struct {
     cg_memory_check_slots mc;
 } BindManyMethod;
 _Static_assert(offsetof(BindManyMethod, vectorcall) == offsetof(cg_method_head, vectorcall) &&
-                   offsetof(BindManyMethod, func) == offsetof(cg_method_head, func),
+                   offsetof(BindManyMethod, func) == offsetof(cg_method_head, func) &&
+                   (offsetof(BindManyMethod, dict) - offsetof(BindManyMethod, func)) % sizeof(PyObject *) == 0,
                "BindManyMethod starts with cg_method_head");
 
 /* One name of the call. */
@@ -419,49 +420,7 @@ bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)m;
 }
 
-static int
-bind_many_traverse(BindManyMethod *m, visitproc visit, void *arg)
-{
-    Py_VISIT(m->func);
-    Py_VISIT(m->cls);
-    Py_VISIT(m->bind_plan_type);
-    Py_VISIT(m->patch_plan_type);
-    Py_VISIT(m->check_type);
-    Py_VISIT(m->memory_type);
-    Py_VISIT(m->readers);
-    Py_VISIT(m->buffer_types);
-    Py_VISIT(m->dict);
-    return 0;
-}
-
-static int
-bind_many_clear(BindManyMethod *m)
-{
-    Py_CLEAR(m->func);
-    Py_CLEAR(m->cls);
-    Py_CLEAR(m->bind_plan_type);
-    Py_CLEAR(m->patch_plan_type);
-    Py_CLEAR(m->check_type);
-    Py_CLEAR(m->memory_type);
-    Py_CLEAR(m->readers);
-    Py_CLEAR(m->buffer_types);
-    Py_CLEAR(m->dict);
-    return 0;
-}
-
-static void
-bind_many_dealloc(BindManyMethod *m)
-{
-    PyObject_GC_UnTrack(m);
-    bind_many_clear(m);
-    Py_TYPE(m)->tp_free((PyObject *)m);
-}
-
-static PyGetSetDef bind_many_getset[] = {
-    {"func", cg_method_func, NULL, CG_METHOD_FUNC_DOC, NULL},
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
+CG_METHOD_GC(BindManyMethod)
 
 PyDoc_STRVAR(bind_many_doc,
              "BindManyMethod(func, cls, bind_plan_type, patch_plan_type, check_type, memory_type, readers, "
@@ -473,23 +432,8 @@ PyDoc_STRVAR(bind_many_doc,
              "BindPlan, PatchPlan, ValueCheck and MemoryCheck (exact); `readers` maps a value's type to its\n"
              "reader (bind_checks._READERS), `buffer_types` is the set of types whose `handle` is the address.");
 
-PyTypeObject cg_BindManyMethodType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.driver._native.BindManyMethod",
-    .tp_basicsize = sizeof(BindManyMethod),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = bind_many_doc,
-    .tp_new = bind_many_new,
-    .tp_dealloc = (destructor)bind_many_dealloc,
-    .tp_traverse = (traverseproc)bind_many_traverse,
-    .tp_clear = (inquiry)bind_many_clear,
-    .tp_vectorcall_offset = offsetof(BindManyMethod, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_descr_get = cg_method_get,
-    .tp_getset = bind_many_getset,
-    .tp_dictoffset = offsetof(BindManyMethod, dict),
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-};
+PyTypeObject cg_BindManyMethodType =
+    CG_METHOD_TYPE(BindManyMethod, "cudagraph.driver._native.BindManyMethod", bind_many_doc, bind_many_new);
 
 int
 cg_bind_many_method_ready(void)

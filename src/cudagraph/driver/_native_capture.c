@@ -70,11 +70,11 @@ capture_want(StreamLauncher *self, PyObject *node, PyObject *exits, PyObject *en
         return want_add(self, entry, &n) < 0 ? -1 : (Py_ssize_t)sort_unique(self->want, n);
     /* The edges another predecessor implies are left out, as explicit construction does (_native_edges.c). */
     cg_edge_types types = {self->kernel_type, self->node_type, &self->kn, &self->nd};
-    char few[8] = {0};
-    char *implied = np <= 8 ? few : PyMem_Calloc((size_t)np, 1);
+    char few[8];
+    char *implied = cg_implied(&types, node, preds, few);
     Py_ssize_t r = -1;
-    if (implied == NULL || cg_mark_implied(&types, node, preds, implied) < 0)
-        goto done;
+    if (implied == NULL)
+        return -1;
     for (Py_ssize_t i = 0; i < np; i++) {
         PyObject *p = PyList_GET_ITEM(preds, i);
         if (!PyObject_TypeCheck(p, self->node_type))
@@ -90,8 +90,7 @@ capture_want(StreamLauncher *self, PyObject *node, PyObject *exits, PyObject *en
     }
     r = (Py_ssize_t)sort_unique(self->want, n);
 done:
-    if (implied != few)
-        PyMem_Free(implied);
+    cg_implied_free(implied, few);
     return r;
 }
 

@@ -96,34 +96,43 @@ implied_wide(const cg_edge_types *t, PyObject *preds, Py_ssize_t n, char *implie
     return 0;
 }
 
-int
-cg_mark_implied(const cg_edge_types *t, PyObject *node, PyObject *preds, char *implied)
+char *
+cg_implied(const cg_edge_types *t, PyObject *node, PyObject *preds, char *few)
 {
     Py_ssize_t n = PyList_GET_SIZE(preds);
-    if (n < 2 || !plain_in(t, node))
-        return 0;
-    if (n > 8) /* a wide fan-in: the scan would be quadratic */
-        return implied_wide(t, preds, n, implied);
+    char *implied = n <= 8 ? memset(few, 0, 8) : PyMem_Calloc((size_t)n, 1);
+    if (implied == NULL || n < 2 || !plain_in(t, node))
+        return implied;
+    if (n > 8) { /* a wide fan-in: the scan would be quadratic */
+        if (implied_wide(t, preds, n, implied) < 0) {
+            PyMem_Free(implied);
+            return NULL;
+        }
+        return implied;
+    }
     for (Py_ssize_t i = 0; i < n; i++) /* the common case (after=[prev, prev2]) */
         implied[i] = (char)implied_scan(t, preds, i);
-    return 0;
+    return implied;
+}
+
+void
+cg_implied_free(char *implied, const char *few)
+{
+    if (implied != few)
+        PyMem_Free(implied);
 }
 
 Py_ssize_t
 cg_keep_driver_deps(const cg_edge_types *t, PyObject *node, PyObject *preds, void **deps, Py_ssize_t n)
 {
-    char few[8] = {0};
-    char *implied = n <= 8 ? few : PyMem_Calloc((size_t)n, 1);
-    if (implied == NULL || cg_mark_implied(t, node, preds, implied) < 0) {
-        if (implied != few)
-            PyMem_Free(implied);
+    char few[8];
+    char *implied = cg_implied(t, node, preds, few);
+    if (implied == NULL)
         return -1;
-    }
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < n; i++)
         if (!implied[i])
             deps[kept++] = deps[i];
-    if (implied != few)
-        PyMem_Free(implied);
+    cg_implied_free(implied, few);
     return kept;
 }

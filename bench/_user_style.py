@@ -20,7 +20,9 @@ prepared parameter struct, and its ``cuGraphInstantiate``, timed in C).
 
 Also: per-node cost of define, validate, lower and the topology signature at
 N = 1,000 vs 10,000 (100,000 with ``--big``), and the memory of a kernel node
-of a definition (``tracemalloc``) beside a cuda.core ``GraphDefinition`` node.
+of a definition (``tracemalloc``) beside a cuda.core ``GraphDefinition`` node;
+then the resident memory per node of both (``bench/_memory_rss.py``, a fresh
+process each), which counts the driver's memory that ``tracemalloc`` does not see.
 
 Everything that needs no GPU (the definitions' shapes, the tables, the ratios
 and their verdicts) is a plain function of numbers, tested on the CPU
@@ -30,11 +32,15 @@ and their verdicts) is a plain function of numbers, tested on the CPU
 from __future__ import annotations
 
 import gc
+import json
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from _common import fmt, no_gc, verdict
@@ -455,17 +461,10 @@ def measure_memory(ue: UserEnv, n: int = 10000, core: bool = True) -> tuple[floa
 
 def _core_memory(ue: UserEnv, n: int) -> float | None:
     """Bytes per kernel node of a cuda.core GraphDefinition chain (tracemalloc running), or ``None``."""
-    import numpy as np
 
     try:
-        from cuda.core.graph import GraphDefinition
-
         before = tracemalloc.get_traced_memory()[0]
-        gd = GraphDefinition()
-        node = gd.launch(ue.cfg, ue.kernels[0], ue.buf, np.float32(1.0), np.int32(ue.nelem))
-        for i in range(1, n):
-            node = node.launch(ue.cfg, ue.kernels[i % 3], ue.buf, np.float32(1.0), np.int32(ue.nelem))
-        del node
+        gd = define_core(ue, n)
         gc.collect()
         out = (tracemalloc.get_traced_memory()[0] - before) / n
         del gd
@@ -473,3 +472,61 @@ def _core_memory(ue: UserEnv, n: int) -> float | None:
     except Exception as exc:  # report and go on
         print(f"cuda.core GraphDefinition memory failed: {type(exc).__name__}: {exc}", flush=True)
         return None
+
+
+def define_core(ue: UserEnv, n: int) -> Any:
+    """A cuda.core ``GraphDefinition`` chain of ``n`` kernel nodes with the user-style arguments."""
+    import numpy as np
+    from cuda.core.graph import GraphDefinition
+
+    gd = GraphDefinition()
+    node = gd.launch(ue.cfg, ue.kernels[0], ue.buf, np.float32(1.0), np.int32(ue.nelem))
+    for i in range(1, n):
+        node = node.launch(ue.cfg, ue.kernels[i % 3], ue.buf, np.float32(1.0), np.int32(ue.nelem))
+    return gd
+
+
+#: What ``_memory_rss.py`` builds, and how the memory lines name it.
+RSS_MODES = {
+    "cudagraph": "cudagraph definition",
+    "lowered": "cudagraph definition + its driver graph (lowered)",
+    "cuda.core": "cuda.core GraphDefinition (Python objects + the driver's nodes)",
+}
+RSS_NODES = 100_000
+
+
+def measure_rss(n: int = RSS_NODES, fake: bool = False, timeout: float = 300.0) -> dict[str, float | None]:
+    """Resident bytes per kernel node of a user-style chain of ``n`` nodes, each build in a fresh process
+    (``bench/_memory_rss.py``), by mode of :data:`RSS_MODES` (``fake``: no GPU, cudagraph's definition only).
+    A build that fails is reported and gives ``None``."""
+    script = Path(__file__).with_name("_memory_rss.py")
+    out: dict[str, float | None] = {}
+    for mode in ("cudagraph",) if fake else tuple(RSS_MODES):
+        cmd = [sys.executable, str(script), mode, str(n)] + (["--fake"] if fake else [])
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True)
+            out[mode] = json.loads(done.stdout.strip().splitlines()[-1])["bytes_per_node"]
+        except (subprocess.SubprocessError, ValueError, IndexError, KeyError) as exc:
+            err = getattr(exc, "stderr", "") or ""
+            print(f"resident memory ({mode}) failed: {type(exc).__name__}: {exc} {err[-500:]}", flush=True)
+            out[mode] = None
+    return out
+
+
+def rss_lines(rss: dict[str, float | None], n: int = RSS_NODES) -> list[str]:
+    """The resident-memory comparison, bytes per kernel node (modes of :data:`RSS_MODES` measured)."""
+    lines = [
+        f"- resident memory per kernel node (growth of the process's resident set while a user-style chain of "
+        f"{n} nodes is built, a fresh process each; counts the driver's memory too):"
+    ]
+    for mode, label in RSS_MODES.items():
+        if mode in rss:
+            v = rss[mode]
+            lines.append(f"  - {label}: {'n/a' if v is None else f'{v:.0f} B'}")
+    ours, core = rss.get("lowered"), rss.get("cuda.core")
+    if ours and core:
+        lines.append(f"  - ratio cudagraph (definition + driver graph) / cuda.core GraphDefinition: {ours / core:.2f}x")
+    ours = rss.get("cudagraph")
+    if ours and core:
+        lines.append(f"  - ratio cudagraph definition / cuda.core GraphDefinition: {ours / core:.2f}x")
+    return lines

@@ -936,6 +936,7 @@ def run_user_style(
     scaling = _user.measure_scaling(ue, scaling_sizes(opts.big), repeats)
     print("  measured scaling", file=sys.stderr, flush=True)
     ours, core = _user.measure_memory(ue)
+    rss = _user.measure_rss()
     return {
         "rows": [
             {"shape": r.shape, "n": r.n, "nodes": r.nodes, "status": r.status, "us_per_node": r.samples} for r in rows
@@ -945,6 +946,7 @@ def run_user_style(
         "scaling_us_per_node": {str(n): v for n, v in scaling.items()},
         "scaling_table": _user.scaling_table(scaling),
         "memory_bytes_per_node": {"cudagraph": ours, "cuda.core GraphDefinition": core},
+        "resident_bytes_per_node": rss,
     }
 
 
@@ -965,6 +967,7 @@ def run_cpu(opts: argparse.Namespace, sizes: Sequence[int], repeats: int) -> int
         rows = _user.measure_user(ue, sizes, repeats, lambda nodes: {}, capture=False)
         scaling = _user.measure_scaling(ue, scaling_sizes(opts.big), repeats)
         ours, _ = _user.measure_memory(ue, core=False)
+        rss = _user.measure_rss(fake=True)
     user = {
         "rows": [
             {"shape": r.shape, "n": r.n, "nodes": r.nodes, "status": r.status, "us_per_node": r.samples} for r in rows
@@ -974,6 +977,7 @@ def run_cpu(opts: argparse.Namespace, sizes: Sequence[int], repeats: int) -> int
         "scaling_us_per_node": {str(n): v for n, v in scaling.items()},
         "scaling_table": _user.scaling_table(scaling),
         "memory_bytes_per_node": {"cudagraph": ours, "cuda.core GraphDefinition": None},
+        "resident_bytes_per_node": rss,
         "statistic": "fastest sample",
     }
     print_user_style(user)
@@ -1002,6 +1006,9 @@ def print_user_style(user: dict[str, Any]) -> None:
     mem = user["memory_bytes_per_node"]
     for line in _user.memory_lines(mem["cudagraph"], mem["cuda.core GraphDefinition"]):
         print(line)
+    if user.get("resident_bytes_per_node"):
+        for line in _user.rss_lines(user["resident_bytes_per_node"]):
+            print(line)
     print("\n### User-style ratios (target in brackets)\n")
     for r in user["ratios"]:
         print(_user.ratio_line(r))

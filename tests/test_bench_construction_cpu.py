@@ -169,6 +169,41 @@ def test_memory_lines():
     assert len(us.memory_lines(420.0, None)) == 2
 
 
+def test_rss_lines_name_each_build_and_the_ratios():
+    lines = us.rss_lines({"cudagraph": 470.2, "lowered": 900.0, "cuda.core": 1800.0}, n=1000)
+    assert lines[0].startswith("- resident memory per kernel node (growth of the process's resident set while a ")
+    assert "chain of 1000 nodes" in lines[0]
+    assert lines[1:4] == [
+        "  - cudagraph definition: 470 B",
+        "  - cudagraph definition + its driver graph (lowered): 900 B",
+        "  - cuda.core GraphDefinition (Python objects + the driver's nodes): 1800 B",
+    ]
+    assert lines[4] == "  - ratio cudagraph (definition + driver graph) / cuda.core GraphDefinition: 0.50x"
+    assert lines[5] == "  - ratio cudagraph definition / cuda.core GraphDefinition: 0.26x"
+    assert us.rss_lines({"cudagraph": None}) == [us.rss_lines({})[0], "  - cudagraph definition: n/a"]
+
+
+def test_the_resident_memory_script_measures_a_definition_in_a_fresh_process():
+    pytest.importorskip("cuda.bindings.driver")
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("no /proc/self/statm: resident memory is not measured on this system")
+    rss = us.measure_rss(n=20000, fake=True)
+    assert set(rss) == {"cudagraph"}
+    # A kernel node with its argument tuple, two scalars and its edges: a few hundred bytes (tracemalloc
+    # counts about 430 of them), never nothing and never kilobytes.
+    assert 200 < rss["cudagraph"] < 2000  # type: ignore[operator]
+
+
+def test_the_resident_memory_script_refuses_a_bad_mode():
+    import subprocess
+
+    script = BENCH / "_memory_rss.py"
+    done = subprocess.run([sys.executable, str(script), "nothing", "10"], capture_output=True, text=True)
+    assert done.returncode == 2 and "usage: python bench/_memory_rss.py {cudagraph,lowered,cuda.core} N" in done.stderr
+    done = subprocess.run([sys.executable, str(script), "lowered", "10", "--fake"], capture_output=True, text=True)
+    assert done.returncode == 1 and "--fake measures only 'cudagraph', not 'lowered'" in done.stderr
+
+
 def test_main_without_a_gpu_says_so(capsys):
     assert construction.main(["--quick"]) == 2
     assert "cannot set up the GPU" in capsys.readouterr().err
@@ -198,4 +233,7 @@ def test_the_cpu_mode_measures_cudagraph_over_a_driver_that_does_nothing(capsys,
     assert all(set(v) == set(us.PHASES) for v in doc["scaling_us_per_node"].values())
     assert 100 < doc["memory_bytes_per_node"]["cudagraph"] < 1000
     assert doc["memory_bytes_per_node"]["cuda.core GraphDefinition"] is None
+    if Path("/proc/self/statm").exists():
+        assert 200 < doc["resident_bytes_per_node"]["cudagraph"] < 2000
+        assert "  - cudagraph definition: " in out
     assert "| chain | 1000 | 1000 |" in out and "| dag | 1024 | 1026 |" in out

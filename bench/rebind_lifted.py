@@ -125,9 +125,14 @@ def gpu_time(torch: Any, step: Any, pairs: list[tuple[Any, Any]], steps: int, st
     return float(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)))
 
 
+def differences(samples: dict[str, list[float]], path: str, base: str) -> list[float]:
+    """Per round, ``path``'s time minus ``base``'s (the rounds interleave the paths)."""
+    return [a - b for a, b in zip(samples[path], samples[base])]
+
+
 def median_above(samples: dict[str, list[float]], path: str, base: str) -> float:
-    """Median over rounds of ``path``'s host time minus ``base``'s in the same round (µs)."""
-    return statistics.median(a - b for a, b in zip(samples[path], samples[base]))
+    """Median over the rounds of ``path``'s time minus ``base``'s in the same round."""
+    return statistics.median(differences(samples, path, base))
 
 
 def timed(fn: Any, steps: int) -> float:
@@ -313,7 +318,7 @@ def run_size(
 
     host = host_rounds(torch, {"torch": torch_step, "ours": ours, "plain": plain}, pairs, steps, rounds)
     th, oh, ph = (statistics.median(host[k]) for k in ("torch", "ours", "plain"))
-    diffs = [a - b for a, b in zip(host["ours"], host["plain"])]
+    diffs = differences(host, "ours", "plain")
     above = statistics.median(diffs)
     tg, og = gpu_time(torch, torch_step, pairs, steps, stream), gpu_time(torch, ours, pairs, steps, stream)
     for x, out in pairs:  # the results agree

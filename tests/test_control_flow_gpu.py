@@ -401,6 +401,43 @@ def test_params_inside_bodies(gpu, k, stream):
     np.testing.assert_array_equal(gpu.read(b, N, np.int32), np.full(N, 15))
 
 
+def test_parametrized_memory_in_a_child_graph_and_a_loop_body_is_rebound_in_place(gpu, k, stream):
+    """``parametrize`` reaches a kernel and a fill inside a child graph and a kernel (at an offset) inside a
+    while body; one executable then runs on new memory at every launch, and the memory it was built with
+    is never written."""
+    original = np.arange(N, dtype=np.int32)
+    x, counter = ints(gpu, original), ints(gpu, [0])
+    xa = int(x.handle)
+    child_body = cg.Graph("child body")
+    inc = child_body.kernel(k.add_i32, 1, N, (xa, np.int32(1), np.int32(N)))  # x += 1
+    child_body.memset(xa + 4 * (N - 4), 7, count=4, element_size=4, after=inc)  # x[-4:] = 7
+    g = cg.Graph("nested params")
+    child = g.child(child_body)
+    c = g.condition(default=1)
+    loop = g.while_(c, after=g.memset(counter, 0, count=1, element_size=4, after=child))
+    half = loop.body.kernel(k.add_i32, 1, N // 2, (xa + 4 * (N // 2), np.int32(10), np.int32(N // 2)))
+    loop.body.kernel(k.count_to, 1, 1, (c, counter, np.int32(3)), after=half)  # three rounds
+    report = g.parametrize(x=x)
+    assert report.keys() == {
+        ("child body", 0, "args[0]", 0),
+        ("child body", 1, "dst", 4 * (N - 4)),
+        (loop.body.name, 0, "args[0]", 4 * (N // 2)),
+    }
+    rng = np.random.default_rng(7)
+    with g.instantiate() as exe:
+        for i in range(3):
+            data = rng.integers(-1000, 1000, N).astype(np.int32)
+            new = ints(gpu, data)
+            assert int(new.handle) != xa
+            exe.launch(stream, x=new)
+            stream.sync()
+            expect = data + 1
+            expect[-4:] = 7
+            expect[N // 2 :] += 30
+            np.testing.assert_array_equal(gpu.read(new, N, np.int32), expect, err_msg=f"launch {i}")
+    np.testing.assert_array_equal(gpu.read(x, N, np.int32), original)  # never written
+
+
 def test_driver_graph_has_conditional_nodes_and_bodies(gpu, k):
     from cuda.bindings import driver
 

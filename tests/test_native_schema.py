@@ -207,3 +207,19 @@ def test_without_a_declaration_the_compiled_types_refuse_to_be_made():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "no slot list was declared" in proc.stdout
+
+
+@needs_native
+def test_the_compiled_methods_refuse_a_func_that_is_not_callable():
+    owners = {r: resolve(c_entry.SLOT_OWNERS[r]) for r in c_entry.SLOT_OWNERS}
+    with pytest.raises(TypeError, match=r"^BindMethod: func must be callable$"):
+        native.BindMethod(42, owners["executable"], owners["bind_plan"], set())
+    order = ("executable", "bind_plan", "patch_plan", "value_check", "memory_check")
+    with pytest.raises(TypeError, match=r"^BindManyMethod: func must be callable$"):
+        native.BindManyMethod("nope", *(owners[r] for r in order), {}, set())
+
+    def python(self: Any, params: Any) -> tuple[str, Any, Any]:
+        return ("python", self, params)
+
+    made = native.BindManyMethod(python, *(owners[r] for r in order), {}, set())
+    assert made.func is python and made("not an executable", {}) == ("python", "not an executable", {})

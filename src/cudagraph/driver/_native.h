@@ -252,6 +252,9 @@ extern PyGetSetDef cg_method_getset[];
 int cg_method_visit(PyObject *self, Py_ssize_t held, visitproc visit, void *arg);
 int cg_method_clear(PyObject *self, Py_ssize_t held);
 void cg_method_dealloc(PyObject *self);
+/* tp_new's start: a new object of `type` holding `func` (which must be callable; `what` names the type in
+ * the TypeError) and calling `call`, its other objects NULL; NULL with an exception set. (_native_bind.c) */
+PyObject *cg_method_alloc(PyTypeObject *type, PyObject *func, vectorcallfunc call, const char *what);
 
 /* The type object of the compiled method whose struct is T (named NAME, documented by DOC, made by NEW):
  * `PyTypeObject cg_BindMethodType = CG_METHOD_TYPE(BindMethod, ...);` after CG_METHOD_GC(BindMethod). */

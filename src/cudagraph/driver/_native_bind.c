@@ -257,11 +257,7 @@ bind_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!:BindMethod", names, &func, &PyType_Type, &cls,
                                      &PyType_Type, &plan_type, &PySet_Type, &buffer_types))
         return NULL;
-    if (!PyCallable_Check(func)) {
-        PyErr_SetString(PyExc_TypeError, "BindMethod: func must be callable");
-        return NULL;
-    }
-    BindMethod *m = (BindMethod *)type->tp_alloc(type, 0);
+    BindMethod *m = (BindMethod *)cg_method_alloc(type, func, (vectorcallfunc)bind_vectorcall, "BindMethod");
     if (m == NULL)
         return NULL;
     PyTypeObject *ct = (PyTypeObject *)cls, *pt = (PyTypeObject *)plan_type;
@@ -270,11 +266,9 @@ bind_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(m);
         return NULL;
     }
-    m->func = Py_NewRef(func);
     m->cls = (PyTypeObject *)Py_NewRef(cls);
     m->plan_type = (PyTypeObject *)Py_NewRef(plan_type);
     m->buffer_types = Py_NewRef(buffer_types);
-    m->vectorcall = (vectorcallfunc)bind_vectorcall;
     return (PyObject *)m;
 }
 
@@ -296,6 +290,21 @@ cg_method_clear(PyObject *self, Py_ssize_t held)
     for (Py_ssize_t i = 0; i < held; i++)
         Py_CLEAR(objects[i]);
     return 0;
+}
+
+PyObject *
+cg_method_alloc(PyTypeObject *type, PyObject *func, vectorcallfunc call, const char *what)
+{
+    if (!PyCallable_Check(func)) {
+        PyErr_Format(PyExc_TypeError, "%s: func must be callable", what);
+        return NULL;
+    }
+    cg_method_head *m = (cg_method_head *)type->tp_alloc(type, 0);
+    if (m == NULL)
+        return NULL;
+    m->func = Py_NewRef(func);
+    m->vectorcall = call;
+    return (PyObject *)m;
 }
 
 void

@@ -393,11 +393,8 @@ bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                                      &PyType_Type, &bp, &PyType_Type, &pp, &PyType_Type, &vc, &PyType_Type, &mc,
                                      &PyDict_Type, &readers, &PySet_Type, &buffer_types))
         return NULL;
-    if (!PyCallable_Check(func)) {
-        PyErr_SetString(PyExc_TypeError, "BindManyMethod: func must be callable");
-        return NULL;
-    }
-    BindManyMethod *m = (BindManyMethod *)type->tp_alloc(type, 0);
+    BindManyMethod *m =
+        (BindManyMethod *)cg_method_alloc(type, func, (vectorcallfunc)bind_many_vectorcall, "BindManyMethod");
     if (m == NULL)
         return NULL;
     if (cg_resolve_slots((PyTypeObject *)cls, "executable", CG_SLOT_COUNT(m->ex), m->ex.at) < 0 ||
@@ -408,7 +405,6 @@ bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(m);
         return NULL;
     }
-    m->func = Py_NewRef(func);
     m->cls = (PyTypeObject *)Py_NewRef(cls);
     m->bind_plan_type = (PyTypeObject *)Py_NewRef(bp);
     m->patch_plan_type = (PyTypeObject *)Py_NewRef(pp);
@@ -416,7 +412,6 @@ bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     m->memory_type = (PyTypeObject *)Py_NewRef(mc);
     m->readers = Py_NewRef(readers);
     m->buffer_types = Py_NewRef(buffer_types);
-    m->vectorcall = (vectorcallfunc)bind_many_vectorcall;
     return (PyObject *)m;
 }
 

@@ -11,7 +11,12 @@ Measured in one process on one GPU with a tiny kernel ``inc(float* x, float a, i
 - lifting: a 10,000-kernel chain captured with cuda.core's GraphBuilder is
   read back with ``cudagraph.lift``; µs per node, compared with explicit
   construction (define + lower) of the same chain. Target: lifting costs at
-  most 2x explicit construction per node.
+  most 2x explicit construction per node;
+- beside a busy Python thread (another thread running Python the whole time,
+  as a data-loading or logging thread may): the same three builds of a
+  200-kernel chain, alone and beside it. A build that releases the GIL at
+  every driver call hands it to that thread for its whole switch interval
+  (``sys.getswitchinterval()``, 5 ms) each time.
 
 Run from the repository root::
 
@@ -25,6 +30,7 @@ import gc
 import json
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +59,40 @@ def _timed(fn: Callable[[], Any], repeats: int) -> float:
         finally:
             gc.enable()
     return statistics.median(samples)
+
+
+BUSY_NODES = 200
+
+
+def beside_busy_thread(builds: dict[str, Callable[[Any], None]], g: Any, repeats: int) -> dict[str, float]:
+    """Each build of ``g`` alone (median of ``repeats``) and beside a thread running Python (one run); prints
+    the table and returns the milliseconds by ``"<name> alone"`` / ``"<name> busy"``."""
+    out: dict[str, float] = {}
+    for name, build in builds.items():
+        out[f"{name} alone"] = _timed(lambda build=build: build(g), repeats) * 1e3
+    stop = threading.Event()
+
+    def spin() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        for name, build in builds.items():
+            t0 = time.perf_counter()
+            build(g)
+            out[f"{name} busy"] = (time.perf_counter() - t0) * 1e3
+    finally:
+        stop.set()
+        thread.join()
+    print(f"| build of a {len(g)}-kernel chain | alone ms | beside a busy Python thread ms | ratio |")
+    print("|---|---|---|---|")
+    for name in builds:
+        alone, busy = out[f"{name} alone"], out[f"{name} busy"]
+        print(f"| {name} | {alone:.2f} | {busy:.2f} | {busy / alone:.1f}x |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,6 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     print(f"lift / explicit construction per node: {ratio:.2f}x (target <= 2x: {verdict})")
+
+    print()
+    busy = beside_busy_thread(
+        {
+            "cudagraph explicit (g.instantiate())": lambda g: g.instantiate(backend="explicit").close(),
+            "cudagraph capture backend": lambda g: g.instantiate(backend="capture").close(),
+            "cuda.core capture + complete()": lambda g: core_capture(len(g)),
+        },
+        chain(BUSY_NODES),
+        repeats,
+    )
+    results.update({f"busy_{k}": v for k, v in busy.items()})
     gb.close()
     buf.close(s)
     s.sync()

@@ -142,8 +142,9 @@ class Driver:
         return ctypes.cast(cb, ctypes.c_void_p).value or 0
 
 
-def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
-    """A recording driver for stream launches through ``path`` (``"compiled"`` or ``"python"``)."""
+def install(path: str, monkeypatch: pytest.MonkeyPatch, launch_address: int | None = None) -> Driver:
+    """A recording driver for stream launches through ``path`` (``"compiled"`` or ``"python"``); the compiled
+    launcher calls the entry point at ``launch_address`` instead of the driver's ``cuLaunchKernel`` when given."""
     d = Driver()
     for info in INFOS.values():  # nothing learned by an earlier test
         info._packers.clear()
@@ -164,7 +165,8 @@ def install(path: str, monkeypatch: pytest.MonkeyPatch) -> Driver:
     stream_launch.forget()
     launcher = None
     if path == "compiled":
-        launcher = stream_launch.compiled_launcher(d.address(d.cb_launch), d.address(d.cb_info), d.address(d.cb_update))
+        launch = d.address(d.cb_launch) if launch_address is None else launch_address
+        launcher = stream_launch.compiled_launcher(launch, d.address(d.cb_info), d.address(d.cb_update))
     monkeypatch.setattr(stream_launch, "LAUNCHER", launcher)
     monkeypatch.setattr(L, "_FAST", launcher)
     monkeypatch.setattr(L, "_HANDLE_OF", {})

@@ -194,7 +194,7 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
                 break;
         }
         failed = CALL_LAUNCH;
-        rc = cg_launcher_call(self, run.lk, d, smem, stream);
+        rc = cg_launcher_call(self, run.lk, d, smem, stream, 0); /* the GIL kept: it only records */
         PyObject *after = NULL;
         void *single = NULL;
         if (!rc) {

@@ -107,8 +107,10 @@ cg_lk_give(LaunchKernel *lk)
 /* _native_launcher.c */
 /* Begin a call: 1, or 0 when the launcher is busy or not initialized (the caller declines). */
 int cg_launcher_enter(StreamLauncher *self);
-/* cuLaunchKernel of lk's function and buffer with dims d[0:6], the GIL released around it; the CUresult. */
-int cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, unsigned int smem, void *stream);
+/* cuLaunchKernel of lk's function and buffer with dims d[0:6]; the CUresult. `release`: the GIL is released
+ * around it (an eager launch; a launch into a capturing stream keeps it: see _native_launcher.c). */
+int cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, unsigned int smem, void *stream,
+                     int release);
 /* The LaunchKernel registered for `kernel` (a new reference), or NULL (no exception set). Runs no Python code. */
 LaunchKernel *cg_launcher_kernel(StreamLauncher *self, PyObject *kernel);
 /* Make `node` (held by the caller) ready to launch in `run`: 1, or 0 when the Python path takes it. */

@@ -134,14 +134,22 @@ cg_launcher_enter(StreamLauncher *self)
     return 1;
 }
 
-/* The driver call, the GIL released around it. */
+/* The driver call. An eager launch releases the GIL, as cuda.bindings does: it may wait for room in the
+ * launch queue, that is for earlier work, and a host function among it needs the GIL. A launch into a
+ * capturing stream only records a node and never waits: it keeps the GIL, as the explicit loop keeps it
+ * for cuGraphAddNode, since each release hands it to any other Python thread that is busy, for that
+ * thread's whole switch interval (H200, bench/materializers.py: a 1000-kernel capture took about 3 ms
+ * alone and 3.7 to 4.8 s beside one thread running Python while it released the GIL per launch). */
 int
-cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, unsigned int smem, void *stream)
+cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, unsigned int smem, void *stream,
+                 int release)
 {
     int rc;
     cg_launch_fn fn = (cg_launch_fn)self->launch;
     void *func = lk->func;
     void **params = lk->pk.n ? lk->ptrs : NULL;
+    if (!release)
+        return fn(func, d[0], d[1], d[2], d[3], d[4], d[5], smem, stream, params, NULL);
     Py_BEGIN_ALLOW_THREADS
     rc = fn(func, d[0], d[1], d[2], d[3], d[4], d[5], smem, stream, params, NULL);
     Py_END_ALLOW_THREADS
@@ -421,7 +429,7 @@ launcher_launch(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
     if (target_stream(self, argv[0], &stream) == 0 && config_dims(self, argv[1], d, &smem) == 0 &&
         (lk = cg_launcher_kernel(self, argv[2])) != NULL && cg_lk_take(lk)) {
         if (cg_lk_pack(lk, argv[3]))
-            rc = cg_launcher_call(self, lk, d, smem, stream);
+            rc = cg_launcher_call(self, lk, d, smem, stream, 1);
         cg_lk_give(lk);
     }
     self->busy = 0;
@@ -547,7 +555,7 @@ launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
         PyObject *node = Py_NewRef(PyList_GET_ITEM(order, i));
         unsigned int d[6], smem;
         int ok = cg_run_prepare(self, &run, node, d, &smem);
-        int rc = ok ? cg_launcher_call(self, run.lk, d, smem, stream) : 0;
+        int rc = ok ? cg_launcher_call(self, run.lk, d, smem, stream, 1) : 0;
         Py_DECREF(node); /* (may run Python code: after the launch) */
         if (!ok)
             break;

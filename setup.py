@@ -17,6 +17,7 @@ _SOURCES = (
     "_native_kernels",
     "_native_layout",
     "_native_rebind",
+    "_native_sets",
     "_native_read",
     "_native_bind",
     "_native_bind_many",

@@ -11,12 +11,33 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["compile_c", "fmt", "import_cudagraph", "no_gc", "verdict", "versions"]
+__all__ = ["busy_python_thread", "compile_c", "fmt", "import_cudagraph", "no_gc", "verdict", "versions"]
+
+
+@contextmanager
+def busy_python_thread() -> Iterator[None]:
+    """Another thread runs Python for the duration (as a data-loading or logging thread may): each release of
+    the GIL inside hands it to that thread for its whole switch interval (``sys.getswitchinterval()``)."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextmanager

@@ -30,11 +30,12 @@ import gc
 import json
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _common import busy_python_thread
 
 KERNEL_SOURCE = r"""
 extern "C" __global__ void inc(float* x, float a, int n)
@@ -70,23 +71,11 @@ def beside_busy_thread(builds: dict[str, Callable[[Any], None]], g: Any, repeats
     out: dict[str, float] = {}
     for name, build in builds.items():
         out[f"{name} alone"] = _timed(lambda build=build: build(g), repeats) * 1e3
-    stop = threading.Event()
-
-    def spin() -> None:
-        n = 0
-        while not stop.is_set():
-            n += 1
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    try:
+    with busy_python_thread():
         for name, build in builds.items():
             t0 = time.perf_counter()
             build(g)
             out[f"{name} busy"] = (time.perf_counter() - t0) * 1e3
-    finally:
-        stop.set()
-        thread.join()
     print(f"| build of a {len(g)}-kernel chain | alone ms | beside a busy Python thread ms | ratio |")
     print("|---|---|---|---|")
     for name in builds:

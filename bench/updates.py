@@ -91,9 +91,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _common import busy_python_thread, no_gc, versions
 from _common import fmt as _fmt
 from _common import import_cudagraph as _import_cudagraph
-from _common import no_gc, versions
 from _common import verdict as _verdict
 
 KERNEL_SOURCE = r"""
@@ -1314,6 +1314,45 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+# --------------------------------------------------------------------------- section 4: beside a busy thread
+
+BUSY_K = 100
+BUSY_PEERS: tuple[type[UpdatePeer], ...] = (OursBindDistinct, BareSetParams, CorePerNode)
+
+
+def measure_busy(env: Env, repeats: int) -> list[dict[str, Any]]:
+    """Section 4: K = ``BUSY_K`` users, each with its own parameters, rebound alone (median of ``repeats`` runs of
+    2 steps) and beside a thread that runs Python the whole time (one run of 2 steps), per peer."""
+    rows: list[dict[str, Any]] = []
+    users = env.users(CHAIN, BUSY_K)
+    for cls in BUSY_PEERS:
+        peer = cls(env, CHAIN, users)
+        try:
+            peer.run(2)  # warm
+            alone = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                peer.run(2)
+                alone.append((time.perf_counter() - t0) / 2 * 1e3)
+            with busy_python_thread():
+                t0 = time.perf_counter()
+                peer.run(2)
+                busy = (time.perf_counter() - t0) / 2 * 1e3
+            rows.append({"peer": cls.name, "alone_ms": statistics.median(alone), "busy_ms": busy})
+        finally:
+            peer.close()
+    print("  measured beside a busy thread", file=sys.stderr, flush=True)
+    return rows
+
+
+def busy_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| peer | ms per step alone | ms per step beside a busy Python thread | ratio |", "|---|---:|---:|---:|"]
+    for r in rows:
+        alone, busy = r["alone_ms"], r["busy_ms"]
+        lines.append(f"| {r['peer']} | {alone:.3f} | {busy:.2f} | {busy / alone:.0f}x |")
+    return "\n".join(lines)
+
+
 def _section(name: str, fn: Callable[[], Any], empty: Any) -> Any:
     """Run one section; an unexpected failure is printed and the run goes on."""
     try:
@@ -1351,6 +1390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     updates: list[Result] = _section("updates", lambda: measure_updates(env, repeats, scale), [])
     launch: list[Result] = _section("launch", lambda: measure_launch(env, launch_nodes, opts.launches, repeats), [])
     cache: dict[str, Any] = _section("cache", lambda: measure_cache(env, repeats, scale), {})
+    busy: list[dict[str, Any]] = _section("busy", lambda: measure_busy(env, repeats), [])
     rats = ratios(updates, launch, launch_nodes, cache)
 
     print("## 1. Changing one pointer parameter used by K nodes\n")
@@ -1382,6 +1422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "'define' is cg.Graph() + 1000 g.kernel() calls.\n"
     )
     print(cache_table(cache["results"]) if cache.get("results") else "(no results: see the failures above)")
+
+    print(f"\n## 4. Beside a busy Python thread: one pointer used by K = {BUSY_K} nodes, each with its own values\n")
+    print("Another thread runs Python the whole time (as a data-loading or logging thread may); each release of the")
+    print("GIL hands it over for that thread's switch interval (5 ms). cudagraph's compiled rebind releases it once")
+    print("per bind around all its driver calls; cuda.bindings (and cuda.core through it) once per driver call.\n")
+    print(busy_table(busy) if busy else "(no results: see the failures above)")
 
     print("\n## Ratios (target in brackets)\n")
     for r in rats:

@@ -237,3 +237,16 @@ def test_the_cpu_mode_measures_cudagraph_over_a_driver_that_does_nothing(capsys,
         assert 200 < doc["resident_bytes_per_node"]["cudagraph"] < 2000
         assert "  - cudagraph definition: " in out
     assert "| chain | 1000 | 1000 |" in out and "| dag | 1024 | 1026 |" in out
+
+
+def test_busy_python_thread_runs_python_beside_the_block_and_stops_after_it():
+    import threading
+    import time
+
+    from _common import busy_python_thread
+
+    before = threading.active_count()
+    with busy_python_thread():
+        assert threading.active_count() == before + 1
+        time.sleep(0.01)
+    assert threading.active_count() == before

@@ -634,3 +634,63 @@ def test_patch_refuses_malformed_entries_and_writes_nothing():
         assert buf.raw == b"\0" * 16  # nothing written
     with pytest.raises(TypeError, match="address"):
         native.patch("exec", [], ())
+
+
+@needs_native
+def test_patch_checks_every_entry_first_and_puts_back_the_entries_after_a_refusal():
+    """Every entry is checked before anything is written; the driver calls come after every write (the GIL
+    released once around them), and a refusal puts back the writes of the entries after the refused one."""
+    native = _patch.NATIVE
+    bufs = [ctypes.create_string_buffer(16) for _ in range(3)]
+    for i, b in enumerate(bufs):
+        b.raw = bytes([0xA0 + i]) * 16
+    before = [b.raw for b in bufs]
+    seen: list[tuple[int, bytes, bytes, bytes]] = []
+
+    def setter(exec_handle: int, node: int, params: int) -> int:
+        seen.append((node, *(b.raw for b in bufs)))  # type: ignore[arg-type]
+        return 7 if node == 0x99 else 0
+
+    cb = SET_PROTO(setter)
+    fn = ctypes.cast(cb, ctypes.c_void_p).value
+
+    def entry(i: int, nodes: list[int], w: bytes | None = None) -> tuple[Any, ...]:
+        return (fn, ctypes.addressof(bufs[i]), 16, writes((0, i, 0)) if w is None else w, 0x700 + i, nodes)
+
+    values = (0x1111, 0x2222, 0x3333)
+    # A malformed third entry: nothing written, no call made (the first two are not set either).
+    bad = [entry(0, [0x30]), entry(1, [0x31]), entry(2, [0x32], writes((12, 2, 0)))]
+    with pytest.raises(ValueError, match="8 bytes at offset 12 do not fit"):
+        native.patch(0x42, bad, values)
+    assert [b.raw for b in bufs] == before and seen == []
+    # The second entry's node is refused: the first entry is written and set, the second written, the
+    # third put back as it was; every call saw every write made.
+    good = [entry(0, [0x30]), entry(1, [0x31, 0x99, 0x32]), entry(2, [0x33])]
+    assert native.patch(0x42, good, values) == (1, 1, 7)
+    after = [q(0x1111) + before[0][8:], q(0x2222) + before[1][8:], q(0x3333) + before[2][8:]]
+    assert seen == [(0x30, *after), (0x31, *after), (0x99, *after)]
+    assert [b.raw for b in bufs] == [after[0], after[1], before[2]]
+
+
+@needs_native
+def test_rebind_checks_every_group_first_and_puts_back_the_groups_after_a_refusal():
+    native = _patch.NATIVE
+    bufs = [ctypes.create_string_buffer(16) for _ in range(2)]
+    seen: list[int] = []
+
+    def setter(exec_handle: int, node: int, params: int) -> int:
+        seen.append(node)
+        return 7 if node == 0x99 else 0
+
+    cb = SET_PROTO(setter)
+    fn = ctypes.cast(cb, ctypes.c_void_p).value
+    groups = [
+        (ctypes.addressof(bufs[0]), 16, (0,), 0x700, [0x30, 0x99]),
+        (ctypes.addressof(bufs[1]), 16, (8,), 0x701, [0x31]),
+    ]
+    with pytest.raises(ValueError, match="8 bytes at offset 12 do not fit"):
+        native.rebind(fn, 0x42, groups + [(ctypes.addressof(bufs[1]), 16, (12,), 0x701, [0x32])], 5)
+    assert seen == [] and bufs[0].raw == bufs[1].raw == b"\0" * 16
+    assert native.rebind(fn, 0x42, groups, 0x5555) == (0, 1, 7)
+    assert seen == [0x30, 0x99]
+    assert bufs[0].raw == q(0x5555) + b"\0" * 8 and bufs[1].raw == b"\0" * 16  # the second group put back

@@ -375,6 +375,39 @@ extern const char cg_set_kernel_node_doc[], cg_rebind_doc[];
 int cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ssize_t len, Py_ssize_t *g_out,
                      Py_ssize_t *i_out);
 
+/* _native_sets.c: the driver set calls of a rebind or patch, recorded while the GIL is held, then made with
+ * it released once (see the file's comment). */
+typedef struct {
+    void *fn, *node;
+    const void *params;
+    Py_ssize_t entry, index; /* the entry (group) and the node's position in it, for a refusal */
+} cg_set_call;
+typedef struct {
+    char *dst;
+    const char *src; /* the bytes written; NULL: the 64-bit word `word` */
+    unsigned long long word;
+    Py_ssize_t len, entry, at; /* at: where the bytes replaced are kept */
+} cg_set_write;
+#define CG_BATCH_INLINE 8
+typedef struct {
+    cg_set_call *calls, calls0[CG_BATCH_INLINE];
+    cg_set_write *writes, writes0[CG_BATCH_INLINE];
+    char *saved, saved0[128];
+    Py_ssize_t ncalls, ccalls, nwrites, cwrites, nsaved, csaved;
+} cg_set_batch;
+void cg_batch_init(cg_set_batch *b);
+/* Free what the batch allocated (it is empty again). */
+void cg_batch_free(cg_set_batch *b);
+/* Record a driver call (the entry point at `fn` on `node` with `params`) or a write of `len` bytes at `dst`
+ * (from `src`, or the word when `src` is NULL: the caller keeps `src` alive until the run): 0, or -1 with
+ * MemoryError set. Entries are recorded in order, each entry's writes before its calls. */
+int cg_batch_call(cg_set_batch *b, void *fn, void *node, const void *params, Py_ssize_t entry, Py_ssize_t index);
+int cg_batch_write(cg_set_batch *b, char *dst, const char *src, unsigned long long word, Py_ssize_t len,
+                   Py_ssize_t entry);
+/* Make the writes, then the calls with the GIL released once: 0, or the CUresult of the first refused call
+ * with its entry and position in *e_out, *i_out (the writes of the later entries put back). */
+int cg_batch_run(cg_set_batch *b, void *exec, Py_ssize_t *e_out, Py_ssize_t *i_out);
+
 /* Rebind several values in nodes of any kind (see cg_patch_doc). */
 PyObject *cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
 extern const char cg_patch_doc[];

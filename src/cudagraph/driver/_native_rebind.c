@@ -7,7 +7,9 @@
  * in cudagraph.ops.kinds.kernel.KernelWriter.write_plan; patch, cudagraph.executable.patch_plan.run_patches.
  *
  * The addresses handed over (argument buffers, parameter structures) are the caller's to keep alive,
- * and the executable's lock is the caller's to hold: every driver call releases the GIL.
+ * and the executable's lock is the caller's to hold: every driver call runs with the GIL released
+ * (rebind and patch check every group or entry first, then release it once around all their calls:
+ * _native_sets.c). A malformed group or entry is refused before anything is written or set.
  */
 #include "_native.h"
 
@@ -46,9 +48,9 @@ cg_set_kernel_node(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     return PyLong_FromLong(cg_set_released(fn, exec, node, params));
 }
 
-/* One group of cg_rebind_groups, `t` held by the caller. */
+/* Record group `g` of cg_rebind_groups (`t`, held by the caller): its writes, then its calls. */
 static int
-rebind_group(void *fn, void *exec, PyObject *t, const char *data, Py_ssize_t len, Py_ssize_t *i_out)
+rebind_group(cg_set_batch *batch, void *fn, PyObject *t, const char *data, Py_ssize_t len, Py_ssize_t g)
 {
     void *buf, *params;
     if (address_of(PyTuple_GET_ITEM(t, 0), "buffer", &buf) < 0 || address_of(PyTuple_GET_ITEM(t, 3), "params", &params) < 0)
@@ -70,18 +72,13 @@ rebind_group(void *fn, void *exec, PyObject *t, const char *data, Py_ssize_t len
                          off, size);
             return -1;
         }
-        memcpy((char *)buf + off, data, (size_t)len);
-    }
-    /* The length is read at every step: a driver entry point that is a Python callback may change the list. */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
-        void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i));
-        if (h == NULL && PyErr_Occurred())
+        if (cg_batch_write(batch, (char *)buf + off, data, 0, len, g) < 0)
             return -1;
-        int rc = cg_set_released(fn, exec, h, params);
-        if (rc) {
-            *i_out = i;
-            return rc;
-        }
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i)); /* an int: runs no Python code */
+        if ((h == NULL && PyErr_Occurred()) || cg_batch_call(batch, fn, h, params, g, i) < 0)
+            return -1;
     }
     return 0;
 }
@@ -90,22 +87,25 @@ int
 cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ssize_t len, Py_ssize_t *g_out,
                  Py_ssize_t *i_out)
 {
-    for (Py_ssize_t g = 0; g < PyList_GET_SIZE(groups); g++) {
+    cg_set_batch batch;
+    cg_batch_init(&batch);
+    int rc = 0;
+    for (Py_ssize_t g = 0; g < PyList_GET_SIZE(groups) && rc == 0; g++) {
         PyObject *t = PyList_GET_ITEM(groups, g);
         if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5 || !PyTuple_CheckExact(PyTuple_GET_ITEM(t, 2)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(t, 4))) {
             PyErr_SetString(PyExc_TypeError, "rebind: a group is (buffer, size, offsets: tuple, params, nodes: list)");
-            return -1;
-        }
-        Py_INCREF(t); /* held across the driver calls */
-        int rc = rebind_group(fn, exec, t, data, len, i_out);
-        Py_DECREF(t);
-        if (rc) {
-            *g_out = g;
-            return rc;
+            rc = -1;
+        } else {
+            Py_INCREF(t); /* held while it is read */
+            rc = rebind_group(&batch, fn, t, data, len, g);
+            Py_DECREF(t);
         }
     }
-    return 0;
+    if (rc == 0) /* every group checked: nothing was written before */
+        rc = cg_batch_run(&batch, exec, g_out, i_out);
+    cg_batch_free(&batch);
+    return rc;
 }
 
 const char cg_rebind_doc[] =
@@ -117,7 +117,8 @@ const char cg_rebind_doc[] =
     "(address set_params) is called on every driver node in the list `nodes` (ints) with the\n"
     "CUDA_KERNEL_NODE_PARAMS at address `params`, which points into that buffer. None when\n"
     "every call succeeded; else where the driver refused and its CUresult (everything before\n"
-    "was set).";
+    "was set, the buffers of the later groups are as they were). A malformed group: nothing\n"
+    "written or set.";
 
 PyObject *
 cg_rebind(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
@@ -168,10 +169,10 @@ typedef struct {
 
 _Static_assert(sizeof(cg_patch_write) == 24, "patch writes are three little-endian int64");
 
-/* Apply the writes of entry `t` (held by the caller) and set its nodes. 0, the CUresult with the node's
- * position in *i_out, or -1 with an exception set for a malformed entry. */
+/* Record entry `e` of a patch (`t`, held by the caller): its writes, then its calls; every write is checked
+ * before any is recorded. 0, or -1 with an exception set for a malformed entry. */
 static int
-patch_entry(void *exec, PyObject *t, const cg_patch_value *values, Py_ssize_t nvalues, Py_ssize_t *i_out)
+patch_entry(cg_set_batch *batch, PyObject *t, const cg_patch_value *values, Py_ssize_t nvalues, Py_ssize_t e)
 {
     void *fn, *buf, *params;
     if (address_of(PyTuple_GET_ITEM(t, 0), "set_params", &fn) < 0 ||
@@ -190,45 +191,32 @@ patch_entry(void *exec, PyObject *t, const cg_patch_value *values, Py_ssize_t nv
         return -1;
     }
     const char *w = PyBytes_AS_STRING(writes);
-    for (int pass = 0; pass < 2; pass++) { /* every write is checked before any is made */
-        for (Py_ssize_t k = 0; k < nwrites; k++) {
-            cg_patch_write one;
-            memcpy(&one, w + k * (Py_ssize_t)sizeof one, sizeof one); /* little-endian, like the driver ABI */
-            if (one.idx < 0 || one.idx >= nvalues) {
-                PyErr_Format(PyExc_ValueError, "patch: write %zd names value %lld of %zd", k, one.idx, nvalues);
-                return -1;
-            }
-            const cg_patch_value *v = &values[one.idx];
-            Py_ssize_t len = v->data == NULL ? (Py_ssize_t)sizeof v->word : v->len;
-            if (one.off < 0 || one.off > (long long)(size - len)) {
-                PyErr_Format(PyExc_ValueError, "patch: %zd bytes at offset %lld do not fit a structure of %zd bytes",
-                             len, one.off, size);
-                return -1;
-            }
-            if (v->data != NULL && one.add != 0) {
-                PyErr_Format(PyExc_ValueError, "patch: write %zd adds %lld to a bytes value", k, one.add);
-                return -1;
-            }
-            if (pass == 0)
-                continue;
-            if (v->data == NULL) {
-                unsigned long long word = v->word + (unsigned long long)one.add; /* wraps like the twin's mask */
-                memcpy((char *)buf + one.off, &word, sizeof word);
-            } else {
-                memcpy((char *)buf + one.off, v->data, (size_t)len);
-            }
-        }
-    }
-    /* The length is read at every step: a driver entry point that is a Python callback may change the list. */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
-        void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i));
-        if (h == NULL && PyErr_Occurred())
+    for (Py_ssize_t k = 0; k < nwrites; k++) {
+        cg_patch_write one;
+        memcpy(&one, w + k * (Py_ssize_t)sizeof one, sizeof one); /* little-endian, like the driver ABI */
+        if (one.idx < 0 || one.idx >= nvalues) {
+            PyErr_Format(PyExc_ValueError, "patch: write %zd names value %lld of %zd", k, one.idx, nvalues);
             return -1;
-        int rc = cg_set_released(fn, exec, h, params);
-        if (rc) {
-            *i_out = i;
-            return rc;
         }
+        const cg_patch_value *v = &values[one.idx];
+        Py_ssize_t len = v->data == NULL ? (Py_ssize_t)sizeof v->word : v->len;
+        if (one.off < 0 || one.off > (long long)(size - len)) {
+            PyErr_Format(PyExc_ValueError, "patch: %zd bytes at offset %lld do not fit a structure of %zd bytes", len,
+                         one.off, size);
+            return -1;
+        }
+        if (v->data != NULL && one.add != 0) {
+            PyErr_Format(PyExc_ValueError, "patch: write %zd adds %lld to a bytes value", k, one.add);
+            return -1;
+        }
+        /* (a word wraps like the twin's mask) */
+        if (cg_batch_write(batch, (char *)buf + one.off, v->data, v->word + (unsigned long long)one.add, len, e) < 0)
+            return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(nodes, i)); /* an int: runs no Python code */
+        if ((h == NULL && PyErr_Occurred()) || cg_batch_call(batch, fn, h, params, e, i) < 0)
+            return -1;
     }
     return 0;
 }
@@ -260,24 +248,26 @@ int
 cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, Py_ssize_t nvalues, Py_ssize_t *e_out,
                  Py_ssize_t *i_out)
 {
-    /* The length is read at every step: a driver entry point that is a Python callback may change the list. */
-    for (Py_ssize_t e = 0; e < PyList_GET_SIZE(entries); e++) {
+    cg_set_batch batch;
+    cg_batch_init(&batch);
+    int rc = 0;
+    for (Py_ssize_t e = 0; e < PyList_GET_SIZE(entries) && rc == 0; e++) {
         PyObject *t = PyList_GET_ITEM(entries, e);
         if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 6 || !PyBytes_CheckExact(PyTuple_GET_ITEM(t, 3)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(t, 5))) {
             PyErr_SetString(PyExc_TypeError,
                             "patch: an entry is (set_params, structure, size, writes: bytes, params, nodes: list)");
-            return -1;
-        }
-        Py_INCREF(t); /* held across the driver calls */
-        int rc = patch_entry(exec, t, vals, nvalues, i_out);
-        Py_DECREF(t);
-        if (rc) {
-            *e_out = e;
-            return rc;
+            rc = -1;
+        } else {
+            Py_INCREF(t); /* held while it is read */
+            rc = patch_entry(&batch, t, vals, nvalues, e);
+            Py_DECREF(t);
         }
     }
-    return 0;
+    if (rc == 0) /* every entry checked: nothing was written before */
+        rc = cg_batch_run(&batch, exec, e_out, i_out);
+    cg_batch_free(&batch);
+    return rc;
 }
 
 const char cg_patch_doc[] =
@@ -290,7 +280,8 @@ const char cg_patch_doc[] =
     "copied, addend 0) at that offset; then the entry point at address `set_params`\n"
     "(cuGraphExecKernelNodeSetParams_v2 or cuGraphExecNodeSetParams) is called on every driver node\n"
     "in the list `nodes` (ints) with the parameters at address `params`. None when every call\n"
-    "succeeded; else where the driver refused and its CUresult (everything before was set).";
+    "succeeded; else where the driver refused and its CUresult (everything before was set, the\n"
+    "structures of the later entries are as they were). A malformed entry: nothing written or set.";
 
 PyObject *
 cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc)

@@ -100,7 +100,11 @@ def builders(mode: str, fake: bool) -> tuple[Callable[[int], Any], Callable[[], 
     if mode == "lowered":
         from cudagraph.materialize.explicit import lower
 
-        return (lambda n: (lambda g: (g, lower(g, {}, [])))(define(n))), close
+        def define_and_lower(n: int) -> Any:
+            g = define(n)
+            return g, lower(g, {}, [])
+
+        return define_and_lower, close
     if mode == "cuda.core":
         assert ue is not None
         return (lambda n: user.define_core(ue, n)), close

@@ -209,8 +209,9 @@ patch_entry(cg_set_batch *batch, PyObject *t, const cg_patch_value *values, Py_s
             PyErr_Format(PyExc_ValueError, "patch: write %zd adds %lld to a bytes value", k, one.add);
             return -1;
         }
-        /* (a word wraps like the twin's mask) */
-        if (cg_batch_write(batch, (char *)buf + one.off, v->data, v->word + (unsigned long long)one.add, len, e) < 0)
+        /* (a word wraps like the twin's mask; a bytes value has no word) */
+        unsigned long long word = v->data == NULL ? v->word + (unsigned long long)one.add : 0;
+        if (cg_batch_write(batch, (char *)buf + one.off, v->data, word, len, e) < 0)
             return -1;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {

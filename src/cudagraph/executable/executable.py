@@ -129,7 +129,10 @@ class Executable(Binding, Updating):
     :meth:`update` applies a changed definition of the same topology.
 
     Binding and updating take a lock, so concurrent calls from several
-    threads are serialized; ``launch`` without parameters takes none.
+    threads are serialized; ``launch`` without parameters takes none. A
+    rebind makes its driver calls with the GIL released once, around all of
+    them: other threads run meanwhile, and a busy one costs the rebind one
+    hand-over of the GIL (its switch interval), not one per node.
 
     Attributes
     ----------
@@ -391,7 +394,7 @@ def _install_compiled_bind() -> None:
     method.__qualname__ = "Executable.bind"  # an attribute of Executable (the Python twin is Binding.bind)
     setattr(Executable, "bind", method)  # noqa: B010 - replacing a method mypy knows by its Python signature
     # Several names (launch(s, x=, out=)): 2.78 -> 1.76 µs a step, fresh arrays (bench/rebind_lifted_cpu.py;
-    # 2.19 since its driver calls release the GIL);
+    # 2.26 once its driver calls released the GIL, 2.21 releasing it once per call);
     # on the H200 with torch tensors 6.3-7.3 -> 4.6-5.2 µs above a plain launch (bench/rebind_lifted.py)
     many = NATIVE.BindManyMethod(
         Binding._bind_many, Executable, BindPlan, PatchPlan, ValueCheck, MemoryCheck, READERS, BUFFER_TYPES

@@ -155,7 +155,7 @@ class Lowering:
             return
         if not loop.write_dims(node):
             raise OperandError(f"{node.label}: grid, block and shared_mem must be ints")
-        preds = driver_preds(node) if attrs is None else node._preds  # (attrs: edges may be programmatic)
+        preds = driver_preds(node)  # (all of them with attrs: its edges may be programmatic)
         deps = driver_deps(preds, dn, raw, require_driver().CUgraphNode)
         if attrs is None:
             raw_add = require_driver().cuGraphAddNode

@@ -21,6 +21,7 @@ _SOURCES = (
     "_native_read",
     "_native_bind",
     "_native_bind_many",
+    "_native_exec_launch",
     "_native_launch",
     "_native_launcher",
     "_native_capture",

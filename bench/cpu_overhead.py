@@ -8,6 +8,8 @@ within each repeat, medians:
 - ``cudagraph.launch`` vs ``cuda.core.launch`` on a stream (Buffer and int-pointer arguments, a
   LaunchConfig and a (grid, block) tuple; two LaunchConfigs used in turn that share a place in the
   compiled launcher's cache; a kernel given as a new int handle object per call), ns per launch;
+- a graph's launch call: ``exe.launch(s)`` (and rebinding a pointer parameter) vs cuda.core's
+  ``Graph.launch(s)`` vs ``cuda.bindings``' bare ``cuGraphLaunch``, ns per launch;
 - ``Graph.run`` of an N-kernel chain vs the same launches in a ``cuda.core.launch`` loop, ns per kernel;
 - ``g.instantiate(backend="capture")`` of an N-kernel chain vs cuda.core's capture of the same
   launches into a GraphBuilder + ``complete()``, and vs ``backend="explicit"``, ns per node.
@@ -139,6 +141,8 @@ def main() -> int:
         r = one[f"cudagraph.launch ({form})"] / one[f"cuda.core.launch ({form})"]
         print(f"ratio cudagraph.launch / cuda.core.launch ({form}): {r:.2f}")
 
+    graph_launch(dev, s, k, buf, a, n, opts)
+
     kargs = (buf, a, n)
     chain = cg.Graph("chain")
     prev = None
@@ -190,6 +194,51 @@ def main() -> int:
     r = cap["instantiate(backend='capture')"] / cap["cuda.core capture + complete"]
     print(f"ratio capture backend / cuda.core capture + complete: {r:.2f}")
     return 0
+
+
+def graph_launch(dev: Any, s: Any, k: Any, buf: Any, a: Any, n: Any, opts: argparse.Namespace) -> None:
+    """ns per launch call of a one-kernel graph: ``exe.launch(s)`` (and with a parameter rebound to one of
+    two Buffers in turn) vs cuda.core's ``Graph.launch(s)`` vs ``cuda.bindings``' bare ``cuGraphLaunch``."""
+    from cuda.bindings import driver
+    from cuda.core import LaunchConfig, launch
+
+    import cudagraph as cg
+
+    g = cg.Graph("one")
+    p = g.param("p")
+    g.kernel(k, 1, 32, (p, a, n))
+    exe = g.instantiate(p=buf)
+    other = dev.allocate(128, stream=s)
+    builder = dev.create_graph_builder().begin_building()
+    launch(builder, LaunchConfig(grid=1, block=32), k, buf, a, n)
+    core = builder.end_building().complete()
+    handle, stream = exe.handle, driver.CUstream(int(s.handle))
+    bare = driver.cuGraphLaunch
+    turn = [buf, other]
+
+    def rebinding() -> None:
+        turn.reverse()
+        exe.launch(s, p=turn[0])
+
+    got = _interleaved(
+        {
+            "cuda.bindings cuGraphLaunch": lambda: bare(handle, stream),
+            "cuda.core Graph.launch(s)": lambda: core.launch(s),
+            "exe.launch(s)": lambda: exe.launch(s),
+            "exe.launch(s, p=Buffer), 2 in turn": rebinding,
+        },
+        opts.launches,
+        opts.repeats,
+        1,
+    )
+    print(f"\n{'graph launch (one kernel)':<38} {'ns/launch':>10}")
+    for name, v in got.items():
+        print(f"{name:<38} {v:>10.0f}")
+    ours = got["exe.launch(s)"]
+    print(f"ratio exe.launch(s) / cuda.core Graph.launch(s): {ours / got['cuda.core Graph.launch(s)']:.2f}")
+    print(f"ratio exe.launch(s) / cuda.bindings cuGraphLaunch: {ours / got['cuda.bindings cuGraphLaunch']:.2f}")
+    exe.close()
+    core.close()
 
 
 if __name__ == "__main__":

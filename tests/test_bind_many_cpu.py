@@ -97,6 +97,7 @@ def test_fresh_tensors_of_a_checked_layout_rebind_both_names(calls, converted):
 def test_a_rebinding_launch_takes_the_same_path_and_launches_once(calls, converted, monkeypatch):
     launched: list[tuple[int, int]] = []
     monkeypatch.setattr(_executable, "_LAUNCH", lambda e, s: launched.append((int(e), int(s))) or (0,))
+    _plan.python_launch(monkeypatch)
     exe = parametrized()
     stream = drv.CUstream(0x99)
     exe.launch(stream, x=FakeTensor(X2, (32, 32)), out=FakeTensor(OUT2, (16, 16)))

@@ -107,6 +107,12 @@ def calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ca
     return out
 
 
+def python_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Executable.launch`` as its Python twin, which launches through ``executable._LAUNCH`` (faked by the
+    caller); the compiled method, where the driver is found, calls the driver's ``cuGraphLaunch`` itself."""
+    monkeypatch.setattr(Executable, "launch", getattr(Executable.launch, "func", Executable.launch))
+
+
 def make_exe(graph: cg.Graph, **bindings: Any) -> Executable:
     dn = [drv.CUgraphNode(0x100 + i) for i in range(len(graph))]
     lw = LoweredGraph(None, graph, dn, StubLowering(graph, dn))  # type: ignore[arg-type]

@@ -820,6 +820,36 @@ def test_launch_stream_kinds(gpu, kernels, stream, kind):
         exe.upload(s)
 
 
+def test_compiled_launch_alternates_streams_and_rebinds(device, gpu, kernels, stream):
+    from cudagraph.driver.c_entry import NATIVE
+
+    if NATIVE is not None:  # the compiled method is in place wherever the driver is found
+        assert type(cg.Executable.launch).__name__ == "LaunchMethod"
+    x = np.arange(N, dtype=np.float32)
+    y = np.arange(N, dtype=np.float32) * -1
+    dx, dy = gpu.upload(x), gpu.upload(y)
+    g = cg.Graph("two streams")
+    p = g.param("p")
+    scale_add(g, kernels, p, N, 2, 1)
+    other = device.create_stream()
+    with g.instantiate(p=dx) as exe:
+        for s in (stream, stream, other, other, stream):  # the first launch on each stream goes to the twin
+            exe.launch(s)
+            s.sync()
+        for _ in range(5):
+            x = x * 2 + 1
+        np.testing.assert_array_equal(gpu.read(dx, N), x)
+        exe.launch(stream=other, p=dy)
+        exe.launch(other, p=dy)
+        other.sync()
+        exe.launch(stream, p=dx)
+        stream.sync()
+        np.testing.assert_array_equal(gpu.read(dy, N), (y * 2 + 1) * 2 + 1)
+        np.testing.assert_array_equal(gpu.read(dx, N), x * 2 + 1)
+        assert exe.bindings["p"] == int(dx.handle) and exe.update_calls == 2
+    other.close()
+
+
 def test_launch_rejects_non_stream(gpu, kernels):
     dx = gpu.alloc(N * F4)
     with _simple_graph(kernels, dx).instantiate() as exe:

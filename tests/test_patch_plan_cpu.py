@@ -134,6 +134,7 @@ def install(monkeypatch: pytest.MonkeyPatch, mode: str) -> Recorder:
 
     monkeypatch.setattr(_kernel_writer, "_SET_KERNEL", set_kernel)
     monkeypatch.setattr(_executable, "_LAUNCH", lambda e, s: (rec.launches.append((int(e), int(s))) or ok,))
+    monkeypatch.setattr(Executable, "launch", getattr(Executable.launch, "func", Executable.launch))  # the twin
     monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", set_node)
     monkeypatch.setattr(drv, "cuPointerGetAttributes", attributes)
     if mode == "native":

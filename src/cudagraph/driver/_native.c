@@ -179,7 +179,7 @@ PyInit__native(void)
     if (cg_str_handle == NULL || cg_str_acquire == NULL || cg_str_release == NULL)
         return NULL;
     if (PyType_Ready(&cg_KernelLoopType) < 0 || PyType_Ready(&cg_LayoutType) < 0 || cg_bind_method_ready() < 0 ||
-        cg_bind_many_method_ready() < 0 ||
+        cg_bind_many_method_ready() < 0 || cg_launch_method_ready() < 0 ||
         PyType_Ready(&cg_LaunchKernelType) < 0 || PyType_Ready(&cg_StreamLauncherType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
@@ -187,7 +187,8 @@ PyInit__native(void)
         return NULL;
     if (add_type(m, "KernelLoop", &cg_KernelLoopType) < 0 || add_type(m, "Layout", &cg_LayoutType) < 0 ||
         add_type(m, "BindMethod", &cg_BindMethodType) < 0 ||
-        add_type(m, "BindManyMethod", &cg_BindManyMethodType) < 0 || add_type(m, "LaunchKernel", &cg_LaunchKernelType) < 0 ||
+        add_type(m, "BindManyMethod", &cg_BindManyMethodType) < 0 ||
+        add_type(m, "LaunchMethod", &cg_LaunchMethodType) < 0 || add_type(m, "LaunchKernel", &cg_LaunchKernelType) < 0 ||
         add_type(m, "StreamLauncher", &cg_StreamLauncherType) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -186,6 +186,14 @@ typedef union {
     Py_ssize_t at[1];
 } cg_memory_check_slots;
 
+/* NATIVE_SLOTS["launch"]: the state of an Executable that its compiled launch reads. */
+typedef union {
+    struct {
+        Py_ssize_t exec, exec_addr, sink, last_stream, stream_addr;
+    };
+    Py_ssize_t at[5];
+} cg_launch_slots;
+
 #define CG_SLOT_COUNT(u) ((Py_ssize_t)(sizeof(u) / sizeof(Py_ssize_t)))
 
 /* Resolve the slots declared for `role` on `tp` into offsets[0:count] (the instance offsets of its
@@ -362,6 +370,9 @@ extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType, cg_Bind
 extern PyTypeObject cg_LaunchKernelType, cg_StreamLauncherType;
 int cg_bind_method_ready(void);
 int cg_bind_many_method_ready(void);
+/* _native_exec_launch.c */
+extern PyTypeObject cg_LaunchMethodType;
+int cg_launch_method_ready(void);
 
 /* _native_rebind.c */
 PyObject *cg_set_kernel_node(PyObject *module, PyObject *const *argv, Py_ssize_t argc);

@@ -36,6 +36,7 @@ rebind                         cudagraph.ops.kinds.kernel.KernelWriter.write_pla
 patch                          cudagraph.executable.patch_plan.run_patches
 BindMethod                     cudagraph.executable.executable.Executable.bind
 BindManyMethod                 cudagraph.executable.binding.Binding._bind_many
+LaunchMethod                   cudagraph.executable.executable.Executable.launch
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
@@ -89,6 +90,8 @@ NATIVE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
         "executable": ("_exec", "_exec_addr", "_raw_bound", "_bindings", "_plans", "_lock", "update_calls", "_checks"),
         # BindMethod, BindManyMethod: a prepared rebinding plan of one name (cg_bind_plan_slots)
         "bind_plan": ("pointer_groups", "set_address", "count", "groups"),
+        # LaunchMethod: the executable's state its compiled launch reads (cg_launch_slots)
+        "launch": ("_exec", "_exec_addr", "_sink", "_last_stream", "_last_stream_addr"),
         # BindManyMethod: a prepared plan of several names (cg_patch_plan_slots)
         "patch_plan": ("entries", "codes", "general", "count", "native"),
         # BindManyMethod: how a parameter's new values are checked (cg_value_check_slots, cg_memory_check_slots)
@@ -104,6 +107,7 @@ SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "kernel_node": "cudagraph.definition.nodes:KernelNode",
         "node": "cudagraph.definition.nodes:Node",
         "executable": "cudagraph.executable.executable:Executable",
+        "launch": "cudagraph.executable.executable:Executable",
         "bind_plan": "cudagraph.executable.bind_plan:BindPlan",
         "patch_plan": "cudagraph.executable.patch_plan:PatchPlan",
         "value_check": "cudagraph.executable.bind_checks:ValueCheck",
@@ -121,6 +125,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "patch": "cudagraph.executable.patch_plan:run_patches",
         "BindMethod": "cudagraph.executable.executable:Executable.bind",
         "BindManyMethod": "cudagraph.executable.binding:Binding._bind_many",
+        "LaunchMethod": "cudagraph.executable.executable:Executable.launch",
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",

@@ -5,7 +5,8 @@
 (:mod:`~cudagraph.executable.binding`) and the updating part
 (:mod:`~cudagraph.executable.updating`). Every attribute of an executable is
 declared here, once, as a slot; the compiled ``Executable.bind``
-(``_native_bind.c``) and ``_bind_many`` (``_native_bind_many.c``) read some of them by slot name.
+(``_native_bind.c``), ``_bind_many`` (``_native_bind_many.c``) and ``launch``
+(``_native_exec_launch.c``) read some of them by slot name.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ class ExecutableBase:
         Number of driver calls made to update nodes so far.
     """
 
-    # Every attribute of an executable. The compiled ``Executable.bind`` and ``_bind_many``
-    # (``_native_bind.c``, ``_native_bind_many.c``) read those of NATIVE_SLOTS["executable"].
+    # Every attribute of an executable. The compiled ``Executable.bind``, ``_bind_many`` and ``launch``
+    # (``_native_bind.c``, ``_native_bind_many.c``, ``_native_exec_launch.c``) read those of
+    # NATIVE_SLOTS["executable"] and ["launch"].
     __slots__ = (
         "__weakref__",
         "_bindings",
@@ -63,6 +65,7 @@ class ExecutableBase:
         "_flags",
         "_last_handle",
         "_last_stream",
+        "_last_stream_addr",
         "_lock",
         "_lowered",
         "_overrides",
@@ -107,6 +110,7 @@ class ExecutableBase:
     _finalizer: Any
     _last_stream: Any
     _last_handle: Any
+    _last_stream_addr: int  # int(_last_handle), for the compiled launch
 
     def _require_open(self) -> None:
         if self._exec is None:

@@ -1,0 +1,205 @@
+/*
+ * LaunchMethod: Executable.launch with a compiled path for the per-step case.
+ *
+ * Python twin (see cudagraph.driver.c_entry): cudagraph.executable.executable.Executable.launch, the
+ * Python method it wraps (its `func` and `__wrapped__`), which every call it does not take goes to.
+ *
+ * `exe.launch(s)` through the twin is a Python frame, then cuda.bindings' cuGraphLaunch, which converts
+ * both handles: about twice the host cost of cuda.core's compiled Graph.launch (bench/cpu_overhead.py).
+ * LaunchMethod is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR: `exe.launch(s, x=t)` calls it
+ * with `exe` first and the keyword names as a tuple). It takes a call when the stream (positional or
+ * `stream=`) is the very object of the executable's last launch, whose handle the twin recorded as an
+ * int (`_last_stream_addr`), the executable is open, its exec handle recorded as an int (`_exec_addr`)
+ * and no host callback has raised (`_sink` empty). Other keywords are parameters: one goes to the
+ * class's `bind` (the compiled BindMethod, or whatever the class holds), several to `_bind_many` as a
+ * dict, as the twin sends them; then the state is read again (the bind ran Python code) and the graph is
+ * launched through the driver's cuGraphLaunch with the GIL released, as cuda.bindings calls it (a
+ * launch may wait for room in the queue behind a host function that needs the GIL). A refusal goes to
+ * the twin's `_launch_failed(code)`, which raises the typed error. Every other call (a new stream, a
+ * closed executable, a callback error to raise, two streams) goes to the twin, whole; after a bind, one
+ * that no longer qualifies goes to the twin without its parameters, which launches.
+ *
+ * The executable's state is read through its __slots__ (NATIVE_SLOTS "launch", resolved on the class
+ * given at construction). The executable is held by the caller; the objects read are used before any
+ * Python code runs, or read again after it.
+ */
+#include "_native.h"
+
+typedef int (*cg_graph_launch_fn)(void *exec, void *stream);
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *func;       /* the Python launch(self, stream=None, **params): everything the fast path does not take */
+    PyTypeObject *cls;    /* Executable */
+    PyObject *dict;       /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
+    cg_launch_slots ls;   /* of cls */
+    cg_graph_launch_fn launch; /* the driver's cuGraphLaunch */
+} LaunchMethod;
+_Static_assert(offsetof(LaunchMethod, vectorcall) == offsetof(cg_method_head, vectorcall) &&
+                   offsetof(LaunchMethod, func) == offsetof(cg_method_head, func) &&
+                   (offsetof(LaunchMethod, dict) - offsetof(LaunchMethod, func)) % sizeof(PyObject *) == 0,
+               "LaunchMethod starts with cg_method_head");
+
+static PyObject *str_stream, *str_bind, *str_bind_many, *str_launch_failed;
+
+/* Whether `exe`'s state lets the compiled path launch on `stream`: 1 with the handles in *ex and *st, or 0.
+ * Runs no Python code. */
+static int
+ready(LaunchMethod *m, PyObject *exe, PyObject *stream, void **ex, void **st)
+{
+    PyObject *exec = SLOT(exe, m->ls.exec), *sink = SLOT(exe, m->ls.sink);
+    PyObject *exec_addr = SLOT(exe, m->ls.exec_addr), *stream_addr = SLOT(exe, m->ls.stream_addr);
+    if (exec == NULL || exec == Py_None || sink == NULL || !PyList_CheckExact(sink) || PyList_GET_SIZE(sink) != 0 ||
+        SLOT(exe, m->ls.last_stream) != stream || exec_addr == NULL || !PyLong_CheckExact(exec_addr) ||
+        stream_addr == NULL || !PyLong_CheckExact(stream_addr))
+        return 0;
+    *ex = PyLong_AsVoidPtr(exec_addr);
+    *st = PyLong_AsVoidPtr(stream_addr);
+    if (*ex == NULL || PyErr_Occurred()) { /* (PyLong_AsVoidPtr of a negative int or one above 2**64) */
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* Rebind the `nparams` keyword parameters of the call (their names `kwnames`, values `kwvalues`, the
+ * `skip`th keyword being the stream, or -1) as the twin does: through the class's `bind` for one, its
+ * `_bind_many` for several. 0, or -1 with an exception set. Runs Python code. */
+static int
+bind_params(PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t nkw, Py_ssize_t skip)
+{
+    Py_ssize_t nparams = nkw - (skip >= 0);
+    PyObject *found = _PyType_Lookup(Py_TYPE(exe), nparams == 1 ? str_bind : str_bind_many);
+    if (found == NULL) {
+        PyErr_Format(PyExc_AttributeError, "%.100s has no method %s", Py_TYPE(exe)->tp_name,
+                     nparams == 1 ? "bind" : "_bind_many");
+        return -1;
+    }
+    Py_INCREF(found); /* the lookup's answer is borrowed: the calls below may replace it */
+    PyObject *out = NULL;
+    if (nparams == 1) {
+        Py_ssize_t k = skip == 0 ? 1 : 0;
+        PyObject *names = skip < 0 ? Py_NewRef(kwnames) : PyTuple_Pack(1, PyTuple_GET_ITEM(kwnames, k));
+        if (names != NULL) {
+            PyObject *argv[2] = {exe, kwvalues[k]};
+            out = PyObject_Vectorcall(found, argv, 1, names);
+            Py_DECREF(names);
+        }
+    } else {
+        PyObject *params = PyDict_New();
+        int bad = params == NULL;
+        for (Py_ssize_t k = 0; k < nkw && !bad; k++)
+            if (k != skip)
+                bad = PyDict_SetItem(params, PyTuple_GET_ITEM(kwnames, k), kwvalues[k]) < 0;
+        if (!bad) {
+            PyObject *argv[2] = {exe, params};
+            out = PyObject_Vectorcall(found, argv, 2, NULL);
+        }
+        Py_XDECREF(params);
+    }
+    Py_DECREF(found);
+    Py_XDECREF(out);
+    return out == NULL ? -1 : 0;
+}
+
+static PyObject *
+launch_vectorcall(LaunchMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs < 1 || nargs > 2 || !PyObject_TypeCheck(args[0], m->cls))
+        return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+    PyObject *exe = args[0], *stream = nargs == 2 ? args[1] : Py_None;
+    Py_ssize_t skip = -1;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        if (name == str_stream || (PyUnicode_Check(name) && PyUnicode_Compare(name, str_stream) == 0)) {
+            if (nargs == 2) /* the stream twice: the twin's TypeError */
+                return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+            stream = args[nargs + k];
+            skip = k;
+        }
+    }
+    PyErr_Clear(); /* (PyUnicode_Compare cannot fail on two str) */
+    void *ex, *st;
+    if (!ready(m, exe, stream, &ex, &st))
+        return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+    if (nkw > (skip >= 0)) {
+        Py_INCREF(stream); /* the bind runs Python code, which may drop the caller's other references */
+        int r = bind_params(exe, kwnames, args + nargs, nkw, skip);
+        if (r == 0 && !ready(m, exe, stream, &ex, &st)) { /* changed by the bind: the twin launches */
+            PyObject *argv[2] = {exe, stream};
+            PyObject *out = PyObject_Vectorcall(m->func, argv, 2, NULL);
+            Py_DECREF(stream);
+            return out;
+        }
+        Py_DECREF(stream);
+        if (r < 0)
+            return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = m->launch(ex, st);
+    Py_END_ALLOW_THREADS
+    if (rc == 0)
+        Py_RETURN_NONE;
+    PyObject *code = PyLong_FromLong(rc);
+    PyObject *out = code == NULL ? NULL : PyObject_CallMethodOneArg(exe, str_launch_failed, code);
+    Py_XDECREF(code);
+    if (out != NULL) {
+        Py_DECREF(out);
+        PyErr_Format(PyExc_RuntimeError, "cuGraphLaunch returned %d and _launch_failed() did not raise", rc);
+    }
+    return NULL;
+}
+
+static PyObject *
+launch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *func, *cls, *address;
+    static char *kw[] = {"func", "cls", "launch_address", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!:LaunchMethod", kw, &func, &PyType_Type, &cls, &PyLong_Type,
+                                     &address))
+        return NULL;
+    void *fn = PyLong_AsVoidPtr(address);
+    if (fn == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "LaunchMethod: launch_address must be a non-zero address");
+        return NULL;
+    }
+    LaunchMethod *m = (LaunchMethod *)cg_method_alloc(type, func, (vectorcallfunc)launch_vectorcall, "LaunchMethod");
+    if (m == NULL)
+        return NULL;
+    if (cg_resolve_slots((PyTypeObject *)cls, "launch", CG_SLOT_COUNT(m->ls), m->ls.at) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    m->cls = (PyTypeObject *)Py_NewRef(cls);
+    m->launch = (cg_graph_launch_fn)fn;
+    return (PyObject *)m;
+}
+
+CG_METHOD_GC(LaunchMethod)
+
+PyDoc_STRVAR(launch_doc,
+             "LaunchMethod(func, cls, launch_address)\n\n"
+             "A method of `cls` (Executable) called as `exe.launch(stream, **params)`: on the stream of the\n"
+             "executable's last launch, open and with no host callback error to raise, it rebinds the\n"
+             "parameters through the class's `bind` (one) or `_bind_many` (several) and calls the driver's\n"
+             "cuGraphLaunch at `launch_address` itself, with the GIL released; it hands every other call to\n"
+             "`func` (the Python method), and a refusal to the executable's `_launch_failed(code)`.");
+
+PyTypeObject cg_LaunchMethodType =
+    CG_METHOD_TYPE(LaunchMethod, "cudagraph.driver._native.LaunchMethod", launch_doc, launch_new);
+
+int
+cg_launch_method_ready(void)
+{
+    str_stream = PyUnicode_InternFromString("stream");
+    str_bind = PyUnicode_InternFromString("bind");
+    str_bind_many = PyUnicode_InternFromString("_bind_many");
+    str_launch_failed = PyUnicode_InternFromString("_launch_failed");
+    if (str_stream == NULL || str_bind == NULL || str_bind_many == NULL || str_launch_failed == NULL)
+        return -1;
+    return PyType_Ready(&cg_LaunchMethodType);
+}

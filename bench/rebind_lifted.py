@@ -29,7 +29,10 @@ call on one node of each entry from the compiled module (the floor per node),
 the driver floor of a rebinding launch (that compiled patch then ``cuGraphLaunch``,
 queued step after step, above a bare ``cuGraphLaunch`` queued so), the rest
 (the Python of ``launch``/``bind``), and the rebind alone as ``launch`` makes it
-(``exe._bind_many``). ``bench/rebind_lifted_cpu.py``
+(``exe._bind_many``). At 64 KB, the host ms per step beside a busy Python
+thread (which takes the GIL at each release for its switch interval): PyTorch's
+step, the rebinding launch (its set calls and the launch in one release), and the
+same through ``launch``'s Python twin (two releases). ``bench/rebind_lifted_cpu.py``
 times the host side on a CPU with a fake driver.
 
 Run: ``python bench/rebind_lifted.py [--steps 50] [--rounds 9] [--blocks 2]``.
@@ -39,10 +42,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from typing import Any
 
-from _common import fmt, import_cudagraph, no_gc, verdict
+from _common import busy_python_thread, fmt, import_cudagraph, no_gc, verdict
 
 import_cudagraph()
 
@@ -282,8 +286,57 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ro
               "(and of noise: medians of queued rounds against the best of unqueued ones) |")  # fmt: skip
 
 
+def busy_table(
+    torch: Any, exe: Any, torch_step: Any, pairs: list[tuple[Any, Any]], stream: Any, steps: int = 20
+) -> None:
+    """ms per step beside a busy Python thread, which each release of the GIL hands it to for its switch interval.
+
+    The compiled ``Executable.launch`` makes the rebind's set calls and the launch in one release; its Python
+    twin (``launch.func``) releases it twice (the compiled rebind's set calls, then ``cuda.bindings``'
+    ``cuGraphLaunch``); PyTorch's step releases it in each of its three calls.
+    """
+    from cudagraph.executable.executable import Executable
+
+    compiled = Executable.launch
+    twin = getattr(compiled, "func", compiled)
+    out: dict[str, float] = {}
+
+    def ours(x: Any, o: Any) -> None:
+        exe.launch(stream, x=x, out=o)
+
+    paths = [("torch copy+replay+copy", torch_step, compiled), ("cudagraph launch(s, x=, out=)", ours, compiled)]
+    if twin is not compiled:
+        paths.append(("the same through launch's Python twin", ours, twin))
+    try:
+        for name, step, method in paths:
+            Executable.launch = method
+            step(*pairs[1])  # (a first launch on the stream goes to the twin)
+            torch.cuda.synchronize()
+            with busy_python_thread():
+                t0 = time.perf_counter()
+                for i in range(steps):
+                    step(*pairs[i % 2])
+                out[name] = (time.perf_counter() - t0) / steps * 1e3
+            torch.cuda.synchronize()
+    finally:
+        Executable.launch = compiled
+    interval = sys.getswitchinterval() * 1e3
+    print(f"\nbeside a busy Python thread (switch interval {interval:.0f} ms), host ms per step:")
+    print("| path | ms/step |")
+    print("| --- | --- |")
+    for name, v in out.items():
+        print(f"| {name} | {fmt(v, 2)} |")
+
+
 def run_size(
-    torch: Any, label: str, shape: tuple[int, int, int], heads: int, blocks: int, steps: int, rounds: int
+    torch: Any,
+    label: str,
+    shape: tuple[int, int, int],
+    heads: int,
+    blocks: int,
+    steps: int,
+    rounds: int,
+    busy: bool = False,
 ) -> None:
     torch.manual_seed(0)
     model = block_stack(torch, shape[2], heads, blocks)
@@ -353,6 +406,8 @@ def run_size(
     print(f"| cudagraph rebind+launch | {fmt(oh, 2)} | {fmt(og, 4)} |")
     print(f"| ratio torch / cudagraph | {fmt(th / oh, 2)} | {fmt(tg / og, 2)} |")
     breakdown(torch, exe, pairs, steps, rounds, above)
+    if busy:
+        busy_table(torch, exe, torch_step, pairs, stream)
     for x, out in pairs:  # the results still agree after the breakdown's own driver calls
         torch_step(x, out)
         expected = out.clone()
@@ -372,7 +427,7 @@ def main() -> None:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     print("torch", torch.__version__, "on", torch.cuda.get_device_name())
-    run_size(torch, "64 KB", (1, 128, 128), 4, args.blocks, args.steps, args.rounds)
+    run_size(torch, "64 KB", (1, 128, 128), 4, args.blocks, args.steps, args.rounds, busy=True)
     run_size(torch, "64 MB", (8, 2048, 1024), 16, args.blocks, args.steps, args.rounds)
 
 

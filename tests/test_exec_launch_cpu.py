@@ -205,6 +205,50 @@ def test_several_parameters_are_rebound_together_then_launched(calls, launches, 
     assert launches.compiled()[0] == 2
 
 
+def watch_order(calls: Any, launches: Launches) -> list[tuple[int, int]]:
+    """``(driver node, launches made so far)`` per set call, as they happen."""
+    order: list[tuple[int, int]] = []
+
+    def append(item: Any) -> None:
+        order.append((item[0], launches.compiled()[0]))
+        list.append(calls, item)
+
+    calls.append = append  # (the recorder appends each call it sees)
+    return order
+
+
+@pytest.mark.parametrize("names", [1, 2])
+def test_the_launch_comes_after_every_set_call_and_not_after_a_refused_one(calls, launches, names):
+    if names == 1:
+        exe, s = plain_exe(), drv.CUstream(0x99)
+        steps = [{"p": 0x2000}, {"p": 0x3000}, {"p": 0x4000}]
+        users = [0x100, 0x101, 0x102, 0x103, 0x104]
+    else:
+        exe, s = _many.parametrized(), drv.CUstream(0x99)
+        steps = [
+            {"x": FakeTensor(x, (32, 32)), "out": FakeTensor(o, (16, 16))}
+            for x, o in ((_many.X2, _many.OUT2), (_many.X3, _many.OUT), (_many.X2, _many.OUT2))
+        ]
+        users = [0x100, 0x101, 0x102]
+    exe.launch(s, **steps[0])  # the twin: plans made
+    order = watch_order(calls, launches)
+    exe.launch(s, **steps[1])
+    exe.launch(s, **steps[2])
+    assert sorted(order) == sorted([(d, 0) for d in users] + [(d, 1) for d in users])
+    assert launches.compiled() == (2, 0, 0x4242, 0x99)
+    order.clear()
+    calls.refuse.add(users[-1])
+    with pytest.raises(DriverError, match="CUDA_ERROR_INVALID_VALUE"):
+        exe.launch(s, **steps[1])
+    assert launches.compiled()[0] == 2 and len(launches.twin) == 1  # not launched
+    calls.refuse.clear()
+    launches.refuse_with(int(drv.CUresult.CUDA_ERROR_INVALID_VALUE))
+    with pytest.raises(DriverError, match="cuGraphLaunch failed"):
+        exe.launch(s, **steps[2])  # the sets made, then the launch refused: the new values are bound
+    assert launches.compiled()[0] == 1
+    assert exe._bindings == ({"p": 0x4000} if names == 1 else {"x": _many.X2, "out": _many.OUT2})
+
+
 def test_a_bind_that_closes_the_executable_hands_the_launch_to_the_twin(launches, monkeypatch):
     exe = plain_exe()
     s = drv.CUstream(0x99)

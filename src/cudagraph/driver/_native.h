@@ -362,6 +362,17 @@ void cg_entry_refs(cg_kernel_entry *e, PyObject **out);
  * May run Python code (int(handle), a type's __hash__): the caller holds `args` and keeps `e` in place. */
 int cg_entry_pack(cg_kernel_entry *e, PyObject *args);
 
+/* A launch of the executable to make right after the set calls of a rebind, in the same release of the GIL
+ * (the compiled Executable.launch asks it of the compiled binds it calls; see _native_exec_launch.c). It is
+ * made only when every set call succeeded and `exec` is the executable set: then `done` is 1 and `rc` is
+ * cuGraphLaunch's result. */
+typedef int (*cg_graph_launch_fn)(void *exec, void *stream);
+typedef struct {
+    cg_graph_launch_fn fn;
+    void *exec, *stream;
+    int done, rc;
+} cg_then_launch;
+
 /* ------------------------------------------------------------------ the entry points of each source */
 
 /* _native_loop.c, _native_layout.c, _native_bind.c: the types (made ready by cg_*_ready, 0 or -1). */
@@ -370,6 +381,13 @@ extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType, cg_Bind
 extern PyTypeObject cg_LaunchKernelType, cg_StreamLauncherType;
 int cg_bind_method_ready(void);
 int cg_bind_many_method_ready(void);
+/* The fast paths of the compiled Executable.bind (`method` a BindMethod: one name) and _bind_many (a
+ * BindManyMethod: the dict `params`), with a launch to make after their set calls (see cg_then_launch):
+ * 1 when taken (*count node updates), 0 when the method's Python twin must be called (nothing done,
+ * also when `method` is not of that type), -1 with an exception set. May run Python code. */
+int cg_bind_one_fast(PyObject *method, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count,
+                     cg_then_launch *then);
+int cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *params, Py_ssize_t *count, cg_then_launch *then);
 /* _native_exec_launch.c */
 extern PyTypeObject cg_LaunchMethodType;
 int cg_launch_method_ready(void);
@@ -384,7 +402,7 @@ extern const char cg_set_kernel_node_doc[], cg_rebind_doc[];
  * CUresult (> 0) when it refused, with the group and node positions in *g_out, *i_out (everything
  * before was set); -1 with an exception set for a malformed group. */
 int cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ssize_t len, Py_ssize_t *g_out,
-                     Py_ssize_t *i_out);
+                     Py_ssize_t *i_out, cg_then_launch *then);
 
 /* _native_sets.c: the driver set calls of a rebind or patch, recorded while the GIL is held, then made with
  * it released once (see the file's comment). */
@@ -415,9 +433,10 @@ void cg_batch_free(cg_set_batch *b);
 int cg_batch_call(cg_set_batch *b, void *fn, void *node, const void *params, Py_ssize_t entry, Py_ssize_t index);
 int cg_batch_write(cg_set_batch *b, char *dst, const char *src, unsigned long long word, Py_ssize_t len,
                    Py_ssize_t entry);
-/* Make the writes, then the calls with the GIL released once: 0, or the CUresult of the first refused call
- * with its entry and position in *e_out, *i_out (the writes of the later entries put back). */
-int cg_batch_run(cg_set_batch *b, void *exec, Py_ssize_t *e_out, Py_ssize_t *i_out);
+/* Make the writes, then the calls with the GIL released once (and `then`'s launch after them, if not NULL):
+ * 0, or the CUresult of the first refused call with its entry and position in *e_out, *i_out (the writes of
+ * the later entries put back, nothing launched). */
+int cg_batch_run(cg_set_batch *b, void *exec, Py_ssize_t *e_out, Py_ssize_t *i_out, cg_then_launch *then);
 
 /* Rebind several values in nodes of any kind (see cg_patch_doc). */
 PyObject *cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
@@ -434,7 +453,7 @@ typedef struct {
  * the driver's CUresult (> 0) when it refused, with the entry and node positions in *e_out, *i_out
  * (everything before was set); -1 with an exception set for a malformed entry. */
 int cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, Py_ssize_t nvalues, Py_ssize_t *e_out,
-                     Py_ssize_t *i_out);
+                     Py_ssize_t *i_out, cg_then_launch *then);
 
 /* _native_read.c */
 PyObject *cg_read_nodes(PyObject *module, PyObject *const *argv, Py_ssize_t argc);

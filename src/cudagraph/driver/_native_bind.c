@@ -130,7 +130,7 @@ cg_add_calls(PyObject *exe, Py_ssize_t off, Py_ssize_t n)
 /* Rebind parameter `name` of `exe` to `value` if the fast path applies: 1 with the number of node
  * updates in *count, 0 for the Python path, -1 with an exception set. */
 static int
-bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count)
+bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count, cg_then_launch *then)
 {
     PyObject *raw = SLOT(exe, m->ex.raw), *exec = SLOT(exe, m->ex.exec);
     if (raw == NULL || !PyDict_CheckExact(raw) || exec == NULL || exec == Py_None || !PyUnicode_CheckExact(name))
@@ -208,7 +208,7 @@ bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssiz
         goto done;
     }
     Py_ssize_t g, i;
-    int rc = cg_rebind_groups(fn, ex, groups, (const char *)&v, (Py_ssize_t)sizeof v, &g, &i);
+    int rc = cg_rebind_groups(fn, ex, groups, (const char *)&v, (Py_ssize_t)sizeof v, &g, &i, then);
     if (rc != 0) { /* a refusal: the Python path makes the same calls again and names the node */
         r = rc > 0 ? 0 : -1;
         goto done;
@@ -240,13 +240,23 @@ bind_vectorcall(BindMethod *m, PyObject *const *args, size_t nargsf, PyObject *k
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs == 1 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 && PyObject_TypeCheck(args[0], m->cls)) {
         Py_ssize_t count = 0;
-        int r = bind_fast(m, args[0], PyTuple_GET_ITEM(kwnames, 0), args[1], &count);
+        int r = bind_fast(m, args[0], PyTuple_GET_ITEM(kwnames, 0), args[1], &count, NULL);
         if (r < 0)
             return NULL;
         if (r > 0)
             return PyLong_FromSsize_t(count);
     }
     return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+}
+
+int
+cg_bind_one_fast(PyObject *method, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count,
+                 cg_then_launch *then)
+{
+    BindMethod *m = (BindMethod *)method;
+    if (Py_TYPE(method) != &cg_BindMethodType || !PyObject_TypeCheck(exe, m->cls))
+        return 0;
+    return bind_fast(m, exe, name, value, count, then);
 }
 
 static PyObject *

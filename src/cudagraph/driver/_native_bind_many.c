@@ -204,7 +204,7 @@ still(PyObject *raw, PyObject *bindings, one_name *names, Py_ssize_t count)
  * -1 (declined: not a plan this path runs, or malformed; no exception set). */
 static int
 run_plan(BindManyMethod *m, PyObject *plan, void *ex, const cg_patch_value *vals, Py_ssize_t nvals, Py_ssize_t *n,
-         Py_ssize_t *g, Py_ssize_t *i)
+         Py_ssize_t *g, Py_ssize_t *i, cg_then_launch *then)
 {
     int rc = -1;
     if (Py_TYPE(plan) == m->patch_plan_type) {
@@ -221,7 +221,7 @@ run_plan(BindManyMethod *m, PyObject *plan, void *ex, const cg_patch_value *vals
         if ((*n = PyLong_AsSsize_t(count)) < 0)
             goto done;
         Py_INCREF(entries);
-        rc = cg_patch_entries(ex, entries, vals, nvals, g, i);
+        rc = cg_patch_entries(ex, entries, vals, nvals, g, i, then);
         Py_DECREF(entries);
     } else if (Py_TYPE(plan) == m->bind_plan_type && nvals == 1) {
         PyObject *groups = SLOT(plan, m->pl.all_groups), *address = SLOT(plan, m->pl.address);
@@ -233,7 +233,8 @@ run_plan(BindManyMethod *m, PyObject *plan, void *ex, const cg_patch_value *vals
         if (fn == NULL || (*n = PyLong_AsSsize_t(count)) < 0)
             goto done;
         Py_INCREF(groups);
-        rc = cg_rebind_groups(fn, ex, groups, (const char *)&vals[0].word, (Py_ssize_t)sizeof vals[0].word, g, i);
+        rc = cg_rebind_groups(fn, ex, groups, (const char *)&vals[0].word, (Py_ssize_t)sizeof vals[0].word, g, i,
+                              then);
         Py_DECREF(groups);
     }
 done:
@@ -266,7 +267,7 @@ write_state(PyObject *raw, PyObject *bindings, one_name *names, Py_ssize_t count
 /* The rebind of `params` (exact dict, held by the caller) if the fast path applies: 1 with the number of
  * node updates in *count, 0 for the twin, -1 with an exception set (a driver refusal, or memory). */
 static int
-bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *count)
+bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *count, cg_then_launch *then)
 {
     one_name names[MAX_NAMES];
     PyObject *old[2 * MAX_NAMES] = {NULL};
@@ -326,7 +327,7 @@ bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *c
     Py_ssize_t n = 0, g = 0, i = 0;
     int rc = 0;
     if (key != NULL) {
-        if ((plan = get_held(plans, key)) == NULL || (rc = run_plan(m, plan, ex, vals, nchanged, &n, &g, &i)) < 0)
+        if ((plan = get_held(plans, key)) == NULL || (rc = run_plan(m, plan, ex, vals, nchanged, &n, &g, &i, then)) < 0)
             goto done; /* no plan yet, or not one this path runs: the twin (nothing written) */
     }
     if (write_state(raw, bindings, names, nnames, old) < 0) {
@@ -374,13 +375,22 @@ bind_many_vectorcall(BindManyMethod *m, PyObject *const *args, size_t nargsf, Py
     if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL && PyObject_TypeCheck(args[0], m->cls) &&
         PyDict_CheckExact(args[1])) {
         Py_ssize_t count;
-        int r = bind_many_fast(m, args[0], args[1], &count);
+        int r = bind_many_fast(m, args[0], args[1], &count, NULL);
         if (r < 0)
             return NULL;
         if (r > 0)
             return PyLong_FromSsize_t(count);
     }
     return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
+}
+
+int
+cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *params, Py_ssize_t *count, cg_then_launch *then)
+{
+    BindManyMethod *m = (BindManyMethod *)method;
+    if (Py_TYPE(method) != &cg_BindManyMethodType || !PyObject_TypeCheck(exe, m->cls) || !PyDict_CheckExact(params))
+        return 0;
+    return bind_many_fast(m, exe, params, count, then);
 }
 
 static PyObject *

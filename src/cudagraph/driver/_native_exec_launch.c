@@ -11,10 +11,12 @@
  * `stream=`) is the very object of the executable's last launch, whose handle the twin recorded as an
  * int (`_last_stream_addr`), the executable is open, its exec handle recorded as an int (`_exec_addr`)
  * and no host callback has raised (`_sink` empty). Other keywords are parameters: one goes to the
- * class's `bind` (the compiled BindMethod, or whatever the class holds), several to `_bind_many` as a
- * dict, as the twin sends them; then the state is read again (the bind ran Python code) and the graph is
- * launched through the driver's cuGraphLaunch with the GIL released, as cuda.bindings calls it (a
- * launch may wait for room in the queue behind a host function that needs the GIL). A refusal goes to
+ * class's `bind`, several to `_bind_many` as a dict, as the twin sends them. Where those are the compiled
+ * methods and their fast paths take the call, the launch is made right after their set calls, in the same
+ * release of the GIL (a step hands the GIL over once, not twice: beside a busy Python thread each hand-over
+ * costs that thread's switch interval). Otherwise the state is read again (the bind ran Python code) and
+ * the graph is launched through the driver's cuGraphLaunch with the GIL released, as cuda.bindings calls
+ * it (a launch may wait for room in the queue behind a host function that needs the GIL). A refusal goes to
  * the twin's `_launch_failed(code)`, which raises the typed error. Every other call (a new stream, a
  * closed executable, a callback error to raise, two streams) goes to the twin, whole; after a bind, one
  * that no longer qualifies goes to the twin without its parameters, which launches.
@@ -25,7 +27,6 @@
  */
 #include "_native.h"
 
-typedef int (*cg_graph_launch_fn)(void *exec, void *stream);
 
 typedef struct {
     PyObject_HEAD
@@ -63,13 +64,17 @@ ready(LaunchMethod *m, PyObject *exe, PyObject *stream, void **ex, void **st)
     return 1;
 }
 
-/* Rebind the `nparams` keyword parameters of the call (their names `kwnames`, values `kwvalues`, the
+/* Rebind the keyword parameters of the call (their names `kwnames`, `nkw` values at `kwvalues`, the
  * `skip`th keyword being the stream, or -1) as the twin does: through the class's `bind` for one, its
- * `_bind_many` for several. 0, or -1 with an exception set. Runs Python code. */
+ * `_bind_many` (a dict) for several. Where that is the compiled method, its fast path is asked to make
+ * the launch `then` after its set calls, in the same release of the GIL (then->done says whether it
+ * did); where it declines, or the class holds another callable, it is called as the twin calls it and
+ * launches nothing. 0, or -1 with an exception set. Runs Python code. */
 static int
-bind_params(PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t nkw, Py_ssize_t skip)
+bind_params(PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t nkw, Py_ssize_t skip,
+            cg_then_launch *then)
 {
-    Py_ssize_t nparams = nkw - (skip >= 0);
+    Py_ssize_t nparams = nkw - (skip >= 0), count = 0;
     PyObject *found = _PyType_Lookup(Py_TYPE(exe), nparams == 1 ? str_bind : str_bind_many);
     if (found == NULL) {
         PyErr_Format(PyExc_AttributeError, "%.100s has no method %s", Py_TYPE(exe)->tp_name,
@@ -78,29 +83,52 @@ bind_params(PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssiz
     }
     Py_INCREF(found); /* the lookup's answer is borrowed: the calls below may replace it */
     PyObject *out = NULL;
+    int r;
     if (nparams == 1) {
         Py_ssize_t k = skip == 0 ? 1 : 0;
-        PyObject *names = skip < 0 ? Py_NewRef(kwnames) : PyTuple_Pack(1, PyTuple_GET_ITEM(kwnames, k));
-        if (names != NULL) {
-            PyObject *argv[2] = {exe, kwvalues[k]};
-            out = PyObject_Vectorcall(found, argv, 1, names);
-            Py_DECREF(names);
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        r = cg_bind_one_fast(found, exe, name, kwvalues[k], &count, then);
+        if (r == 0) {
+            PyObject *names = skip < 0 ? Py_NewRef(kwnames) : PyTuple_Pack(1, name);
+            if (names != NULL) {
+                PyObject *argv[2] = {exe, kwvalues[k]};
+                out = PyObject_Vectorcall(found, argv, 1, names);
+                Py_DECREF(names);
+            }
+            r = out == NULL ? -1 : 1;
         }
     } else {
         PyObject *params = PyDict_New();
-        int bad = params == NULL;
-        for (Py_ssize_t k = 0; k < nkw && !bad; k++)
+        r = params == NULL ? -1 : 0;
+        for (Py_ssize_t k = 0; k < nkw && r == 0; k++)
             if (k != skip)
-                bad = PyDict_SetItem(params, PyTuple_GET_ITEM(kwnames, k), kwvalues[k]) < 0;
-        if (!bad) {
+                r = PyDict_SetItem(params, PyTuple_GET_ITEM(kwnames, k), kwvalues[k]);
+        if (r == 0)
+            r = cg_bind_many_fast(found, exe, params, &count, then);
+        if (r == 0) {
             PyObject *argv[2] = {exe, params};
             out = PyObject_Vectorcall(found, argv, 2, NULL);
+            r = out == NULL ? -1 : 1;
         }
         Py_XDECREF(params);
     }
     Py_DECREF(found);
     Py_XDECREF(out);
-    return out == NULL ? -1 : 0;
+    return r < 0 ? -1 : 0;
+}
+
+/* Raise the typed error of cuGraphLaunch's refusal `rc` through the executable's _launch_failed(code). */
+static PyObject *
+launch_failed(PyObject *exe, int rc)
+{
+    PyObject *code = PyLong_FromLong(rc);
+    PyObject *out = code == NULL ? NULL : PyObject_CallMethodOneArg(exe, str_launch_failed, code);
+    Py_XDECREF(code);
+    if (out != NULL) {
+        Py_DECREF(out);
+        PyErr_Format(PyExc_RuntimeError, "cuGraphLaunch returned %d and _launch_failed() did not raise", rc);
+    }
+    return NULL;
 }
 
 static PyObject *
@@ -125,15 +153,23 @@ launch_vectorcall(LaunchMethod *m, PyObject *const *args, size_t nargsf, PyObjec
     if (!ready(m, exe, stream, &ex, &st))
         return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
     if (nkw > (skip >= 0)) {
+        cg_then_launch then = {m->launch, ex, st, 0, 0};
         Py_INCREF(stream); /* the bind runs Python code, which may drop the caller's other references */
-        int r = bind_params(exe, kwnames, args + nargs, nkw, skip);
-        if (r == 0 && !ready(m, exe, stream, &ex, &st)) { /* changed by the bind: the twin launches */
+        int r = bind_params(exe, kwnames, args + nargs, nkw, skip, &then);
+        if (r == 0 && !then.done && !ready(m, exe, stream, &ex, &st)) { /* changed by the bind: the twin launches */
             PyObject *argv[2] = {exe, stream};
             PyObject *out = PyObject_Vectorcall(m->func, argv, 2, NULL);
             Py_DECREF(stream);
             return out;
         }
         Py_DECREF(stream);
+        if (then.done) { /* launched after the set calls (a later error of the bind is raised all the same) */
+            if (r < 0)
+                return NULL;
+            if (then.rc != 0)
+                return launch_failed(exe, then.rc);
+            Py_RETURN_NONE;
+        }
         if (r < 0)
             return NULL;
     }
@@ -141,16 +177,9 @@ launch_vectorcall(LaunchMethod *m, PyObject *const *args, size_t nargsf, PyObjec
     Py_BEGIN_ALLOW_THREADS
     rc = m->launch(ex, st);
     Py_END_ALLOW_THREADS
-    if (rc == 0)
-        Py_RETURN_NONE;
-    PyObject *code = PyLong_FromLong(rc);
-    PyObject *out = code == NULL ? NULL : PyObject_CallMethodOneArg(exe, str_launch_failed, code);
-    Py_XDECREF(code);
-    if (out != NULL) {
-        Py_DECREF(out);
-        PyErr_Format(PyExc_RuntimeError, "cuGraphLaunch returned %d and _launch_failed() did not raise", rc);
-    }
-    return NULL;
+    if (rc != 0)
+        return launch_failed(exe, rc);
+    Py_RETURN_NONE;
 }
 
 static PyObject *

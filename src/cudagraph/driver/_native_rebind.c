@@ -85,7 +85,7 @@ rebind_group(cg_set_batch *batch, void *fn, PyObject *t, const char *data, Py_ss
 
 int
 cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ssize_t len, Py_ssize_t *g_out,
-                 Py_ssize_t *i_out)
+                 Py_ssize_t *i_out, cg_then_launch *then)
 {
     cg_set_batch batch;
     cg_batch_init(&batch);
@@ -103,7 +103,7 @@ cg_rebind_groups(void *fn, void *exec, PyObject *groups, const char *data, Py_ss
         }
     }
     if (rc == 0) /* every group checked: nothing was written before */
-        rc = cg_batch_run(&batch, exec, g_out, i_out);
+        rc = cg_batch_run(&batch, exec, g_out, i_out, then);
     cg_batch_free(&batch);
     return rc;
 }
@@ -151,7 +151,7 @@ cg_rebind(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     Py_ssize_t g, i;
-    int rc = cg_rebind_groups(fn, exec, argv[2], data, len, &g, &i);
+    int rc = cg_rebind_groups(fn, exec, argv[2], data, len, &g, &i, NULL);
     if (rc < 0)
         return NULL;
     if (rc > 0)
@@ -247,7 +247,7 @@ patch_values(PyObject *values, cg_patch_value *out)
 
 int
 cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, Py_ssize_t nvalues, Py_ssize_t *e_out,
-                 Py_ssize_t *i_out)
+                 Py_ssize_t *i_out, cg_then_launch *then)
 {
     cg_set_batch batch;
     cg_batch_init(&batch);
@@ -266,7 +266,7 @@ cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, Py_s
         }
     }
     if (rc == 0) /* every entry checked: nothing was written before */
-        rc = cg_batch_run(&batch, exec, e_out, i_out);
+        rc = cg_batch_run(&batch, exec, e_out, i_out, then);
     cg_batch_free(&batch);
     return rc;
 }
@@ -304,7 +304,7 @@ cg_patch(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     Py_INCREF(values);
     if (patch_values(values, vals) == 0) {
         Py_ssize_t e = 0, i = 0;
-        int rc = cg_patch_entries(exec, entries, vals, nvalues, &e, &i);
+        int rc = cg_patch_entries(exec, entries, vals, nvalues, &e, &i, NULL);
         if (rc >= 0)
             result = rc > 0 ? Py_BuildValue("(nni)", e, i, rc) : Py_NewRef(Py_None);
     }

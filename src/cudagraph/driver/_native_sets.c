@@ -11,6 +11,10 @@
  * after its entry are put back, in reverse order: the structures are then as a run that stopped at
  * that call leaves them (the entries before it written and set, its own written, the later ones as
  * they were), as the Python twins leave them.
+ *
+ * A rebinding launch (the compiled Executable.launch through the compiled binds) hands a launch of the
+ * executable to make after the calls (cg_then_launch): it is made in the same release, so that a step
+ * hands the GIL over once, not twice; and only when every call succeeded.
  */
 #include "_native.h"
 
@@ -81,8 +85,10 @@ cg_batch_write(cg_set_batch *b, char *dst, const char *src, unsigned long long w
 }
 
 int
-cg_batch_run(cg_set_batch *b, void *exec, Py_ssize_t *e_out, Py_ssize_t *i_out)
+cg_batch_run(cg_set_batch *b, void *exec, Py_ssize_t *e_out, Py_ssize_t *i_out, cg_then_launch *then)
 {
+    if (then != NULL && then->exec != exec)
+        then = NULL; /* (another executable: the caller launches it) */
     for (Py_ssize_t k = 0; k < b->nwrites; k++) {
         cg_set_write *w = &b->writes[k];
         memcpy(b->saved + w->at, w->dst, (size_t)w->len);
@@ -90,12 +96,16 @@ cg_batch_run(cg_set_batch *b, void *exec, Py_ssize_t *e_out, Py_ssize_t *i_out)
     }
     int rc = 0;
     Py_ssize_t k = 0;
-    if (b->ncalls) {
+    if (b->ncalls || then != NULL) {
         Py_BEGIN_ALLOW_THREADS
         for (; k < b->ncalls; k++) {
             const cg_set_call *c = &b->calls[k];
             if ((rc = ((cg_set_kernel_fn)c->fn)(exec, c->node, c->params)) != 0)
                 break;
+        }
+        if (rc == 0 && then != NULL) {
+            then->rc = then->fn(then->exec, then->stream);
+            then->done = 1;
         }
         Py_END_ALLOW_THREADS
     }

@@ -197,8 +197,9 @@ def main() -> int:
 
 
 def graph_launch(dev: Any, s: Any, k: Any, buf: Any, a: Any, n: Any, opts: argparse.Namespace) -> None:
-    """ns per launch call of a one-kernel graph: ``exe.launch(s)`` (and with a parameter rebound to one of
-    two Buffers in turn) vs cuda.core's ``Graph.launch(s)`` vs ``cuda.bindings``' bare ``cuGraphLaunch``."""
+    """ns per launch call of a one-kernel graph: ``exe.launch(s)`` (also on a new ``__cuda_stream__`` object
+    of the same stream per call, and with a parameter rebound to one of two Buffers in turn) vs cuda.core's
+    ``Graph.launch(s)`` vs ``cuda.bindings``' bare ``cuGraphLaunch``."""
     from cuda.bindings import driver
     from cuda.core import LaunchConfig, launch
 
@@ -216,6 +217,17 @@ def graph_launch(dev: Any, s: Any, k: Any, buf: Any, a: Any, n: Any, opts: argpa
     bare = driver.cuGraphLaunch
     turn = [buf, other]
 
+    class Fresh:  # a stream object made anew per call, as torch.cuda.current_stream() makes one
+        __slots__ = ("h",)
+
+        def __init__(self, h: int) -> None:
+            self.h = h
+
+        def __cuda_stream__(self) -> tuple[int, int]:
+            return (0, self.h)
+
+    sh = int(s.handle)
+
     def rebinding() -> None:
         turn.reverse()
         exe.launch(s, p=turn[0])
@@ -225,6 +237,7 @@ def graph_launch(dev: Any, s: Any, k: Any, buf: Any, a: Any, n: Any, opts: argpa
             "cuda.bindings cuGraphLaunch": lambda: bare(handle, stream),
             "cuda.core Graph.launch(s)": lambda: core.launch(s),
             "exe.launch(s)": lambda: exe.launch(s),
+            "exe.launch(a new stream object)": lambda: exe.launch(Fresh(sh)),
             "exe.launch(s, p=Buffer), 2 in turn": rebinding,
         },
         opts.launches,

@@ -136,6 +136,45 @@ def test_the_first_launch_on_a_stream_goes_to_the_twin_then_the_driver_is_called
     assert launches.twin[-1] == (0x4242, 0) and launches.compiled() == (5, 0, 0x4242, None)
 
 
+class ProtoStream:
+    """A stream known through ``__cuda_stream__``, made anew per call (as ``torch.cuda.current_stream()`` is)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.asked = 0
+
+    def __cuda_stream__(self) -> Any:
+        self.asked += 1
+        return self.handle
+
+
+def test_another_object_of_the_last_streams_handle_is_that_stream(launches):
+    exe = plain_exe()
+    assert exe._last_stream_addr is None
+    exe.launch(ProtoStream((0, 0x99)))
+    assert launches.twin == [(0x4242, 0x99)] and exe._last_stream_addr == 0x99
+    fresh = [ProtoStream((0, 0x99)) for _ in range(3)]
+    for s in fresh:
+        exe.launch(s)
+    exe.launch(0x99)  # an int of the handle
+    assert launches.compiled() == (4, 0, 0x4242, 0x99) and [s.asked for s in fresh] == [1, 1, 1]
+    exe.launch(stream=drv.CUstream(0x99))  # by its __cuda_stream__ where it has one, else by the twin
+    by_protocol = hasattr(drv.CUstream, "__cuda_stream__")
+    assert launches.compiled()[0] == 4 + by_protocol and len(launches.twin) == 2 - by_protocol
+    for other in (ProtoStream((0, 0x77)), ProtoStream((0, -1)), ProtoStream([0, 0x99]), ProtoStream("x")):
+        try:  # another handle, or an answer the compiled path does not read: the twin reads it again
+            exe.launch(other)
+        except Exception as exc:  # the twin's error for a bad answer
+            assert type(exc).__name__ == "OperandError" and "__cuda_stream__" in str(exc)
+        assert other.asked >= 1
+    assert launches.twin[-1] == (0x4242, 0x99) and launches.compiled()[0] == 4 + by_protocol
+    exe.launch(0x77)  # another stream: recorded by the twin
+    exe.launch(None)
+    assert launches.twin[-2:] == [(0x4242, 0x77), (0x4242, 0)]
+    exe.launch(0)  # the legacy stream again, by its handle
+    assert launches.compiled() == (5 + by_protocol, 0, 0x4242, None)
+
+
 def test_a_refused_launch_raises_the_twins_typed_error(launches):
     exe = plain_exe()
     s = drv.CUstream(0x99)

@@ -8,8 +8,9 @@
  * both handles: about twice the host cost of cuda.core's compiled Graph.launch (bench/cpu_overhead.py).
  * LaunchMethod is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR: `exe.launch(s, x=t)` calls it
  * with `exe` first and the keyword names as a tuple). It takes a call when the stream (positional or
- * `stream=`) is the very object of the executable's last launch, whose handle the twin recorded as an
- * int (`_last_stream_addr`), the executable is open, its exec handle recorded as an int (`_exec_addr`)
+ * `stream=`) is the stream of the executable's last launch, whose handle the twin recorded as an int
+ * (`_last_stream_addr`): the very object, or another with that handle (None, an int, or an object whose
+ * type has __cuda_stream__, as torch.cuda.current_stream() makes anew at each call); the executable is open, its exec handle recorded as an int (`_exec_addr`)
  * and no host callback has raised (`_sink` empty). Other keywords are parameters: one goes to the
  * class's `bind`, several to `_bind_many` as a dict, as the twin sends them. Where those are the compiled
  * methods and their fast paths take the call, the launch is made right after their set calls, in the same
@@ -42,18 +43,52 @@ _Static_assert(offsetof(LaunchMethod, vectorcall) == offsetof(cg_method_head, ve
                    (offsetof(LaunchMethod, dict) - offsetof(LaunchMethod, func)) % sizeof(PyObject *) == 0,
                "LaunchMethod starts with cg_method_head");
 
-static PyObject *str_stream, *str_bind, *str_bind_many, *str_launch_failed;
+static PyObject *str_stream, *str_bind, *str_bind_many, *str_launch_failed, *str_cuda_stream;
+
+/* The handle of `stream` when it is not the object of the last launch, as the twin's stream_handle reads
+ * it: None (0), an exact int, or the answer of its type's __cuda_stream__ method (torch, CuPy and
+ * cuda.core streams; a fresh object per call where a library makes one, as torch.cuda.current_stream()
+ * does). 1 with the handle in *out, or 0 (decline: the twin reads it). May run Python code. */
+static int
+stream_address(PyObject *stream, unsigned long long *out)
+{
+    if (stream == Py_None) {
+        *out = 0;
+        return 1;
+    }
+    PyObject *v = NULL;
+    if (PyLong_CheckExact(stream)) {
+        v = Py_NewRef(stream);
+    } else if (_PyType_Lookup(Py_TYPE(stream), str_cuda_stream) != NULL) {
+        PyObject *argv[1] = {stream};
+        PyObject *t = PyObject_VectorcallMethod(str_cuda_stream, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (t != NULL && PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) >= 2 && PyLong_CheckExact(PyTuple_GET_ITEM(t, 1)))
+            v = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+        Py_XDECREF(t);
+    }
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
 
 /* Whether `exe`'s state lets the compiled path launch on `stream`: 1 with the handles in *ex and *st, or 0.
- * Runs no Python code. */
+ * The stream is the object of the last launch, or (`known`) one whose handle `addr` is that launch's: its
+ * handle was recorded then (and, for a graph with host callbacks, the stream kept). Runs no Python code. */
 static int
-ready(LaunchMethod *m, PyObject *exe, PyObject *stream, void **ex, void **st)
+ready(LaunchMethod *m, PyObject *exe, PyObject *stream, int known, unsigned long long addr, void **ex, void **st)
 {
     PyObject *exec = SLOT(exe, m->ls.exec), *sink = SLOT(exe, m->ls.sink);
     PyObject *exec_addr = SLOT(exe, m->ls.exec_addr), *stream_addr = SLOT(exe, m->ls.stream_addr);
     if (exec == NULL || exec == Py_None || sink == NULL || !PyList_CheckExact(sink) || PyList_GET_SIZE(sink) != 0 ||
-        SLOT(exe, m->ls.last_stream) != stream || exec_addr == NULL || !PyLong_CheckExact(exec_addr) ||
-        stream_addr == NULL || !PyLong_CheckExact(stream_addr))
+        exec_addr == NULL || !PyLong_CheckExact(exec_addr) || stream_addr == NULL || !PyLong_CheckExact(stream_addr))
         return 0;
     *ex = PyLong_AsVoidPtr(exec_addr);
     *st = PyLong_AsVoidPtr(stream_addr);
@@ -61,7 +96,7 @@ ready(LaunchMethod *m, PyObject *exe, PyObject *stream, void **ex, void **st)
         PyErr_Clear();
         return 0;
     }
-    return 1;
+    return SLOT(exe, m->ls.last_stream) == stream || (known && (uintptr_t)*st == addr);
 }
 
 /* Rebind the keyword parameters of the call (their names `kwnames`, `nkw` values at `kwvalues`, the
@@ -150,13 +185,20 @@ launch_vectorcall(LaunchMethod *m, PyObject *const *args, size_t nargsf, PyObjec
     }
     PyErr_Clear(); /* (PyUnicode_Compare cannot fail on two str) */
     void *ex, *st;
-    if (!ready(m, exe, stream, &ex, &st))
+    unsigned long long addr = 0;
+    int known = 0;
+    if (SLOT(exe, m->ls.last_stream) != stream) { /* another object: the same stream, if its handle is */
+        Py_INCREF(stream); /* __cuda_stream__ runs Python code */
+        known = stream_address(stream, &addr);
+        Py_DECREF(stream);
+    }
+    if (!ready(m, exe, stream, known, addr, &ex, &st))
         return PyObject_Vectorcall(m->func, args, nargsf, kwnames);
     if (nkw > (skip >= 0)) {
         cg_then_launch then = {m->launch, ex, st, 0, 0};
         Py_INCREF(stream); /* the bind runs Python code, which may drop the caller's other references */
         int r = bind_params(exe, kwnames, args + nargs, nkw, skip, &then);
-        if (r == 0 && !then.done && !ready(m, exe, stream, &ex, &st)) { /* changed by the bind: the twin launches */
+        if (r == 0 && !then.done && !ready(m, exe, stream, known, addr, &ex, &st)) { /* changed by the bind: the twin launches */
             PyObject *argv[2] = {exe, stream};
             PyObject *out = PyObject_Vectorcall(m->func, argv, 2, NULL);
             Py_DECREF(stream);
@@ -228,7 +270,9 @@ cg_launch_method_ready(void)
     str_bind = PyUnicode_InternFromString("bind");
     str_bind_many = PyUnicode_InternFromString("_bind_many");
     str_launch_failed = PyUnicode_InternFromString("_launch_failed");
-    if (str_stream == NULL || str_bind == NULL || str_bind_many == NULL || str_launch_failed == NULL)
+    str_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
+    if (str_stream == NULL || str_bind == NULL || str_bind_many == NULL || str_launch_failed == NULL ||
+        str_cuda_stream == NULL)
         return -1;
     return PyType_Ready(&cg_LaunchMethodType);
 }

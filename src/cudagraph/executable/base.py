@@ -110,7 +110,7 @@ class ExecutableBase:
     _finalizer: Any
     _last_stream: Any
     _last_handle: Any
-    _last_stream_addr: int  # int(_last_handle), for the compiled launch
+    _last_stream_addr: int | None  # int(_last_handle), for the compiled launch (None before the first launch)
 
     def _require_open(self) -> None:
         if self._exec is None:

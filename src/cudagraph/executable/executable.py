@@ -163,7 +163,7 @@ class Executable(Binding, Updating):
         self._ctx: Any = None
         self._last_stream: Any = _UNSET
         self._last_handle: Any = None
-        self._last_stream_addr = 0
+        self._last_stream_addr: int | None = None  # int(_last_handle) once launched (read by the compiled launch)
         # Not reentrant: no method that holds it calls another that takes it.
         self._lock = threading.Lock()
         self._raw_bound: dict[str, Any] = {}
@@ -426,8 +426,10 @@ def _install_compiled_launch() -> None:
     address = c_address("cuGraphLaunch")
     if NATIVE is None or not address:
         return
-    # On the CPU's fake driver (bench/cpu_overhead.py): exe.launch(s) 282 -> 86 ns (cuda.core Graph.launch 159,
-    # bare cuda.bindings cuGraphLaunch 217); rebinding a Buffer parameter then launching 1066 -> 522 ns.
+    # On the CPU's fake driver (bench/cpu_overhead.py): exe.launch(s) 279 -> 84 ns (cuda.core Graph.launch 147,
+    # bare cuda.bindings cuGraphLaunch 229), on a new __cuda_stream__ object per call 796 -> 208 ns; rebinding a
+    # Buffer parameter then launching 1049 -> 482 ns. On the H200 beside a busy Python thread, a rebinding launch
+    # of a lifted transformer 9.29 -> 5.17 ms a step (one hand-over of the GIL; bench/rebind_lifted.py).
     method = NATIVE.LaunchMethod(Executable.launch, Executable, address)
     functools.update_wrapper(method, Executable.launch)
     method.__qualname__ = "Executable.launch"

@@ -847,6 +847,12 @@ def test_compiled_launch_alternates_streams_and_rebinds(device, gpu, kernels, st
         np.testing.assert_array_equal(gpu.read(dy, N), (y * 2 + 1) * 2 + 1)
         np.testing.assert_array_equal(gpu.read(dx, N), x * 2 + 1)
         assert exe.bindings["p"] == int(dx.handle) and exe.update_calls == 2
+        for _ in range(3):  # a new object of the same stream per call, as torch.cuda.current_stream() gives
+            exe.launch(StreamProto(stream))
+        exe.launch(int(stream.handle), p=dy)
+        stream.sync()
+        np.testing.assert_array_equal(gpu.read(dx, N), ((((x * 2 + 1) * 2 + 1) * 2 + 1) * 2 + 1))
+        np.testing.assert_array_equal(gpu.read(dy, N), ((y * 2 + 1) * 2 + 1) * 2 + 1)
     other.close()
 
 

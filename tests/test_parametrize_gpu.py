@@ -71,8 +71,10 @@ def _rebind_torch_model(torch: Any, model: Any, shape: tuple[int, ...], stream: 
             out = torch.empty_like(static_out)
             assert x.data_ptr() != static_x.data_ptr() and out.data_ptr() != static_out.data_ptr()
             torch.cuda.synchronize()
-            exe.launch(stream, x=x, out=out)
-            stream.sync()
+            # Our stream, then torch's current one (a new Stream object per call, the same handle, twice) in turn.
+            for s in [stream] if i % 2 == 0 else [torch.cuda.current_stream(), torch.cuda.current_stream()]:
+                exe.launch(s, x=x, out=out)
+            torch.cuda.synchronize()
             with torch.no_grad():
                 expected = model(x)
             torch.cuda.synchronize()

@@ -24,6 +24,7 @@ _SOURCES = (
     "_native_exec_launch",
     "_native_launch",
     "_native_launcher",
+    "_native_issue",
     "_native_capture",
     "_native_edges",
 )

@@ -14,9 +14,11 @@ Measured in one process on one GPU with a tiny kernel ``inc(float* x, float a, i
   most 2x explicit construction per node;
 - beside a busy Python thread (another thread running Python the whole time,
   as a data-loading or logging thread may): the same three builds of a
-  200-kernel chain, alone and beside it. A build that releases the GIL at
-  every driver call hands it to that thread for its whole switch interval
-  (``sys.getswitchinterval()``, 5 ms) each time.
+  200-kernel chain, and its eager run (``g.run(s)``, and the same launches
+  in a ``cuda.core.launch`` loop), alone and beside it. A build or run that
+  releases the GIL at every driver call hands it to that thread for its whole
+  switch interval (``sys.getswitchinterval()``, 5 ms) each time; ``g.run``
+  releases it once per batch of up to 64 launches.
 
 Run from the repository root::
 
@@ -76,7 +78,7 @@ def beside_busy_thread(builds: dict[str, Callable[[Any], None]], g: Any, repeats
             t0 = time.perf_counter()
             build(g)
             out[f"{name} busy"] = (time.perf_counter() - t0) * 1e3
-    print(f"| build of a {len(g)}-kernel chain | alone ms | beside a busy Python thread ms | ratio |")
+    print(f"| build (or eager run) of a {len(g)}-kernel chain | alone ms | beside a busy Python thread ms | ratio |")
     print("|---|---|---|---|")
     for name in builds:
         alone, busy = out[f"{name} alone"], out[f"{name} busy"]
@@ -125,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cudagraph {cg.__version__}, GPU {dev.name}")
     print()
     cfg = LaunchConfig(grid=1, block=32)
+
+    def core_loop(n: int) -> None:
+        for _ in range(n):
+            launch(s, cfg, k, *kargs)
 
     def core_capture(n: int) -> None:
         builder = dev.create_graph_builder()
@@ -199,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             "cudagraph explicit (g.instantiate())": lambda g: g.instantiate(backend="explicit").close(),
             "cudagraph capture backend": lambda g: g.instantiate(backend="capture").close(),
             "cuda.core capture + complete()": lambda g: core_capture(len(g)),
+            "cudagraph eager g.run(s) + sync": lambda g: (g.run(s), s.sync()),
+            "cuda.core.launch loop + sync": lambda g: (core_loop(len(g)), s.sync()),
         },
         chain(BUSY_NODES),
         repeats,

@@ -117,7 +117,9 @@ JUNK = []
 @pytest.mark.parametrize("released", ["kernel", "packed"])
 def test_issue_holds_the_node_arguments_while_releasing_the_previous_kernel(released):
     """Switching kernels releases the previous node's LaunchKernel and argument tuple; their last
-    references run a ``__del__`` that frees the next node's arguments (read before the switch)."""
+    references run a ``__del__`` that frees the next node's arguments (read before the switch). The
+    batch holds both until it is launched: the ``__del__`` runs after the launches, each with the bytes
+    its node had when it was read."""
     out = run_script(
         FORGE,
         f"""
@@ -161,15 +163,70 @@ def test_issue_holds_the_node_arguments_while_releasing_the_previous_kernel(rele
         print(fast.issue([n0, n1], 0, 0x42), SEEN)
         """,
     )
-    # n0 launched; n1's arguments changed while it was being prepared: handed back to the Python path
-    assert out.split("\n")[-3:] == ["freed", "1 [(10, 0)]", ""], out
+    # both launched with the arguments read (n1's 0x2000), then what the batch held released
+    assert out.split("\n")[-3:] == ["freed", "2 [(10, 0), (11, 8192)]", ""], out
+
+
+@needs_native
+def test_issue_launches_runs_longer_than_a_batch_in_order_and_stops_at_a_refusal():
+    """Graph.run's runs are launched in batches (64 launches, 8 KB of arguments): a run of 150 nodes of
+    three kernels, one of whose 10000-byte argument fits no batch (launched alone), is launched whole and
+    in order, each launch with its own bytes; a refusal stops at its node (its index returned, the later
+    nodes not launched, the earlier ones launched once)."""
+    out = run_script(
+        """
+        REFUSE_AT = [0]
+
+        def counted(f, gx, gy, gz, bx, by, bz, smem, s, p, e):
+            argv = ctypes.cast(p, ctypes.POINTER(ctypes.c_void_p))
+            SEEN.append((f, struct.unpack("<Q", ctypes.string_at(argv[0], 8))[0]))
+            return 1 if len(SEEN) == REFUSE_AT[0] else 0
+
+        CB = LAUNCH(counted)
+        KA, KB, BIG = CUkernel(), CUkernel(), CUkernel()
+        prepare(KA, 0xA, 1)
+        prepare(KB, 0xB, 2)
+        KERNELS[id(BIG)] = native.LaunchKernel(BIG, 0xC, {(bytes,): b"B"}, (0,), (10000,))
+        g = cg.Graph()
+        nodes, want = [], []
+        for i in range(150):
+            if i == 70:
+                nodes.append(g.kernel(BIG, 1, 32, (bytes([7]) * 10000,)))
+                want.append((0xC, 0x0707070707070707))
+            elif i % 2:
+                nodes.append(g.kernel(KB, 1, 32, (0x100 + i, 0)))
+                want.append((0xB, 0x100 + i))
+            else:
+                nodes.append(g.kernel(KA, 1, 32, (0x100 + i,)))
+                want.append((0xA, 0x100 + i))
+        fast = native.StreamLauncher(address(CB), 0, 0, KernelNode, Node, KERNELS, stream_launch.CONFIG_ATTRS, LIMITS)
+        print(fast.issue(nodes, 0, 0x42), fast.rc, SEEN == want)
+        for at in (100, 71, 70, 1):
+            SEEN.clear()
+            REFUSE_AT[0] = at
+            print(fast.issue(nodes, 0, 0x42), fast.rc, SEEN == want[:at])
+        REFUSE_AT[0] = 0
+        SEEN.clear()
+        print(fast.issue(nodes, 99, 0x42), fast.rc, SEEN == want[99:])
+        """
+    )
+    assert out.split("\n")[-7:] == [
+        "150 0 True",
+        "99 1 True",
+        "70 1 True",
+        "69 1 True",
+        "0 1 True",
+        "150 0 True",
+        "",
+    ], out
 
 
 @needs_native
 def test_issue_reads_the_node_again_after_releasing_the_previous_arguments():
     """Packing the next node of the same kernel releases the previous node's argument tuple, whose
-    last reference runs a ``__del__`` that gives the node other arguments: it is not launched with
-    the bytes of the arguments it no longer has."""
+    last reference would run a ``__del__`` that gives the node other arguments: the batch holds that
+    tuple until it is launched, so each node is launched with the bytes of the arguments it had when it
+    was read, and the ``__del__`` runs after."""
     out = run_script(
         """
         class Doomed:
@@ -195,7 +252,7 @@ def test_issue_reads_the_node_again_after_releasing_the_previous_arguments():
         print(launcher().issue([n0, n1], 0, 0x42), SEEN)
         """
     )
-    assert out.split("\n")[-3:] == ["changed", "1 [(10, 4096)]", ""], out
+    assert out.split("\n")[-3:] == ["changed", "2 [(10, 4096), (10, 8192)]", ""], out
 
 
 @needs_native
@@ -481,7 +538,9 @@ class ReentrantRun:
 
 def test_graph_run_and_launch_from_code_a_run_runs(monkeypatch):
     """Packing a node of Graph.run runs code that itself runs a graph and launches: each launch carries
-    its own bytes, and the outer run goes on where it was, the same way on both paths."""
+    its own bytes, and the outer run goes on where it was. Both paths make the same launches; the
+    compiled one launches the outer kernels in a batch once read, so the inner runs' launches (made
+    while they are read) come first there."""
     inner = cg.Graph("inner")
     a = inner.kernel(K2, 1, 32, (np.int32(7), np.float64(7)))
     inner.kernel(K1, 1, 32, (0x77, np.float32(7), np.int32(7)), after=a)
@@ -495,8 +554,9 @@ def test_graph_run_and_launch_from_code_a_run_runs(monkeypatch):
         run_graph(d, outer)
 
     c, p = calls_both_ways(monkeypatch, work)
-    assert c.launches == p.launches
+    assert sorted(c.launches, key=repr) == sorted(p.launches, key=repr)
     outer_calls = [x for x in c.launches if x[1] == (2, 1, 1)]
+    assert outer_calls == [x for x in p.launches if x[1] == (2, 1, 1)]
     assert [x[5] for x in outer_calls] == [k1_bytes(0x100 + i, i, i) for i in range(4)] * 2
     inner_k1 = [x for x in c.launches if x[0] == 0x71 and x[1] == (1, 1, 1)]
     assert inner_k1 and all(x[5] == k1_bytes(0x77, 7.0, 7) for x in inner_k1)

@@ -49,6 +49,9 @@ typedef struct {
 /* The driver calls whose refusal StreamLauncher.failed names (rc holds the CUresult). */
 enum { CALL_LAUNCH, CALL_CAPTURE_INFO, CALL_UPDATE_DEPS, CALL_COUNT };
 
+/* The launches issue() makes together (_native_issue.c). */
+typedef struct cg_issue_batch cg_issue_batch;
+
 typedef struct {
     PyObject_HEAD
     int busy, rc, failed; /* rc, failed: the last issue() or capture() (launch() returns its own) */
@@ -68,6 +71,7 @@ typedef struct {
     unsigned long long tick;
     void **want, **cur; /* capture: the dependencies wanted, and the stream's (sorted) */
     size_t want_cap, cur_cap, ncur;
+    cg_issue_batch *batch; /* issue(): allocated by its first call */
 } StreamLauncher;
 
 /* The run's state across nodes: the kernel in use, its buffer taken (cg_lk_take), and the argument
@@ -117,6 +121,11 @@ LaunchKernel *cg_launcher_kernel(StreamLauncher *self, PyObject *kernel);
 int cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int *d, unsigned int *smem);
 /* Give back the run's buffer and release what it held (may run Python code: call it last). */
 void cg_run_end(RunState *run);
+
+/* _native_issue.c: StreamLauncher.issue, and the freeing of its batch (empty) */
+PyObject *cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);
+extern const char cg_launcher_issue_doc[];
+void cg_issue_batch_free(cg_issue_batch *b);
 
 /* _native_capture.c: StreamLauncher.capture */
 PyObject *cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);

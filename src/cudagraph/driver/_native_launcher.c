@@ -1,6 +1,6 @@
 /*
- * StreamLauncher: cudagraph.launch on a stream (launch), Graph.run's runs of kernel nodes (issue),
- * and the stream targets and configurations it has learned. See _native_launch.c.
+ * StreamLauncher: cudagraph.launch on a stream (launch), the stream targets and configurations it has
+ * learned, and what Graph.run's runs of kernel nodes (issue, _native_issue.c) share. See _native_launch.c.
  */
 #include "_native_launch.h"
 
@@ -31,6 +31,7 @@ launcher_dealloc(StreamLauncher *self)
     launcher_clear_refs(self);
     PyMem_Free(self->want);
     PyMem_Free(self->cur);
+    cg_issue_batch_free(self->batch);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -524,53 +525,6 @@ cg_run_end(RunState *run)
     Py_XDECREF(lk);
 }
 
-PyDoc_STRVAR(issue_doc,
-             "issue(order, start, stream) -> int\n\n"
-             "Launch order[start:] on the stream handle `stream`, one node after another, while each is\n"
-             "a KernelNode without launch attributes whose kernel has a LaunchKernel and whose\n"
-             "arguments pack by learned kinds; return the index of the first node not launched. A\n"
-             "driver refusal stops at that node with its CUresult in `rc`.");
-
-static PyObject *
-launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
-{
-    void *stream;
-    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "issue(order: list, start: int, stream: int)");
-        return NULL;
-    }
-    if (address_of(argv[2], "stream", &stream) < 0)
-        return NULL;
-    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
-    if (i < 0) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "issue: start must be non-negative");
-        return NULL;
-    }
-    if (!cg_launcher_enter(self))
-        return PyLong_FromSsize_t(i);
-    self->rc = 0;
-    PyObject *order = argv[0];
-    RunState run = {NULL, NULL};
-    for (; i < PyList_GET_SIZE(order); i++) {
-        PyObject *node = Py_NewRef(PyList_GET_ITEM(order, i));
-        unsigned int d[6], smem;
-        int ok = cg_run_prepare(self, &run, node, d, &smem);
-        int rc = ok ? cg_launcher_call(self, run.lk, d, smem, stream, 1) : 0;
-        Py_DECREF(node); /* (may run Python code: after the launch) */
-        if (!ok)
-            break;
-        if (rc) {
-            self->rc = rc;
-            self->failed = CALL_LAUNCH;
-            break;
-        }
-    }
-    self->busy = 0;
-    cg_run_end(&run);
-    return PyLong_FromSsize_t(i);
-}
-
 static PyObject *
 launcher_get_rc(StreamLauncher *self, void *closure)
 {
@@ -593,7 +547,7 @@ launcher_get_captures(StreamLauncher *self, void *closure)
 
 static PyMethodDef launcher_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launcher_launch, METH_FASTCALL, launch_doc},
-    {"issue", (PyCFunction)(void (*)(void))launcher_issue, METH_FASTCALL, issue_doc},
+    {"issue", (PyCFunction)(void (*)(void))cg_launcher_issue, METH_FASTCALL, cg_launcher_issue_doc},
     {"capture", (PyCFunction)(void (*)(void))cg_launcher_capture, METH_FASTCALL, cg_launcher_capture_doc},
     {"learn_target", (PyCFunction)(void (*)(void))launcher_learn_target, METH_FASTCALL, learn_target_doc},
     {"remember_config", (PyCFunction)(void (*)(void))launcher_remember_config, METH_FASTCALL, remember_config_doc},

@@ -1023,6 +1023,38 @@ def test_eager_run_matches_graph(gpu, kernels, stream):
     np.testing.assert_array_equal(results["eager"], results["graph"])
 
 
+def test_eager_run_of_a_long_chain_in_batches_matches_numpy(gpu, kernels, stream):
+    """g.run launches runs of kernels in batches (64 launches): 150 kernels of two kernels on two
+    buffers, a host node and a copy between them, each kernel with its own scalars."""
+    x = np.arange(N, dtype=np.float32)
+    y = np.arange(N, dtype=np.float32) * -1
+    dx, dy = gpu.upload(x), gpu.upload(y)
+    seen: list[np.ndarray] = []
+    host = np.zeros(N, np.float32)
+    g = cg.Graph("long")
+    prev = None
+    for i in range(150):
+        if i == 90:
+            prev = g.memcpy(host, dx, after=prev)
+            prev = g.host(lambda: seen.append(host.copy()), after=prev)
+        if i % 3 == 2:
+            prev = g.kernel(
+                kernels.axpb, grid_for(N), BLOCK, (dy, dx, np.float32(1), np.float32(i), np.int32(N)), after=prev
+            )
+            y = x * 1 + np.float32(i)
+        else:
+            prev = scale_add(g, kernels, dx, N, 1, i % 7, after=prev)
+            x = x + np.float32(i % 7)
+        if i == 89:
+            at_90 = x.copy()
+    g.run(stream)
+    host_sync(stream)
+    np.testing.assert_array_equal(gpu.read(dx, N), x)
+    np.testing.assert_array_equal(gpu.read(dy, N), y)
+    assert len(seen) == 1
+    np.testing.assert_array_equal(seen[0], at_90)
+
+
 def test_eager_run_with_params_and_child(gpu, kernels, stream):
     x = np.arange(N, dtype=np.float32)
     dx = gpu.upload(x)

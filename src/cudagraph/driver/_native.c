@@ -188,7 +188,8 @@ PyInit__native(void)
     if (add_type(m, "KernelLoop", &cg_KernelLoopType) < 0 || add_type(m, "Layout", &cg_LayoutType) < 0 ||
         add_type(m, "BindMethod", &cg_BindMethodType) < 0 ||
         add_type(m, "BindManyMethod", &cg_BindManyMethodType) < 0 ||
-        add_type(m, "LaunchMethod", &cg_LaunchMethodType) < 0 || add_type(m, "LaunchKernel", &cg_LaunchKernelType) < 0 ||
+        add_type(m, "LaunchMethod", &cg_LaunchMethodType) < 0 ||
+        add_type(m, "LaunchKernel", &cg_LaunchKernelType) < 0 ||
         add_type(m, "StreamLauncher", &cg_StreamLauncherType) < 0) {
         Py_DECREF(m);
         return NULL;

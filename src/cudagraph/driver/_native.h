@@ -8,11 +8,15 @@
  *   _native_kernels.c the kernels a KernelLoop knows (prepared layouts by kernel)
  *   _native_layout.c  Layout: topology signatures and kernel-node diffs
  *   _native_rebind.c  set_kernel_node, rebind, patch: executable node updates
+ *   _native_sets.c    the driver set calls of a rebind or patch, made with the GIL released once
  *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
  *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
  *   _native_bind_many.c BindManyMethod: Executable._bind_many (several names) with the common case in C
+ *   _native_exec_launch.c LaunchMethod: Executable.launch, cuGraphLaunch by address (after a rebind's sets)
+ *   _native_edges.c   the driver edges of a node (the predecessors another one does not imply)
  *   _native_launch.c  LaunchKernel: a kernel prepared for stream launches (_native_launch.h: shared by
- *   _native_launcher.c, StreamLauncher: cudagraph.launch and Graph.run, and _native_capture.c, its capture)
+ *   _native_launcher.c, StreamLauncher: cudagraph.launch, _native_issue.c, its Graph.run batches, and
+ *   _native_capture.c, its capture)
  *
  * Memory rules, for every source: a Python object used across a call that can run Python code
  * (attribute access, int(), a type's __hash__ or __eq__ through a dict or set lookup, allocating a

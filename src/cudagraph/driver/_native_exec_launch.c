@@ -9,15 +9,16 @@
  * LaunchMethod is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR: `exe.launch(s, x=t)` calls it
  * with `exe` first and the keyword names as a tuple). It takes a call when the stream (positional or
  * `stream=`) is the stream of the executable's last launch, whose handle the twin recorded as an int
- * (`_last_stream_addr`): the very object, or another with that handle (None, an int, or an object whose
- * type has __cuda_stream__, as torch.cuda.current_stream() makes anew at each call); the executable is open, its exec handle recorded as an int (`_exec_addr`)
- * and no host callback has raised (`_sink` empty). Other keywords are parameters: one goes to the
- * class's `bind`, several to `_bind_many` as a dict, as the twin sends them. Where those are the compiled
- * methods and their fast paths take the call, the launch is made right after their set calls, in the same
- * release of the GIL (a step hands the GIL over once, not twice: beside a busy Python thread each hand-over
- * costs that thread's switch interval). Otherwise the state is read again (the bind ran Python code) and
- * the graph is launched through the driver's cuGraphLaunch with the GIL released, as cuda.bindings calls
- * it (a launch may wait for room in the queue behind a host function that needs the GIL). A refusal goes to
+ * (`_last_stream_addr`): the very object, or another with that handle (None, an int, or an object
+ * whose type has __cuda_stream__, as torch.cuda.current_stream() makes anew at each call); when the
+ * executable is open, its exec handle recorded as an int (`_exec_addr`), and no host callback has
+ * raised (`_sink` empty). Other keywords are parameters: one goes to the class's `bind`, several to
+ * `_bind_many` as a dict, as the twin sends them. Where those are the compiled methods and their fast
+ * paths take the call, the launch is made right after their set calls, in the same release of the GIL
+ * (a step hands the GIL over once, not twice: beside a busy Python thread each hand-over costs that
+ * thread's switch interval). Otherwise the state is read again (the bind ran Python code) and the graph
+ * is launched through the driver's cuGraphLaunch with the GIL released, as cuda.bindings calls it (a
+ * launch may wait for room in the queue behind a host function that needs the GIL). A refusal goes to
  * the twin's `_launch_failed(code)`, which raises the typed error. Every other call (a new stream, a
  * closed executable, a callback error to raise, two streams) goes to the twin, whole; after a bind, one
  * that no longer qualifies goes to the twin without its parameters, which launches.
@@ -27,7 +28,6 @@
  * Python code runs, or read again after it.
  */
 #include "_native.h"
-
 
 typedef struct {
     PyObject_HEAD
@@ -198,7 +198,8 @@ launch_vectorcall(LaunchMethod *m, PyObject *const *args, size_t nargsf, PyObjec
         cg_then_launch then = {m->launch, ex, st, 0, 0};
         Py_INCREF(stream); /* the bind runs Python code, which may drop the caller's other references */
         int r = bind_params(exe, kwnames, args + nargs, nkw, skip, &then);
-        if (r == 0 && !then.done && !ready(m, exe, stream, known, addr, &ex, &st)) { /* changed by the bind: the twin launches */
+        /* changed by the bind (Python code ran): the twin launches */
+        if (r == 0 && !then.done && !ready(m, exe, stream, known, addr, &ex, &st)) {
             PyObject *argv[2] = {exe, stream};
             PyObject *out = PyObject_Vectorcall(m->func, argv, 2, NULL);
             Py_DECREF(stream);

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ if _BENCH not in sys.path:
 from _fake_driver import fake_info as _bench_fake_info  # noqa: E402
 
 __all__ = [
+    "compile_shim",
     "ADD_PROTO",
     "INFO_PROTO",
     "INVALID_VALUE",
@@ -95,3 +98,25 @@ def run_fresh(prelude: str, *parts: str) -> str:
     )
     assert proc.returncode == 0, f"exit status {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
+
+
+def compile_shim(source: str, folder: Path, what: str) -> ctypes.CDLL:
+    """``source`` (C, may include ``Python.h``) compiled into a shared library in ``folder`` and loaded.
+
+    Skips the test (naming ``what``) when the compiled module was not built or there is no C compiler
+    or no ``Python.h``: the shims stand for driver entry points that the compiled module calls.
+    """
+    import pytest
+
+    from cudagraph.driver import c_entry
+
+    if c_entry.NATIVE is None:
+        pytest.skip("cudagraph.driver._native was not built")
+    cc = shutil.which("cc")
+    include = sysconfig.get_paths()["include"]
+    if cc is None or not Path(include, "Python.h").exists():
+        pytest.skip(f"no C compiler or no Python.h to build {what}")
+    src, lib = folder / "shim.c", folder / "libshim.so"
+    src.write_text(source)
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(lib), str(src)], check=True)
+    return ctypes.CDLL(str(lib))

@@ -11,10 +11,6 @@ the ``cuda.bindings`` one).
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-import sysconfig
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +24,7 @@ drv = pytest.importorskip("cuda.bindings.driver")
 
 import test_bind_many_cpu as _many  # noqa: E402
 import test_bind_plan_cpu as _plan  # noqa: E402
+from driver_fakes import compile_shim  # noqa: E402
 from test_parametrize_cpu import FakeTensor  # noqa: E402
 
 calls = _plan.calls  # the recorder fixture (both modes)
@@ -60,17 +57,7 @@ TWIN = getattr(Executable.launch, "func", Executable.launch)
 
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    if c_entry.NATIVE is None:
-        pytest.skip("cudagraph.driver._native was not built")
-    cc = shutil.which("cc")
-    include = sysconfig.get_paths()["include"]
-    if cc is None or not Path(include, "Python.h").exists():
-        pytest.skip("no C compiler or no Python.h to build the cuGraphLaunch shim")
-    folder = tmp_path_factory.mktemp("launch-shim")
-    src, lib = folder / "shim.c", folder / "libshim.so"
-    src.write_text(SHIM)
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(lib), str(src)], check=True)
-    dll = ctypes.CDLL(str(lib))
+    dll = compile_shim(SHIM, tmp_path_factory.mktemp("launch-shim"), "the cuGraphLaunch shim")
     dll.shim_count.restype = dll.shim_held.restype = ctypes.c_long
     dll.shim_exec.restype = dll.shim_stream.restype = ctypes.c_void_p
     return dll

@@ -12,17 +12,14 @@ with and without the GIL, then hands each to the recording fake driver of ``test
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-import sysconfig
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph.driver import c_entry, stream_launch
+from cudagraph.driver import stream_launch
+from driver_fakes import compile_shim
 from test_stream_launch_cpu import K1, Driver, capture_graph, install, mixed_graph, replay, run_graph
 
 pytest.importorskip("cuda.bindings.driver")
@@ -53,17 +50,7 @@ int shim_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, uns
 
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    if c_entry.NATIVE is None:
-        pytest.skip("cudagraph.driver._native was not built")
-    cc = shutil.which("cc")
-    include = sysconfig.get_paths()["include"]
-    if cc is None or not Path(include, "Python.h").exists():
-        pytest.skip("no C compiler or no Python.h to build the GIL-counting launch shim")
-    folder = tmp_path_factory.mktemp("gil-shim")
-    src, lib = folder / "shim.c", folder / "libshim.so"
-    src.write_text(SHIM)
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(lib), str(src)], check=True)
-    dll = ctypes.CDLL(str(lib))
+    dll = compile_shim(SHIM, tmp_path_factory.mktemp("gil-shim"), "the GIL-counting launch shim")
     dll.shim_forward_to.argtypes = (ctypes.c_void_p,)
     dll.shim_held.restype = dll.shim_released.restype = ctypes.c_long
     return dll

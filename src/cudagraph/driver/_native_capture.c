@@ -157,14 +157,9 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
                         "capture(order: list, start: int, stream: int, exits: list, raw: list, entry: tuple)");
         return NULL;
     }
-    if (address_of(argv[2], "stream", &stream) < 0)
+    Py_ssize_t i;
+    if (cg_run_args(argv, "capture", &i, &stream) < 0)
         return NULL;
-    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
-    if (i < 0) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "capture: start must be non-negative");
-        return NULL;
-    }
     if (self->capture_info == NULL || !cg_launcher_enter(self))
         return PyLong_FromSsize_t(i);
     PyObject *order = argv[0], *exits = argv[3], *raw = argv[4], *entry = argv[5];

@@ -120,18 +120,13 @@ PyObject *
 cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
 {
     void *stream;
+    Py_ssize_t i;
     if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1])) {
         PyErr_SetString(PyExc_TypeError, "issue(order: list, start: int, stream: int)");
         return NULL;
     }
-    if (address_of(argv[2], "stream", &stream) < 0)
+    if (cg_run_args(argv, "issue", &i, &stream) < 0)
         return NULL;
-    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
-    if (i < 0) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "issue: start must be non-negative");
-        return NULL;
-    }
     if (self->batch == NULL && (self->batch = PyMem_Calloc(1, sizeof(cg_issue_batch))) == NULL)
         return PyErr_NoMemory();
     if (!cg_launcher_enter(self))

@@ -121,6 +121,9 @@ LaunchKernel *cg_launcher_kernel(StreamLauncher *self, PyObject *kernel);
 int cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int *d, unsigned int *smem);
 /* Give back the run's buffer and release what it held (may run Python code: call it last). */
 void cg_run_end(RunState *run);
+/* The start index argv[1] (an exact int, checked by the caller) and the stream handle argv[2] of issue()
+ * and capture() (`what` names the call in the errors): 0, or -1 with an exception set. */
+int cg_run_args(PyObject *const *argv, const char *what, Py_ssize_t *start, void **stream);
 
 /* _native_issue.c: StreamLauncher.issue, and the freeing of its batch (empty) */
 PyObject *cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);

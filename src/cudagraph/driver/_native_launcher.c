@@ -512,6 +512,20 @@ cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int
     return ok && node_dims(self, node, d, smem) == 0;
 }
 
+int
+cg_run_args(PyObject *const *argv, const char *what, Py_ssize_t *start, void **stream)
+{
+    if (address_of(argv[2], "stream", stream) < 0)
+        return -1;
+    *start = PyLong_AsSsize_t(argv[1]);
+    if (*start < 0) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "%s: start must be non-negative", what);
+        return -1;
+    }
+    return 0;
+}
+
 void
 cg_run_end(RunState *run)
 {

@@ -429,7 +429,8 @@ def _install_compiled_launch() -> None:
     # On the CPU's fake driver (bench/cpu_overhead.py): exe.launch(s) 279 -> 84 ns (cuda.core Graph.launch 147,
     # bare cuda.bindings cuGraphLaunch 229), on a new __cuda_stream__ object per call 796 -> 208 ns; rebinding a
     # Buffer parameter then launching 1049 -> 482 ns. On the H200 beside a busy Python thread, a rebinding launch
-    # of a lifted transformer 9.29 -> 5.17 ms a step (one hand-over of the GIL; bench/rebind_lifted.py).
+    # of a lifted transformer 9.29 -> 5.17 ms a step in one run, 2.56 -> 3.07 in another (a release hands the
+    # GIL over only when the busy thread wakes in time: one release bounds it at one; bench/rebind_lifted.py).
     method = NATIVE.LaunchMethod(Executable.launch, Executable, address)
     functools.update_wrapper(method, Executable.launch)
     method.__qualname__ = "Executable.launch"

@@ -139,6 +139,66 @@ cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_
     return 0;
 }
 
+/* ------------------------------------------------------------------ calls that return at once */
+
+/* cuCtxGetCurrent and cuGraphCreate only read or make a handle: called with the GIL held, since
+ * cuda.bindings releases it for every call, and each release hands it to any other busy Python thread
+ * for its switch interval (5 ms). Twins: the same calls through cuda.bindings (driver/calls.py). */
+typedef int (*cg_get_context_fn)(void **);
+typedef int (*cg_create_graph_fn)(void **, unsigned int);
+
+/* The entry point at argv[0] (an int address): 0, or -1 with an exception set. */
+static int
+entry_point(PyObject *const *argv, Py_ssize_t argc, Py_ssize_t want, const char *call, void **fn)
+{
+    if (argc != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", call, want);
+        return -1;
+    }
+    if (address_of(argv[0], "address", fn) < 0)
+        return -1;
+    if (*fn == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s: the address must not be 0", call);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(current_context_doc,
+             "current_context(address) -> (CUresult, int)\n\n"
+             "cuCtxGetCurrent at `address`, called with the GIL held: its result and the context handle.");
+
+static PyObject *
+current_context(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    void *fn, *ctx = NULL;
+    if (entry_point(argv, argc, 1, "current_context", &fn) < 0)
+        return NULL;
+    int rc = ((cg_get_context_fn)fn)(&ctx);
+    return Py_BuildValue("(iK)", rc, (unsigned long long)(uintptr_t)(rc ? NULL : ctx));
+}
+
+PyDoc_STRVAR(create_graph_doc,
+             "create_graph(address, flags) -> (CUresult, int)\n\n"
+             "cuGraphCreate at `address`, called with the GIL held: its result and the new graph's handle.");
+
+static PyObject *
+create_graph(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    void *fn, *graph = NULL;
+    if (entry_point(argv, argc, 2, "create_graph", &fn) < 0)
+        return NULL;
+    unsigned long flags = PyLong_AsUnsignedLong(argv[1]);
+    if (flags == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    if (flags > 0xFFFFFFFFul) {
+        PyErr_SetString(PyExc_OverflowError, "create_graph: flags must fit 32 bits");
+        return NULL;
+    }
+    int rc = ((cg_create_graph_fn)fn)(&graph, (unsigned int)flags);
+    return Py_BuildValue("(iK)", rc, (unsigned long long)(uintptr_t)(rc ? NULL : graph));
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef native_methods[] = {
@@ -148,6 +208,8 @@ static PyMethodDef native_methods[] = {
     {"patch", (PyCFunction)(void (*)(void))cg_patch, METH_FASTCALL, cg_patch_doc},
     {"read_nodes", (PyCFunction)(void (*)(void))cg_read_nodes, METH_FASTCALL, cg_read_nodes_doc},
     {"kernel_args", (PyCFunction)(void (*)(void))cg_kernel_args, METH_FASTCALL, cg_kernel_args_doc},
+    {"current_context", (PyCFunction)(void (*)(void))current_context, METH_FASTCALL, current_context_doc},
+    {"create_graph", (PyCFunction)(void (*)(void))create_graph, METH_FASTCALL, create_graph_doc},
     {NULL, NULL, 0, NULL},
 };
 

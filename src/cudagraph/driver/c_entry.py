@@ -41,6 +41,8 @@ Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
 kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
+current_context                cudagraph.driver.calls.ensure_context
+create_graph                   cudagraph.driver.calls.create_graph
 LaunchKernel.pack              cudagraph.driver.kernel_args.KernelInfo.pack
 StreamLauncher.launch          cudagraph.frontends.launch._launch_stream
 StreamLauncher.issue           cudagraph.ops.kinds.kernel.KernelOps.issue
@@ -130,6 +132,8 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",
         "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
+        "current_context": "cudagraph.driver.calls:ensure_context",
+        "create_graph": "cudagraph.driver.calls:create_graph",
         "LaunchKernel.pack": "cudagraph.driver.kernel_args:KernelInfo.pack",
         "StreamLauncher.launch": "cudagraph.frontends.launch:_launch_stream",
         "StreamLauncher.issue": "cudagraph.ops.kinds.kernel:KernelOps.issue",

@@ -90,7 +90,42 @@ def check(result: Any, call: str, node: Any = None) -> Any:
     return result[1:]
 
 
-_context_checked = False
+#: ``(NATIVE, address of cuCtxGetCurrent, address of cuGraphCreate)`` once resolved; ``None`` where the
+#: compiled module or the driver library is not found (the calls then go through cuda.bindings).
+_held_calls: tuple[Any, int, int] | bool | None = False
+
+
+def _held() -> tuple[Any, int, int] | None:
+    """The compiled calls that keep the GIL (``current_context``, ``create_graph``), resolved once.
+
+    Both driver calls return at once; through cuda.bindings each releases the GIL, which beside another
+    busy Python thread costs that thread's switch interval (5 ms) a call.
+    """
+    global _held_calls
+    if _held_calls is False:
+        from .c_entry import NATIVE, c_address
+
+        get, create = c_address("cuCtxGetCurrent"), c_address("cuGraphCreate")
+        _held_calls = (NATIVE, get, create) if NATIVE is not None and get and create else None
+    return _held_calls  # type: ignore[return-value]
+
+
+def create_graph(node: Any = None) -> Any:
+    """A new empty driver graph (``cuGraphCreate``), called from C with the GIL held where compiled.
+
+    Raises
+    ------
+    DriverError
+        The driver refused (naming ``node``, the definition node the graph is for, when given).
+    """
+    drv = require_driver()
+    held = _held()
+    if held is None:
+        return check(drv.cuGraphCreate(0), "cuGraphCreate", node)
+    rc, raw = held[0].create_graph(held[2], 0)
+    if rc:
+        raise_error(drv.CUresult(rc), "cuGraphCreate", node)
+    return drv.CUgraph(raw)
 
 
 def ensure_context() -> Any:
@@ -104,8 +139,12 @@ def ensure_context() -> Any:
     DriverUnavailableError
         No driver or no GPU.
     """
-    global _context_checked
     drv = require_driver()
+    held = _held()
+    if held is not None:  # (the current context, read with the GIL held; none current: the path below)
+        rc, raw = held[0].current_context(held[1])
+        if not rc and raw:
+            return drv.CUcontext(raw)
     try:
         err, ctx = drv.cuCtxGetCurrent()
     except Exception as exc:  # the driver library could not be loaded
@@ -120,5 +159,4 @@ def ensure_context() -> Any:
         except Exception as exc:
             raise DriverUnavailableError(f"{_NO_DRIVER_MESSAGE}: {exc}", call="cuInit") from exc
         ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    _context_checked = True
     return ctx

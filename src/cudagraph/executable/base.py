@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..definition.graph import Graph
 from ..definition.nodes import ChildGraphNode, KernelNode, Node
-from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
 from ..errors import ExecutableClosedError
@@ -180,7 +180,7 @@ class _NodeSetter:
         assert isinstance(node, ChildGraphNode)
         exe = self.exe
         drv = require_driver()
-        body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
+        body = create_graph(node)
         try:
             lowering = Lowering(exe._context(), self.bindings, exe._sink)
             with PACKING_LOCK:

@@ -21,7 +21,7 @@ from ..definition.diff import is_flat
 from ..definition.graph import Graph
 from ..definition.nodes import KernelNode, Node
 from ..driver.c_entry import kernel_loop, use_kernel
-from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
 from ..driver.devices import check_devices
 from ..driver.host_callbacks import retire, unregister
@@ -370,7 +370,7 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
     ctx = ensure_context()
     if graph._special or not is_flat(graph):  # (device= counts in _special)
         check_devices(graph)
-    handle = check(drv.cuGraphCreate(0), "cuGraphCreate")
+    handle = create_graph()
     lowering = Lowering(ctx, bindings, sink)
     try:
         # Kernel argument buffers are shared per kernel: one lowering at a time.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import ChildGraphNode, EmptyNode, Node
-from ...driver.calls import check, require_driver
+from ...driver.calls import check, create_graph, require_driver
 from .base import Builder, ExecSetter, KindOps, Lifter, ParamsEnv, Replay, StreamRun
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class ChildGraphOps(KindOps):
         drv = require_driver()
         # Kernels inside may use conditions of the graphs around them: record where this graph is built.
         builder.state.register_graph(node.graph, handle)
-        body = check(drv.cuGraphCreate(0), "cuGraphCreate", node)
+        body = create_graph(node)
         move = getattr(drv, "CUgraphChildGraphNodeOwnership", None)
         try:
             builder.lower_graph(node.body, body, track=move is not None)

@@ -132,7 +132,9 @@ class Executable(Binding, Updating):
     threads are serialized; ``launch`` without parameters takes none. A
     rebind makes its driver calls with the GIL released once, around all of
     them: other threads run meanwhile, and a busy one costs the rebind one
-    hand-over of the GIL (its switch interval), not one per node.
+    hand-over of the GIL (its switch interval), not one per node. With the
+    compiled module, a rebinding ``launch`` on the stream of the last launch
+    makes the launch in that same release.
 
     Attributes
     ----------

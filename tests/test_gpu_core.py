@@ -1154,6 +1154,47 @@ def _subprocess_env() -> dict[str, str]:
     return env
 
 
+_NO_CONTEXT = textwrap.dedent(
+    """
+    import numpy as np
+    from cuda.bindings import driver as drv
+
+    import cudagraph as cg
+    from cudagraph.driver import calls
+    from cudagraph.driver.c_entry import NATIVE
+
+    (err,) = drv.cuInit(0)
+    assert not err, err
+    err, ctx = drv.cuCtxGetCurrent()
+    print("current before:", int(ctx))
+    print("held calls:", calls._held() is not None, "compiled module:", NATIVE is not None)
+    host = np.zeros(4, np.float32)
+    src = np.arange(4, dtype=np.float32)
+    g = cg.Graph("no context")
+    g.memcpy(host, src)
+    with g.instantiate() as exe:
+        exe.launch(None)
+        (err,) = drv.cuCtxSynchronize()
+        assert not err, err
+    err, ctx = drv.cuCtxGetCurrent()
+    print("current after:", int(ctx) != 0, "copied:", host.tolist())
+    """
+)
+
+
+def test_instantiate_with_no_context_current_makes_device_0s_primary_current(device):
+    """ensure_context: the compiled read finds no context; the primary context of device 0 is made current."""
+    r = subprocess.run(
+        [sys.executable, "-c", _NO_CONTEXT], capture_output=True, text=True, timeout=120, env=_subprocess_env()
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "current before: 0" in r.stdout
+    assert "current after: True copied: [0.0, 1.0, 2.0, 3.0]" in r.stdout
+    from cudagraph.driver.c_entry import NATIVE
+
+    assert f"held calls: {NATIVE is not None}" in r.stdout
+
+
 def test_memcpy_from_non_memory_address_is_a_typed_error(device):
     # In a subprocess: a bad copy may corrupt the context (or crash), which must not hit other tests.
     r = subprocess.run(

@@ -1168,16 +1168,16 @@ _NO_CONTEXT = textwrap.dedent(
     err, ctx = drv.cuCtxGetCurrent()
     print("current before:", int(ctx))
     print("held calls:", calls._held() is not None, "compiled module:", NATIVE is not None)
-    host = np.zeros(4, np.float32)
-    src = np.arange(4, dtype=np.float32)
+    ran = []
     g = cg.Graph("no context")
-    g.memcpy(host, src)
+    g.host(lambda: ran.append(np.float32(1)), after=g.empty())
     with g.instantiate() as exe:
         exe.launch(None)
         (err,) = drv.cuCtxSynchronize()
         assert not err, err
+        exe.check()
     err, ctx = drv.cuCtxGetCurrent()
-    print("current after:", int(ctx) != 0, "copied:", host.tolist())
+    print("current after:", int(ctx) != 0, "ran:", len(ran))
     """
 )
 
@@ -1189,7 +1189,7 @@ def test_instantiate_with_no_context_current_makes_device_0s_primary_current(dev
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "current before: 0" in r.stdout
-    assert "current after: True copied: [0.0, 1.0, 2.0, 3.0]" in r.stdout
+    assert "current after: True ran: 1" in r.stdout
     from cudagraph.driver.c_entry import NATIVE
 
     assert f"held calls: {NATIVE is not None}" in r.stdout

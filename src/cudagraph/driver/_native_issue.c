@@ -98,7 +98,7 @@ batch_flush(StreamLauncher *self, cg_issue_batch *b, void *stream, Py_ssize_t *a
         held[2 * j] = b->l[j].lk;
         held[2 * j + 1] = b->l[j].args;
     }
-    for (int j = 0; j < 2 * count; j++) /* (the batch is empty: Python code run here may issue again) */
+    for (int j = 0; j < 2 * count; j++) /* (the batch is empty; Python code run here finds the launcher busy) */
         Py_DECREF(held[j]);
     return rc;
 }

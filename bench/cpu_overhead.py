@@ -100,7 +100,11 @@ def main() -> int:
     addr = int(buf.handle)
     cfg = LaunchConfig(grid=1, block=32)
     a, n = np.float32(1.0), np.int32(32)
-    compiled = f"compiled module: {NATIVE is not None}, compiled launcher: {LAUNCHER is not None}"
+    compiled_launch = type(cg.Executable.launch).__name__ == "LaunchMethod"
+    compiled = (
+        f"compiled module: {NATIVE is not None}, compiled launcher: {LAUNCHER is not None}, "
+        f"compiled launch: {compiled_launch}"
+    )
     print(f"python {sys.version.split()[0]}, {compiled}")
 
     # Two LaunchConfigs whose addresses share a place in the compiled launcher's configuration cache, used

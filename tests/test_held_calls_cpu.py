@@ -81,7 +81,7 @@ def test_the_compiled_calls_answer_with_the_gil_held(shim):
 @pytest.fixture
 def held(shim: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     get, create = addresses(shim)
-    monkeypatch.setattr(calls, "_held_calls", (c_entry.NATIVE, get, create))
+    monkeypatch.setattr(calls, "_held", lambda: (c_entry.NATIVE, get, create))
     return shim
 
 
@@ -108,7 +108,7 @@ def test_create_graph_makes_the_graph_with_the_gil_held_and_names_a_refusal(held
 
 
 def test_without_the_compiled_calls_cuda_bindings_makes_them(monkeypatch):
-    monkeypatch.setattr(calls, "_held_calls", None)
+    monkeypatch.setattr(calls, "_held", lambda: None)
     made: list[int] = []
     monkeypatch.setattr(drv, "cuGraphCreate", lambda flags: made.append(flags) or (0, drv.CUgraph(0x99)))
     assert int(calls.create_graph()) == 0x99 and made == [0]

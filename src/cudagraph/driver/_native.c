@@ -164,6 +164,27 @@ entry_point(PyObject *const *argv, Py_ssize_t argc, Py_ssize_t want, const char 
     return 0;
 }
 
+/* The (CUresult, handle) answer of those calls: the handle 0 when the driver refused. */
+static PyObject *
+handle_result(int rc, void *handle)
+{
+    return Py_BuildValue("(iK)", rc, (unsigned long long)(uintptr_t)(rc ? NULL : handle));
+}
+
+PyObject *
+cg_protocol_handle(PyObject *obj, PyObject *name)
+{
+    PyObject *argv[1] = {obj};
+    PyObject *t = PyObject_VectorcallMethod(name, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *v = NULL;
+    if (t != NULL && PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) >= 2 && PyLong_CheckExact(PyTuple_GET_ITEM(t, 1)))
+        v = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+    Py_XDECREF(t);
+    if (v == NULL)
+        PyErr_Clear();
+    return v;
+}
+
 PyDoc_STRVAR(current_context_doc,
              "current_context(address) -> (CUresult, int)\n\n"
              "cuCtxGetCurrent at `address`, called with the GIL held: its result and the context handle.");
@@ -174,8 +195,8 @@ current_context(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     void *fn, *ctx = NULL;
     if (entry_point(argv, argc, 1, "current_context", &fn) < 0)
         return NULL;
-    int rc = ((cg_get_context_fn)fn)(&ctx);
-    return Py_BuildValue("(iK)", rc, (unsigned long long)(uintptr_t)(rc ? NULL : ctx));
+    int rc = ((cg_get_context_fn)fn)(&ctx); /* (before ctx is read: argument order is unspecified) */
+    return handle_result(rc, ctx);
 }
 
 PyDoc_STRVAR(create_graph_doc,
@@ -196,7 +217,7 @@ create_graph(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     int rc = ((cg_create_graph_fn)fn)(&graph, (unsigned int)flags);
-    return Py_BuildValue("(iK)", rc, (unsigned long long)(uintptr_t)(rc ? NULL : graph));
+    return handle_result(rc, graph);
 }
 
 /* ------------------------------------------------------------------ module */

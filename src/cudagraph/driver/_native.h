@@ -231,6 +231,11 @@ void cg_implied_free(char *implied, const char *few);
  * the driver: the count kept, or -1 when out of memory (no exception set). Runs no Python code. */
 Py_ssize_t cg_keep_driver_deps(const cg_edge_types *t, PyObject *node, PyObject *preds, void **deps, Py_ssize_t n);
 
+/* Item 1 of `obj.<name>()` (a stream's __cuda_stream__ answer, (version, handle)) when it is an exact int
+ * (a new reference), or NULL with no exception set (any other answer, or the call raised). Runs Python
+ * code; the caller holds `obj`. (_native.c) */
+PyObject *cg_protocol_handle(PyObject *obj, PyObject *name);
+
 /* Interned attribute names that are not slots: a buffer's `handle` (its address), a lock's `acquire`
  * and `release`. */
 extern PyObject *cg_str_handle, *cg_str_acquire, *cg_str_release;

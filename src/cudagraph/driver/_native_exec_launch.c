@@ -60,11 +60,7 @@ stream_address(PyObject *stream, unsigned long long *out)
     if (PyLong_CheckExact(stream)) {
         v = Py_NewRef(stream);
     } else if (_PyType_Lookup(Py_TYPE(stream), str_cuda_stream) != NULL) {
-        PyObject *argv[1] = {stream};
-        PyObject *t = PyObject_VectorcallMethod(str_cuda_stream, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        if (t != NULL && PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) >= 2 && PyLong_CheckExact(PyTuple_GET_ITEM(t, 1)))
-            v = Py_NewRef(PyTuple_GET_ITEM(t, 1));
-        Py_XDECREF(t);
+        v = cg_protocol_handle(stream, str_cuda_stream);
     }
     if (v == NULL) {
         PyErr_Clear();

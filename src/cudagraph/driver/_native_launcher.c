@@ -212,12 +212,7 @@ target_stream(StreamLauncher *self, PyObject *target, void **out)
     if (mode == TARGET_INT) {
         v = PyLong_CheckExact(target) ? Py_NewRef(target) : NULL;
     } else if (mode == TARGET_PROTOCOL) {
-        PyObject *argv[1] = {target};
-        PyObject *t = PyObject_VectorcallMethod(self->names[NAME_PROTOCOL], argv,
-                                                1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        if (t != NULL && PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) >= 2 && PyLong_CheckExact(PyTuple_GET_ITEM(t, 1)))
-            v = Py_NewRef(PyTuple_GET_ITEM(t, 1));
-        Py_XDECREF(t);
+        v = cg_protocol_handle(target, self->names[NAME_PROTOCOL]);
     } else if (mode == TARGET_LONG) {
         v = PyNumber_Long(target);
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NoReturn
 
 from ..errors import DriverError, DriverUnavailableError, UnsupportedError
@@ -90,24 +91,19 @@ def check(result: Any, call: str, node: Any = None) -> Any:
     return result[1:]
 
 
-#: ``(NATIVE, address of cuCtxGetCurrent, address of cuGraphCreate)`` once resolved; ``None`` where the
-#: compiled module or the driver library is not found (the calls then go through cuda.bindings).
-_held_calls: tuple[Any, int, int] | bool | None = False
-
-
+@functools.cache
 def _held() -> tuple[Any, int, int] | None:
-    """The compiled calls that keep the GIL (``current_context``, ``create_graph``), resolved once.
+    """``(NATIVE, address of cuCtxGetCurrent, address of cuGraphCreate)``, resolved once; ``None`` where the
+    compiled module or the driver library is not found (the calls then go through cuda.bindings).
 
-    Both driver calls return at once; through cuda.bindings each releases the GIL, which beside another
-    busy Python thread costs that thread's switch interval (5 ms) a call.
+    The compiled ``current_context`` and ``create_graph`` keep the GIL: both driver calls return at once,
+    and through cuda.bindings each releases it, which beside another busy Python thread costs that
+    thread's switch interval (5 ms) a call.
     """
-    global _held_calls
-    if _held_calls is False:
-        from .c_entry import NATIVE, c_address
+    from .c_entry import NATIVE, c_address
 
-        get, create = c_address("cuCtxGetCurrent"), c_address("cuGraphCreate")
-        _held_calls = (NATIVE, get, create) if NATIVE is not None and get and create else None
-    return _held_calls  # type: ignore[return-value]
+    get, create = c_address("cuCtxGetCurrent"), c_address("cuGraphCreate")
+    return (NATIVE, get, create) if NATIVE is not None and get and create else None
 
 
 def create_graph(node: Any = None) -> Any:

@@ -260,11 +260,11 @@ class Executable(Binding, Updating):
         if stream is not self._last_stream:
             handle = self._last_handle = stream_handle(stream)
             self._last_stream = stream
-            self._last_stream_addr = int(handle)  # (read, with _exec_addr, by the compiled launch)
+            addr = self._last_stream_addr = int(handle)  # (read, with _exec_addr, by the compiled launch)
             if not self._exec_addr:
                 self._exec_addr = int(exec_handle)
             if self._lowered.host_keys:
-                self._streams[int(handle)] = handle
+                self._streams[addr] = handle
         (err,) = _LAUNCH(exec_handle, self._last_handle)
         if err:
             self._launch_failed(err)

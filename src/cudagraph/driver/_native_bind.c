@@ -52,7 +52,7 @@ address_value(BindMethod *m, PyObject *value)
 {
     unsigned long long v;
     if (PyLong_CheckExact(value)) {
-        v = PyLong_AsUnsignedLongLong(value);
+        v = cg_as_u64(value);
     } else {
         int listed = PySet_Contains(m->buffer_types, (PyObject *)Py_TYPE(value));
         if (listed <= 0) {
@@ -66,7 +66,7 @@ address_value(BindMethod *m, PyObject *value)
             PyErr_Clear();
             return 0;
         }
-        v = PyLong_AsUnsignedLongLong(n);
+        v = cg_as_u64(n);
         Py_DECREF(n);
     }
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
@@ -187,7 +187,7 @@ bind_fast(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssiz
         goto done;
     }
     if (bound != NULL && PyLong_CheckExact(bound)) {
-        unsigned long long b = PyLong_AsUnsignedLongLong(bound);
+        unsigned long long b = cg_as_u64(bound);
         if (b == (unsigned long long)-1 && PyErr_Occurred()) {
             PyErr_Clear();
         } else if (b == v) { /* the same address under another object: remembered, no driver call */

@@ -125,7 +125,7 @@ is_bound(PyObject *bindings, PyObject *name, unsigned long long word)
     PyObject *bound = get_held(bindings, name);
     int r = -1;
     if (bound != NULL && PyLong_CheckExact(bound)) {
-        unsigned long long b = PyLong_AsUnsignedLongLong(bound);
+        unsigned long long b = cg_as_u64(bound);
         r = b == (unsigned long long)-1 && PyErr_Occurred() ? 0 : b == word;
         PyErr_Clear();
     }
@@ -163,7 +163,7 @@ decide(BindManyMethod *m, PyObject *exe, one_name *n)
         n->address = checked_address(m, memory, n->value, bound);
     if (n->address == NULL)
         goto done;
-    n->word = PyLong_AsUnsignedLongLong(n->address);
+    n->word = cg_as_u64(n->address);
     if (n->word == 0 || (n->word == (unsigned long long)-1 && PyErr_Occurred())) { /* the twin says what it is */
         Py_CLEAR(n->address);
         goto done;

@@ -22,7 +22,7 @@ plain_in(const cg_edge_types *t, PyObject *q)
 static Py_ssize_t
 index_of(const cg_edge_types *t, PyObject *q)
 {
-    PyObject *i = PyObject_TypeCheck(q, t->node_type) ? SLOT(q, t->nd->index) : NULL;
+    PyObject *i = cg_is_node(t->kernel_type, t->node_type, q) ? SLOT(q, t->nd->index) : NULL;
     if (i == NULL || !PyLong_CheckExact(i))
         return -1;
     Py_ssize_t at = PyLong_AsSsize_t(i);

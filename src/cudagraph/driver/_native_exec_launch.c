@@ -66,7 +66,7 @@ stream_address(PyObject *stream, unsigned long long *out)
         PyErr_Clear();
         return 0;
     }
-    *out = PyLong_AsUnsignedLongLong(v);
+    *out = cg_as_u64(v);
     Py_DECREF(v);
     if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();

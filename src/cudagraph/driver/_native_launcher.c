@@ -220,7 +220,7 @@ target_stream(StreamLauncher *self, PyObject *target, void **out)
         PyErr_Clear();
         return -1;
     }
-    unsigned long long h = PyLong_AsUnsignedLongLong(v);
+    unsigned long long h = cg_as_u64(v);
     Py_DECREF(v);
     if (h == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();

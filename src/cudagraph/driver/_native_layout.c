@@ -59,8 +59,7 @@ layout_init(Layout *self, PyObject *args, PyObject *kwds)
 static inline int
 is_node(Layout *self, PyObject *obj)
 {
-    PyTypeObject *t = Py_TYPE(obj);
-    return t == self->kernel_type || t == self->node_type || PyType_IsSubtype(t, self->node_type);
+    return cg_is_node(self->kernel_type, self->node_type, obj);
 }
 
 /* Whether `node` may be read through the node slots, and its predecessors are nodes with an index:

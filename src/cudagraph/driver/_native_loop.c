@@ -355,7 +355,7 @@ loop_deps(KernelLoop *self, PyObject *node, PyObject *raw)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pred = PyList_GET_ITEM(preds, i);
-        if (!PyObject_TypeCheck(pred, self->node_type))
+        if (!cg_is_node(self->kernel_type, self->node_type, pred))
             return -1;
         PyObject *pi = SLOT(pred, self->nd.index);
         if (pi == NULL || !PyLong_CheckExact(pi))
@@ -540,7 +540,7 @@ loop_add_with(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     self->rc = 0;
     Py_ssize_t at = -1, n = -1;
-    if (PyObject_TypeCheck(argv[0], self->node_type) && (at = loop_index(self, argv[0], argv[1])) >= 0)
+    if (cg_is_node(self->kernel_type, self->node_type, argv[0]) && (at = loop_index(self, argv[0], argv[1])) >= 0)
         n = loop_deps(self, argv[0], argv[1]);
     if (n >= 0)
         loop_call(self, argv[1], at, n, params);

@@ -138,7 +138,7 @@ cg_rebind(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     const char *data;
     Py_ssize_t len;
     if (PyLong_Check(argv[3])) {
-        word = PyLong_AsUnsignedLongLong(argv[3]); /* runs no Python code, even for an int subclass */
+        word = cg_as_u64(argv[3]); /* runs no Python code, even for an int subclass */
         if (word == (unsigned long long)-1 && PyErr_Occurred())
             return NULL;
         data = (const char *)&word; /* x86-64 and aarch64 Linux are little-endian */
@@ -229,7 +229,7 @@ patch_values(PyObject *values, cg_patch_value *out)
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(values); j++) {
         PyObject *v = PyTuple_GET_ITEM(values, j);
         if (PyLong_Check(v)) {
-            out[j].word = PyLong_AsUnsignedLongLong(v); /* runs no Python code, even for an int subclass */
+            out[j].word = cg_as_u64(v); /* runs no Python code, even for an int subclass */
             if (out[j].word == (unsigned long long)-1 && PyErr_Occurred())
                 return -1;
             out[j].data = NULL;

@@ -12,8 +12,11 @@ the definition says.
 from __future__ import annotations
 
 import ctypes
+import gc
 import struct
-from typing import Any
+import sys
+import weakref
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -440,6 +443,51 @@ def test_buffer_handles_that_convert_to_int_are_packed(monkeypatch):
     dn = lower(g, d)
     assert [c["launch"]["data"][:8] for c in d.calls] == [struct.pack("<Q", 0xB000 + i) for i in range(6)]
     assert d.adders[0].done == len(g) and len(dn) == 6
+
+
+class CountingBuffer(Buffer):
+    """A Buffer that logs who reads its ``handle`` (a cuda.core Buffer makes a new object at each read)."""
+
+    log: ClassVar[list[tuple[str, str]]] = []
+
+    def __init__(self, address: int, name: str) -> None:
+        super().__init__(address)
+        self.name = name
+
+    @property  # type: ignore[override]
+    def handle(self) -> Any:
+        self.log.append((self.name, sys._getframe(1).f_code.co_name))
+        return DevicePointer(self._address)
+
+    @handle.setter
+    def handle(self, value: int) -> None:
+        self._address = value
+
+    def __int__(self) -> int:
+        return self._address
+
+
+@needs_native
+def test_a_run_reads_each_buffer_address_once_and_lets_it_go(monkeypatch):
+    d = install("native", monkeypatch)
+    a, b = CountingBuffer(0xA000, "a"), CountingBuffer(0xB000, "b")
+    g = cg.Graph("memo")
+    prev = None
+    order = [a, a, a, b, b, a, a, a, b]  # runs of one buffer, and a buffer coming back after another
+    for i, buf in enumerate(order):
+        prev = g.kernel(K1, 1, 32, (buf, np.float32(i), np.int32(i)), after=prev)
+    g.kernel(K1, 1, 32, (0xC000, np.float32(0), np.int32(0)), after=prev)  # (the loop keeps the last tuple)
+    CountingBuffer.log.clear()
+    lower(g, d)
+    assert [c["launch"]["data"][:8] for c in d.calls] == [struct.pack("<Q", int(x)) for x in [*order, 0xC000]]
+    assert d.adders[-1].done == len(g)
+    # The first node goes through Python (which learns the argument types); then one run of the loop
+    # reads an address where the buffer differs from the one read before it: a, b, a, b.
+    assert [who for who, caller in CountingBuffer.log if caller == "lower_graph"] == ["a", "b", "a", "b"]
+    probe = weakref.ref(b)
+    del g, prev, b, buf, order
+    gc.collect()
+    assert probe() is None  # the run's memo let the buffer go when the run ended
 
 
 def test_a_refused_node_is_named_and_nothing_after_it_is_added(fake_driver):

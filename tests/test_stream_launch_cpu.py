@@ -13,7 +13,9 @@ capture, the dependencies of every captured node.
 from __future__ import annotations
 
 import ctypes
+import gc
 import struct
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -404,6 +406,49 @@ def test_graph_run_makes_the_same_calls_both_ways(monkeypatch):
     # the compiled loop takes every kernel node but the first of each kernel and of each sequence of
     # argument types (K1 with ints, K1 with a Buffer, K2), and the one with a parameter
     assert p.by_bindings == 18 and c.by_bindings == 4
+
+
+class LoggedBuffer(Buffer):
+    """A Buffer that logs each read of its ``handle`` (a cuda.core Buffer makes a new object per read)."""
+
+    def __init__(self, address: int, name: str, log: list[str]) -> None:
+        super().__init__(address)
+        self.name, self.log = name, log
+
+    @property  # type: ignore[override]
+    def handle(self) -> int:
+        self.log.append(self.name)
+        return self._address
+
+    @handle.setter
+    def handle(self, value: int) -> None:
+        self._address = value
+
+
+def test_graph_run_reads_each_buffer_address_once_a_run_and_lets_it_go(fake):
+    log: list[str] = []
+    a, b = LoggedBuffer(0xA000, "a", log), LoggedBuffer(0xB000, "b", log)
+    order = [a, a, b, b, b, a, b]
+    g = cg.Graph("memo")
+    prev = g.kernel(K1, 1, 32, (a, np.float32(0), np.int32(0)))  # taught first (the types are learned)
+    run_graph(fake, g)
+    for i, buf in enumerate(order):
+        prev = g.kernel(K1, 1, 32, (buf, np.float32(i), np.int32(i)), after=prev)
+    g.kernel(K1, 1, 32, (0x9000, np.float32(0), np.int32(0)), after=prev)  # (the last tuple stays packed)
+    fake.launches.clear()
+    log.clear()
+    run_graph(fake, g)
+    assert [x[5][:8] for x in fake.launches] == [struct.pack("<Q", x._address) for x in [a, *order]] + [
+        struct.pack("<Q", 0x9000)
+    ]
+    if fake.by_bindings > 2:  # the Python twin launches every node and reads each one's buffer
+        assert log == ["a", *[x.name for x in order]]
+    else:  # the compiled run reads an address where the buffer differs from the one read before it
+        assert log == ["a", "b", "a", "b"]
+    probe = weakref.ref(b)
+    del g, prev, b, buf, order
+    gc.collect()
+    assert probe() is None
 
 
 def test_graph_run_names_the_node_the_driver_refused(fake):

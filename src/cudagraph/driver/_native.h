@@ -344,12 +344,33 @@ typedef struct {
     Py_ssize_t *offsets, *sizes;     /* parameter i: sizes[i] bytes at buf + offsets[i] */
 } cg_packer;
 
+/* The address read last in one run of packs (a KernelLoop's run, an issue() or capture() of Graph.run):
+ * the object whose `handle` was read (held) and the word it gave, used again while the same object
+ * comes again in that run. A cuda.core Buffer makes a new CUdeviceptr object at each read of `handle`,
+ * which int() then reads: 0.07 µs of the 0.52 µs a node of lowering a user-style chain takes on the
+ * H200 (lowering the same chain with int addresses instead of Buffers: 0.45 µs). So a run reads
+ * each Buffer's address once, where the Python twin reads it per node: they differ only for a handle
+ * that changes in the middle of a run (Python code run by the run itself). Zeroed at the start of a run;
+ * cg_handle_memo_clear at its end. */
+typedef struct {
+    PyObject *obj; /* NULL: none */
+    unsigned long long word;
+} cg_handle_memo;
+
+/* Release the memo's object (may run Python code: call it last). */
+static inline void
+cg_handle_memo_clear(cg_handle_memo *m)
+{
+    Py_CLEAR(m->obj);
+}
+
 /* Pack `args` (held by the caller) into p's buffer by the kinds learned for their types. 1: packed;
  * 0: declined (no exception set: p not set up, not a tuple of n items, types with no learned kinds, or
  * a value that does not fit), and the Python packer, which names the node and argument at fault, takes
- * them. May run Python code (a type's __hash__ or __eq__ in the lookup, int() of a handle, releasing
- * the last entry used): the caller keeps p in place with the same buffer and layout meanwhile. */
-int cg_pack(cg_packer *p, PyObject *args);
+ * them. `memo` (NULL: none) is the run's cg_handle_memo. May run Python code (a type's __hash__ or
+ * __eq__ in the lookup, int() of a handle, releasing the last entry used or the memo's object): the
+ * caller keeps p in place with the same buffer and layout meanwhile. */
+int cg_pack(cg_packer *p, PyObject *args, cg_handle_memo *memo);
 
 /* Release the references p holds (kinds, last_key, last_kinds), with Py_CLEAR; may run Python code. */
 void cg_packer_clear(cg_packer *p);
@@ -394,7 +415,7 @@ void cg_entry_refs(cg_kernel_entry *e, PyObject **out);
 /* Pack `args` into the entry's buffer by the kinds learned for their types; on success the entry holds
  * `args`. 1: packed; 0: not (no exception set): the caller packs in Python, which names bad arguments.
  * May run Python code (int(handle), a type's __hash__): the caller holds `args` and keeps `e` in place. */
-int cg_entry_pack(cg_kernel_entry *e, PyObject *args);
+int cg_entry_pack(cg_kernel_entry *e, PyObject *args, cg_handle_memo *memo);
 
 /* A launch of the executable to make right after the set calls of a rebind, in the same release of the GIL
  * (the compiled Executable.launch asks it of the compiled binds it calls; see _native_exec_launch.c). It is

@@ -163,7 +163,7 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
     if (self->capture_info == NULL || !cg_launcher_enter(self))
         return PyLong_FromSsize_t(i);
     PyObject *order = argv[0], *exits = argv[3], *raw = argv[4], *entry = argv[5];
-    RunState run = {NULL, NULL};
+    RunState run = {NULL, NULL, {NULL, 0}};
     int failed = CALL_CAPTURE_INFO;
     int rc = i < PyList_GET_SIZE(order) ? capture_read(self, stream, NULL, NULL) : 0;
     PyObject *node = NULL; /* held until its launch is recorded: releasing it may run Python code */

@@ -134,7 +134,7 @@ cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
     self->rc = 0;
     cg_issue_batch *b = self->batch;
     PyObject *order = argv[0];
-    RunState run = {NULL, NULL};
+    RunState run = {NULL, NULL, {NULL, 0}};
     Py_ssize_t at = -1;
     int rc = 0;
     for (; i < PyList_GET_SIZE(order) && rc == 0; i++) {

@@ -88,14 +88,14 @@ cg_entry_refs(cg_kernel_entry *e, PyObject **out)
 /* ------------------------------------------------------------------ packing */
 
 int
-cg_entry_pack(cg_kernel_entry *e, PyObject *args)
+cg_entry_pack(cg_kernel_entry *e, PyObject *args, cg_handle_memo *memo)
 {
     Py_INCREF(args); /* the Python code cg_pack may run (a __hash__, int(handle)) may drop the node's reference */
     /* From here on the buffer may be overwritten: whatever happens, it no longer holds e->args (the
      * Python twin forgets it too when it declines). */
     PyObject *old = e->args;
     e->args = NULL;
-    int ok = cg_pack(&e->pk, args);
+    int ok = cg_pack(&e->pk, args, memo);
     if (ok) {
         PyObject *prev = e->args; /* NULL, unless Python code run above packed this kernel too */
         e->args = args;           /* our reference */

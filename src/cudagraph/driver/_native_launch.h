@@ -79,15 +79,16 @@ typedef struct {
 typedef struct {
     LaunchKernel *lk;
     PyObject *packed;
+    cg_handle_memo memo; /* the run's addresses read (see cg_handle_memo) */
 } RunState;
 
 /* Pack `args` (held by the caller) into lk's buffer by the learned kinds (cg_pack, the kernel loop's
  * packer too); the caller has taken the buffer (cg_lk_take). 1: packed; 0: declined (no exception
  * set). May run Python code (int(handle), a type's __hash__). */
 static inline int
-cg_lk_pack(LaunchKernel *lk, PyObject *args)
+cg_lk_pack(LaunchKernel *lk, PyObject *args, cg_handle_memo *memo)
 {
-    return cg_pack(&lk->pk, args);
+    return cg_pack(&lk->pk, args, memo);
 }
 
 /* Take lk's argument buffer for one call, from packing to the end of the driver calls reading it: 1,

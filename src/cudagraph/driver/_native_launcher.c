@@ -425,7 +425,7 @@ launcher_launch(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
     LaunchKernel *lk = NULL;
     if (target_stream(self, argv[0], &stream) == 0 && config_dims(self, argv[1], d, &smem) == 0 &&
         (lk = cg_launcher_kernel(self, argv[2])) != NULL && cg_lk_take(lk)) {
-        if (cg_lk_pack(lk, argv[3]))
+        if (cg_lk_pack(lk, argv[3], NULL))
             rc = cg_launcher_call(self, lk, d, smem, stream, 1);
         cg_lk_give(lk);
     }
@@ -491,7 +491,7 @@ cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int
         run->packed = NULL;           /* the buffer is being written */
         if (prev != NULL)
             old_packed = prev;
-        ok = cg_lk_pack(run->lk, args);
+        ok = cg_lk_pack(run->lk, args, &run->memo);
         if (ok)
             run->packed = Py_NewRef(args);
     }
@@ -525,13 +525,15 @@ void
 cg_run_end(RunState *run)
 {
     LaunchKernel *lk = run->lk;
-    PyObject *packed = run->packed;
+    PyObject *packed = run->packed, *seen = run->memo.obj;
     run->lk = NULL;
     run->packed = NULL;
+    run->memo.obj = NULL;
     if (lk != NULL)
         cg_lk_give(lk);
     Py_XDECREF(packed);
     Py_XDECREF(lk);
+    Py_XDECREF(seen);
 }
 
 static PyObject *

@@ -459,6 +459,7 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     if (loop_enter(self) < 0)
         return NULL;
     PyTypeObject *kt = self->kernel_type;
+    cg_handle_memo memo = {NULL, 0};
     self->rc = 0;
     for (; i < PyList_GET_SIZE(order); i++) {
         PyObject *node = PyList_GET_ITEM(order, i);
@@ -474,7 +475,7 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
         PyObject *args = SLOT(node, self->kn.args);
         if (args != e->args) {
             Py_INCREF(node); /* packing may run Python code that drops `order`'s reference */
-            int ok = args != NULL && cg_entry_pack(e, args);
+            int ok = args != NULL && cg_entry_pack(e, args, &memo);
             /* Packing may have run Python code (int(handle), a type's __hash__): the node is read again
              * (the table stays as it is: use() is refused meanwhile). e->args holds `args` when packed,
              * so the last test is not fooled by a reused address. */
@@ -489,6 +490,7 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
         }
     }
     self->busy = 0;
+    cg_handle_memo_clear(&memo); /* (may run Python code: the loop is free again) */
     return PyLong_FromSsize_t(i);
 }
 

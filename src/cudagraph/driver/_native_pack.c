@@ -8,6 +8,9 @@
  * Anything else is declined (0, no exception set): the Python packer takes the arguments, and names
  * the node and the argument at fault with a typed error from cudagraph.errors.
  *
+ * A run of packs (a KernelLoop's run, Graph.run's issue() or capture()) passes its cg_handle_memo: an
+ * object whose `handle` was read last is not read again while it comes again (see _native.h).
+ *
  * The Python code a call may run (a type's __hash__ or __eq__ in the dict lookup, int() of a handle,
  * releasing the entry used last) may pack with the same packer again: what is used across it (the
  * argument tuple, the bytes of kinds) is held by a strong reference, and the packer's own fields are
@@ -56,9 +59,9 @@ packer_kinds(cg_packer *p, PyObject *args)
 }
 
 /* Write one argument `a` of kind `kind` as `size` bytes at `to`; 1, or 0 (no exception set). May run
- * Python code (reading `handle`, int() of it). */
+ * Python code (reading `handle`, int() of it, releasing the memo's object). */
 static int
-pack_one(char kind, PyObject *a, char *to, Py_ssize_t size)
+pack_one(char kind, PyObject *a, char *to, Py_ssize_t size, cg_handle_memo *memo)
 {
     switch (kind) {
     case KIND_POINTER:
@@ -81,6 +84,10 @@ pack_one(char kind, PyObject *a, char *to, Py_ssize_t size)
         memcpy(to, PyBytes_AS_STRING(a), (size_t)size);
         return 1;
     case KIND_HANDLE: {
+        if (memo != NULL && memo->obj == a && size == 8) {
+            memcpy(to, &memo->word, 8);
+            return 1;
+        }
         PyObject *h = PyObject_GetAttr(a, cg_str_handle);
         if (h == NULL) {
             PyErr_Clear();
@@ -94,6 +101,10 @@ pack_one(char kind, PyObject *a, char *to, Py_ssize_t size)
         }
         int ok = size == 8 && pack_u64(v, to);
         Py_DECREF(v);
+        if (ok && memo != NULL) {
+            memcpy(&memo->word, to, 8);
+            Py_XSETREF(memo->obj, Py_NewRef(a)); /* (the old one's release may run Python code) */
+        }
         return ok;
     }
     default:
@@ -102,7 +113,7 @@ pack_one(char kind, PyObject *a, char *to, Py_ssize_t size)
 }
 
 int
-cg_pack(cg_packer *p, PyObject *args)
+cg_pack(cg_packer *p, PyObject *args, cg_handle_memo *memo)
 {
     Py_ssize_t n = p->n;
     if (p->kinds == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n)
@@ -113,7 +124,7 @@ cg_pack(cg_packer *p, PyObject *args)
     const char *k = PyBytes_AS_STRING(kinds);
     int ok = 1;
     for (Py_ssize_t i = 0; ok && i < n; i++)
-        ok = pack_one(k[i], PyTuple_GET_ITEM(args, i), p->buf + p->offsets[i], p->sizes[i]);
+        ok = pack_one(k[i], PyTuple_GET_ITEM(args, i), p->buf + p->offsets[i], p->sizes[i], memo);
     Py_DECREF(kinds);
     return ok;
 }

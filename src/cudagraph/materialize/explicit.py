@@ -26,6 +26,7 @@ from ..driver.compat import BINDINGS_MAJOR, add_node_fn
 from ..driver.devices import check_devices
 from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, kernel_info
+from ..driver.node_params_pool import give, take
 from ..errors import OperandError
 from ..ops.lower_state import LowerState
 from ..ops.registry import KERNEL, ops_for
@@ -110,27 +111,31 @@ class Lowering:
         # dn: CUgraphNode objects (None until needed); raw: the same handles as ints.
         dn: list[Any] = [None] * len(graph._nodes)
         raw: list[int] = [0] * len(graph._nodes)
-        kp = drv.CUgraphNodeParams()
-        kp.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
-        loop = kernel_loop(int(handle), kp.getPtr())
-        if loop is None:
-            loop = KernelLoopTwin(handle, kp, dn, self.bindings)
-        i, total = 0, len(order)
-        while i < total:
-            i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row, of any kernel it knows
-            if loop.rc:
-                raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", order[i])
-            if i == total:
-                break
-            node = order[i]
-            if type(node) is KernelNode:
-                if node.kernel is not loop.kernel:  # a kernel seen first: the loop learns it
-                    use_kernel(loop, node.kernel, kernel_info(node.kernel))
-                    continue  # the loop may take it now
-                self._add_kernel(loop, node, kernel_info(node.kernel), handle, kp, dn, raw)
-            else:
-                self._add_node(loop, node, handle, dn, raw)
-            i += 1
+        kp = take(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL)
+        loop: Any = None
+        try:
+            loop = kernel_loop(int(handle), kp.getPtr())
+            if loop is None:
+                loop = KernelLoopTwin(handle, kp, dn, self.bindings)
+            i, total = 0, len(order)
+            while i < total:
+                i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row, of any kernel it knows
+                if loop.rc:
+                    raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", order[i])
+                if i == total:
+                    break
+                node = order[i]
+                if type(node) is KernelNode:
+                    if node.kernel is not loop.kernel:  # a kernel seen first: the loop learns it
+                        use_kernel(loop, node.kernel, kernel_info(node.kernel))
+                        continue  # the loop may take it now
+                    self._add_kernel(loop, node, kernel_info(node.kernel), handle, kp, dn, raw)
+                else:
+                    self._add_node(loop, node, handle, dn, raw)
+                i += 1
+        finally:
+            loop = None  # (it points at kp's memory: dropped before kp is reused)
+            give(kp)
         if self.bindings:
             for node in order:
                 self._note_params(node)
@@ -174,14 +179,22 @@ class Lowering:
             r = ops.lower(self, node, handle, driver_deps(preds, dn, raw, make), len(preds))
             loop.args = None  # bodies may have packed other arguments into the kernels' shared buffers
         else:
-            p = ops.params(node, self)
-            if loop.add_with(node, raw, p.getPtr()):  # (the loop leaves out the implied edges itself)
-                if loop.rc:
-                    raise_error(require_driver().CUresult(loop.rc), "cuGraphAddNode", node)
-                return
-            preds = driver_preds(node)
-            r = self.add(handle, driver_deps(preds, dn, raw, make), len(preds), p)
+            p = ops.params(node, self)  # (from node_params: handed back once added)
+            try:
+                if loop.add_with(node, raw, p.getPtr()):  # (the loop leaves out the implied edges itself)
+                    if loop.rc:
+                        raise_error(require_driver().CUresult(loop.rc), "cuGraphAddNode", node)
+                    return
+                preds = driver_preds(node)
+                r = self.add(handle, driver_deps(preds, dn, raw, make), len(preds), p)
+            finally:
+                give(p)
         self._record(node, r, dn, raw)
+
+    def node_params(self, node_type: Any) -> Any:
+        """A zeroed ``CUgraphNodeParams`` of ``node_type`` for one add, reused
+        (:mod:`cudagraph.driver.node_params_pool`): given back once the node is added."""
+        return take(node_type)
 
     @staticmethod
     def _record(node: Node, r: Any, dn: list[Any], raw: list[int]) -> None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ...driver.calls import require_driver
+from ...driver.node_params_pool import give
 from ...errors import UnsupportedError
 
 if TYPE_CHECKING:
@@ -58,6 +60,12 @@ class ParamsEnv(Protocol):
     def state(self) -> LowerState | None:
         """The construction in progress or that made the executable (graph allocations' addresses)."""
 
+    def node_params(self, node_type: Any) -> Any:
+        """A ``CUgraphNodeParams`` of ``node_type`` (a ``CUgraphNodeType``), every other field zero: reused by
+        a construction, which hands it back once the node is added
+        (:mod:`cudagraph.driver.node_params_pool`), fresh elsewhere (it may be kept)."""
+        ...
+
 
 class NodeEnv:
     """A :class:`ParamsEnv` outside a construction (an executable's per-node update).
@@ -79,6 +87,12 @@ class NodeEnv:
         self.host_keys = host_keys
         self.state = state
 
+    def node_params(self, node_type: Any) -> Any:
+        """A fresh ``CUgraphNodeParams`` of ``node_type`` (kept by whoever asked: a patch plan, an update)."""
+        p = require_driver().CUgraphNodeParams()
+        p.type = node_type
+        return p
+
 
 class Builder(Protocol):
     """One explicit construction, as a kind's :meth:`KindOps.lower` sees it (``materialize.explicit.Lowering``)."""
@@ -92,6 +106,10 @@ class Builder(Protocol):
 
     def add(self, graph: Any, deps: Any, ndeps: int, params: Any) -> Any:
         """``cuGraphAddNode`` with the 12.x shape: ``(CUresult, CUgraphNode)``."""
+        ...
+
+    def node_params(self, node_type: Any) -> Any:
+        """A zeroed ``CUgraphNodeParams`` of ``node_type`` for one add, handed back once the node is added."""
         ...
 
     def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> Sequence[Any]:
@@ -183,7 +201,10 @@ class KindOps:
     def lower(self, builder: Builder, node: Any, handle: Any, deps: Any, ndeps: int) -> Any:
         """Add ``node`` to the driver graph ``handle`` after ``deps``; return ``(CUresult, CUgraphNode)``."""
         p = self.params(node, builder)
-        return builder.add(handle, deps, ndeps, p)
+        try:
+            return builder.add(handle, deps, ndeps, p)
+        finally:
+            give(p)  # (made by builder.node_params)
 
     def issue(self, node: Any, stream: Any, run: StreamRun) -> None:
         """Issue the stream calls that do ``node``'s work on the stream handle ``stream``."""

@@ -42,8 +42,7 @@ class _CopyOps(KindOps):
 
     def params(self, node: Any, env: ParamsEnv) -> Any:
         drv = require_driver()
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY
+        p = env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY)
         self.fill(p.memcpy.copyParams, node, env.bindings, env.state)
         p.memcpy.copyCtx = env.ctx
         return p

@@ -29,8 +29,7 @@ class _EventOps(KindOps):
 
     def params(self, node: EventRecordNode | EventWaitNode, env: ParamsEnv) -> Any:
         drv = require_driver()
-        p = drv.CUgraphNodeParams()
-        p.type = getattr(drv.CUgraphNodeType, self.lifts or "")
+        p = env.node_params(getattr(drv.CUgraphNodeType, self.lifts or ""))
         getattr(p, self.field).event = event_handle(node.event)
         return p
 

@@ -24,8 +24,7 @@ class HostOps(KindOps):
 
     def params(self, node: HostNode, env: ParamsEnv) -> Any:
         drv = require_driver()
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_HOST
+        p = env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_HOST)
         p.host.fn = drv.CUhostFn(HOST_FN_ADDRESS)
         key = register(node.fn, node.args, env.sink, node)
         env.host_keys.append(key)

@@ -48,8 +48,7 @@ class _MemOpOps(KindOps):
 
     def params(self, node: BatchMemOpNode, env: ParamsEnv) -> Any:
         drv = require_driver()
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP
+        p = env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
         op = drv.CUstreamBatchMemOpParams()
         addr = memop_address(node, env.bindings, env.state)
         v = self.operation(node, op)

@@ -48,8 +48,7 @@ class FreeOps(KindOps):
 
     def params(self, node: FreeNode, env: ParamsEnv) -> Any:
         drv = require_driver()
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_FREE
+        p = env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_FREE)
         p.free.dptr = pointer_value(node.alloc, env.bindings, f"{node.label}: alloc", env.state)
         return p
 

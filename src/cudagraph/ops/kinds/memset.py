@@ -24,8 +24,7 @@ class MemsetOps(KindOps):
 
     def params(self, node: MemsetNode, env: ParamsEnv) -> Any:
         drv = require_driver()
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET
+        p = env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET)
         m = p.memset
         m.dst = pointer_value(node.dst, env.bindings, f"{node.label}: dst", env.state)
         m.pitch = node.pitch if node.height > 1 else 0

@@ -1,0 +1,158 @@
+"""Construction of nodes other than kernels: fills, copies, empty nodes and host callbacks, against cuda.core.
+
+What is measured, per kind, on a chain of ``--nodes`` nodes of that kind (each node after the one
+before it, fresh arguments per node as a user writes them), µs per node, the median of ``--repeats``
+interleaved repeats:
+
+- cudagraph *define* (``g.memset``, ``g.memcpy``, ``g.join``, ``g.host``), *lower*
+  (``materialize.explicit.lower``: ``cuGraphCreate`` + ``cuGraphAddNode`` for each node) and both;
+- cuda.core ``GraphDefinition`` (``node.memset``, ``node.memcpy``, ``node.join``, ``node.callback``): each
+  builder call adds its driver node, so its column is the whole of define + lower;
+- both instantiated (``g.instantiate()`` with validation; ``GraphDefinition.instantiate()``), end to end.
+
+The ratio is cudagraph define + lower over cuda.core's builder calls (lower is better).
+
+Run: ``python bench/node_kinds.py [--nodes 500] [--repeats 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from _common import fmt, import_cudagraph, no_gc, versions
+
+KINDS = ("memset", "memcpy", "empty", "host")
+COLUMNS = ("define", "lower", "define+lower", "cuda.core builder", "cudagraph e2e", "cuda.core e2e")
+
+
+def _noop() -> None:
+    pass
+
+
+def define_ours(cg: Any, kind: str, n: int, a: Any, b: Any) -> Any:
+    """A cudagraph chain of ``n`` nodes of ``kind`` (``a``, ``b``: two device Buffers of 4096 bytes)."""
+    g = cg.Graph(kind)
+    prev = None
+    for i in range(n):
+        if kind == "memset":
+            prev = g.memset(a, i & 0xFF, count=1024, element_size=4, after=prev)
+        elif kind == "memcpy":
+            prev = g.memcpy(b, a, nbytes=4096, after=prev)
+        elif kind == "empty":
+            prev = g.join(prev) if prev is not None else g.join()
+        else:
+            prev = g.host(_noop, after=prev)
+    return g
+
+
+def define_core(kind: str, n: int, a: Any, b: Any) -> Any:
+    """The same chain as a cuda.core ``GraphDefinition`` (each call adds a driver node)."""
+    from cuda.core.graph import GraphDefinition
+
+    gd = GraphDefinition()
+    node: Any = gd
+    for i in range(n):
+        if kind == "memset":
+            node = node.memset(a, np.uint32(i & 0xFF), 1024)  # (4-byte elements, as ours)
+        elif kind == "memcpy":
+            node = node.memcpy(b, a, 4096)
+        elif kind == "empty":
+            node = node.join() if node is not gd else gd.empty()
+        else:
+            node = node.callback(_noop)
+    return gd
+
+
+def sample(cg: Any, kind: str, n: int, a: Any, b: Any) -> dict[str, float]:
+    """One repeat of every column for ``kind``: seconds per node."""
+    from cudagraph.materialize.explicit import lower
+
+    out: dict[str, float] = {}
+    with no_gc():
+        t0 = time.perf_counter()
+        g = define_ours(cg, kind, n, a, b)
+        t1 = time.perf_counter()
+        g.validate()
+        t2 = time.perf_counter()
+        lowered = lower(g, {}, [])
+        t3 = time.perf_counter()
+    lowered.destroy()
+    out["define"], out["lower"], out["define+lower"] = (t1 - t0) / n, (t3 - t2) / n, (t1 - t0 + t3 - t2) / n
+    with no_gc():
+        t0 = time.perf_counter()
+        gd = define_core(kind, n, a, b)
+        t1 = time.perf_counter()
+    out["cuda.core builder"] = (t1 - t0) / n
+    with no_gc():
+        t0 = time.perf_counter()
+        exe = define_ours(cg, kind, n, a, b).instantiate()
+        t1 = time.perf_counter()
+        graph = define_core(kind, n, a, b).instantiate()
+        t2 = time.perf_counter()
+    out["cudagraph e2e"], out["cuda.core e2e"] = (t1 - t0) / n, (t2 - t1) / n
+    exe.close()
+    graph.close()
+    del gd, g
+    gc.collect()
+    return out
+
+
+def table(rows: dict[str, dict[str, Sequence[float]]]) -> str:
+    """The markdown table: µs per node, median of the samples; the ratio of define + lower to cuda.core."""
+    lines = [
+        "| kind | " + " | ".join(f"{c} µs/node" for c in COLUMNS) + " | cudagraph / cuda.core (define+lower) |",
+        "|---|" + "---:|" * (len(COLUMNS) + 1),
+    ]
+    for kind, cols in rows.items():
+        med = {c: statistics.median(cols[c]) * 1e6 if cols.get(c) else None for c in COLUMNS}
+        ours, core = med["define+lower"], med["cuda.core builder"]
+        ratio = fmt(ours / core) + "x" if ours is not None and core else "n/a"
+        lines.append(f"| {kind} | " + " | ".join(fmt(med[c]) for c in COLUMNS) + f" | {ratio} |")
+    return "\n".join(lines)
+
+
+def measure(cg: Any, kinds: Sequence[str], n: int, repeats: int, a: Any, b: Any) -> dict[str, dict[str, list[float]]]:
+    """Every kind, ``repeats`` times after one warm-up, kinds interleaved within a repeat."""
+    rows: dict[str, dict[str, list[float]]] = {k: {c: [] for c in COLUMNS} for k in kinds}
+    for rep in range(repeats + 1):
+        for kind in kinds:
+            s = sample(cg, kind, n, a, b)
+            if rep:
+                for c, v in s.items():
+                    rows[kind][c].append(v)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None, run: Callable[..., Any] = measure) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=500)
+    ap.add_argument("--repeats", type=int, default=5)
+    opts = ap.parse_args(argv)
+    import_cudagraph()
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    import cudagraph as cg
+
+    dev = Device(0)
+    dev.set_current()
+    stream = dev.create_stream()
+    a, b = dev.allocate(4096, stream=stream), dev.allocate(4096, stream=stream)
+    stream.sync()
+    env: Any = type("Env", (), {"driver": driver, "dev": dev})
+    for k, v in versions(env).items():
+        print(f"{k:>26}: {v}")
+    print(f"\nchains of {opts.nodes} nodes, median of {opts.repeats} repeats (+1 warm-up), µs per node\n")
+    print(table(run(cg, KINDS, opts.nodes, opts.repeats, a, b)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""bench/node_kinds.py on the CPU: the chains it defines and its table (no GPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import cudagraph as cg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import node_kinds as nk
+
+
+@pytest.mark.parametrize("kind", nk.KINDS)
+def test_each_chain_has_its_kind_one_after_another(kind):
+    g = nk.define_ours(cg, kind, 7, 0x10000, 0x20000)
+    nodes = g.nodes
+    assert len(nodes) == 7 and {n.kind for n in nodes} == {"empty" if kind == "empty" else kind}
+    assert [p for n in nodes for p in n.predecessors] == list(nodes[:-1])
+    g.validate()
+
+
+def test_the_table_shows_medians_in_microseconds_and_the_ratio():
+    rows = {
+        "memset": {c: [1e-6, 3e-6, 2e-6] for c in nk.COLUMNS},
+        "host": {c: [] for c in nk.COLUMNS},
+    }
+    rows["memset"]["cuda.core builder"] = [4e-6, 4e-6, 4e-6]
+    out = nk.table(rows).splitlines()
+    assert out[0].startswith("| kind | define µs/node | lower µs/node | define+lower µs/node")
+    assert out[2] == "| memset | 2.000 | 2.000 | 2.000 | 4.000 | 2.000 | 2.000 | 0.500x |"
+    assert out[3] == "| host | n/a | n/a | n/a | n/a | n/a | n/a | n/a |"

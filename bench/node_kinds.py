@@ -12,7 +12,10 @@ interleaved repeats:
 
 The ratio is cudagraph define + lower over cuda.core's builder calls (lower is better).
 
-Run: ``python bench/node_kinds.py [--nodes 500] [--repeats 5]``.
+``--keep 0`` makes every construction build its ``CUgraphNodeParams`` afresh (no reused structures,
+``cudagraph.driver.node_params_pool``): what the reuse buys.
+
+Run: ``python bench/node_kinds.py [--nodes 500] [--repeats 5] [--keep 0]``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ KINDS = ("memset", "memcpy", "empty", "host")
 COLUMNS = ("define", "lower", "define+lower", "cuda.core builder", "cudagraph e2e", "cuda.core e2e")
 
 
-def _noop() -> None:
+def _noop(*_: Any) -> None:  # (cuda.core passes its user data)
     pass
 
 
@@ -134,8 +137,13 @@ def main(argv: Sequence[str] | None = None, run: Callable[..., Any] = measure) -
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--keep", type=int, default=None, help="reused CUgraphNodeParams kept (0: none)")
     opts = ap.parse_args(argv)
     import_cudagraph()
+    if opts.keep is not None:
+        from cudagraph.driver import node_params_pool
+
+        node_params_pool.KEEP = opts.keep
     from cuda.bindings import driver
     from cuda.core import Device
 
@@ -149,7 +157,8 @@ def main(argv: Sequence[str] | None = None, run: Callable[..., Any] = measure) -
     env: Any = type("Env", (), {"driver": driver, "dev": dev})
     for k, v in versions(env).items():
         print(f"{k:>26}: {v}")
-    print(f"\nchains of {opts.nodes} nodes, median of {opts.repeats} repeats (+1 warm-up), µs per node\n")
+    keep = "" if opts.keep is None else f", reused CUgraphNodeParams kept: {opts.keep}"
+    print(f"\nchains of {opts.nodes} nodes, median of {opts.repeats} repeats (+1 warm-up), µs per node{keep}\n")
     print(table(run(cg, KINDS, opts.nodes, opts.repeats, a, b)))
     return 0
 

@@ -121,3 +121,31 @@ def test_lowering_hands_every_structure_back_and_each_node_gets_its_own_fields(m
     assert 1 <= len(pool._free) <= 3
     assert all(type(p) is drv.CUgraphNodeParams for p in pool._free)
     del lowered
+
+
+def test_a_batch_memory_operation_after_reused_structures_keeps_its_array(monkeypatch):
+    """cuda.bindings writes paramArray's address only when its length changes: a memop node must get a
+    structure of its own, whatever was added before it."""
+    seen: list[tuple[str, int, int]] = []
+
+    def add(graph: Any, deps: Any, edata: Any, n: int, p: Any) -> tuple[Any, Any]:
+        b = raw(p)
+        seen.append((p.type.name, int.from_bytes(b[24:28], "little"), int.from_bytes(b[32:40], "little")))
+        return (drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(0x100 + len(seen)))
+
+    monkeypatch.setattr(drv, "cuGraphAddNode", add)
+    monkeypatch.setattr(explicit, "ensure_context", lambda: drv.CUcontext(0x77))
+    monkeypatch.setattr(explicit, "create_graph", lambda: drv.CUgraph(0x5000))
+    monkeypatch.setattr(explicit, "kernel_loop", lambda *a: None)
+    import cudagraph.ops.kinds.memop as memop
+
+    monkeypatch.setattr(memop, "pointer_attribute", lambda attribute, ptr: 0)  # (not pool memory)
+    g = cg.Graph("memops")
+    prev = None
+    for i in range(3):
+        prev = g.memset(0xA000, 1, count=8, element_size=4, after=prev)
+        prev = g.write_value(0xB000 + 8 * i, i, after=prev)
+    g.validate()
+    explicit.lower(g, {}, [])
+    memops = [s for s in seen if s[0] == "CU_GRAPH_NODE_TYPE_BATCH_MEM_OP"]
+    assert len(memops) == 3 and all(count == 1 and array != 0 for _, count, array in memops)

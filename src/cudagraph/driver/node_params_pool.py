@@ -13,6 +13,12 @@ nodes of a patch plan, an executable's per-node update) are made fresh.
 Taking and giving are single list operations, safe between threads; a
 structure is never handed to two takers at once, so nested constructions
 (child graphs, conditional bodies) each use their own.
+
+Only for kinds whose fields ``cuda.bindings`` writes into the structure at
+every assignment: its array setters (the batch memory operations'
+``paramArray``) remember the array's length and write its address only when
+the length changes, which a zeroed structure would leave NULL; such kinds
+make fresh structures.
 """
 
 from __future__ import annotations

@@ -48,8 +48,9 @@ class _MemOpOps(KindOps):
 
     def params(self, node: BatchMemOpNode, env: ParamsEnv) -> Any:
         drv = require_driver()
-        # A fresh structure, never a reused one (checked: tests/test_node_params_pool_cpu.py): cuda.bindings' paramArray setter writes the array's address
-        # into the structure only when the length changes, so a zeroed reused one would keep NULL there.
+        # A fresh structure, never a reused one: cuda.bindings' paramArray setter writes the array's address
+        # only when the length changes, so a zeroed reused one would keep NULL there
+        # (tests/test_node_params_pool_cpu.py).
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP
         op = drv.CUstreamBatchMemOpParams()

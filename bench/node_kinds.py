@@ -8,7 +8,10 @@ interleaved repeats:
   (``materialize.explicit.lower``: ``cuGraphCreate`` + ``cuGraphAddNode`` for each node) and both;
 - cuda.core ``GraphDefinition`` (``node.memset``, ``node.memcpy``, ``node.join``, ``node.callback``): each
   builder call adds its driver node, so its column is the whole of define + lower;
-- both instantiated (``g.instantiate()`` with validation; ``GraphDefinition.instantiate()``), end to end.
+- both instantiated (``g.instantiate()`` with validation; ``GraphDefinition.instantiate()``), end to end;
+- cudagraph *update*: ``exe.update(g2)`` with ``g2`` the same chain with other values (fills of another
+  value, copies the other way; empty nodes and callbacks unchanged): one ``cuGraphExecNodeSetParams``
+  per changed node.
 
 The ratio is cudagraph define + lower over cuda.core's builder calls (lower is better).
 
@@ -32,20 +35,21 @@ import numpy as np
 from _common import fmt, import_cudagraph, no_gc, versions
 
 KINDS = ("memset", "memcpy", "empty", "host")
-COLUMNS = ("define", "lower", "define+lower", "cuda.core builder", "cudagraph e2e", "cuda.core e2e")
+COLUMNS = ("define", "lower", "define+lower", "cuda.core builder", "cudagraph e2e", "cuda.core e2e", "update")
 
 
 def _noop(*_: Any) -> None:  # (cuda.core passes its user data)
     pass
 
 
-def define_ours(cg: Any, kind: str, n: int, a: Any, b: Any) -> Any:
-    """A cudagraph chain of ``n`` nodes of ``kind`` (``a``, ``b``: two device Buffers of 4096 bytes)."""
+def define_ours(cg: Any, kind: str, n: int, a: Any, b: Any, shift: int = 0) -> Any:
+    """A cudagraph chain of ``n`` nodes of ``kind`` (``a``, ``b``: two device Buffers of 4096 bytes; fills of
+    value ``i + shift``)."""
     g = cg.Graph(kind)
     prev = None
     for i in range(n):
         if kind == "memset":
-            prev = g.memset(a, i & 0xFF, count=1024, element_size=4, after=prev)
+            prev = g.memset(a, (i + shift) & 0xFF, count=1024, element_size=4, after=prev)
         elif kind == "memcpy":
             prev = g.memcpy(b, a, nbytes=4096, after=prev)
         elif kind == "empty":
@@ -93,6 +97,12 @@ def sample(cg: Any, kind: str, n: int, a: Any, b: Any) -> dict[str, float]:
         exe = define_ours(cg, kind, n, a, b).instantiate()
         t1 = time.perf_counter()
     out["cudagraph e2e"] = (t1 - t0) / n
+    g2 = define_ours(cg, kind, n, b, a, shift=1) if kind == "memcpy" else define_ours(cg, kind, n, a, b, shift=1)
+    with no_gc():
+        t0 = time.perf_counter()
+        exe.update(g2)
+        t1 = time.perf_counter()
+    out["update"] = (t1 - t0) / n
     exe.close()
     try:
         with no_gc():

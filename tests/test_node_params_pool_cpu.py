@@ -149,3 +149,28 @@ def test_a_batch_memory_operation_after_reused_structures_keeps_its_array(monkey
     explicit.lower(g, {}, [])
     memops = [s for s in seen if s[0] == "CU_GRAPH_NODE_TYPE_BATCH_MEM_OP"]
     assert len(memops) == 3 and all(count == 1 and array != 0 for _, count, array in memops)
+
+
+def test_a_per_node_update_sets_each_node_from_a_reused_structure(monkeypatch):
+    from cudagraph.ops.node_params import node_params
+    from cudagraph.ops.node_update import set_node_params
+
+    calls: list[tuple[int, int, int, int]] = []
+    structs: list[Any] = []
+
+    def set_params(exe: Any, dn: Any, p: Any) -> tuple[Any]:
+        structs.append(p)
+        calls.append((int(dn), int(p.memset.dst), int(p.memset.value), int(p.memset.width)))
+        return (drv.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", set_params)
+    g = cg.Graph("update")
+    a = g.memset(0xA000, 1, count=8, element_size=4)
+    b = g.memset(0xB000, 2, count=16, element_size=2, after=a)
+    ctx = drv.CUcontext(0x77)
+    set_node_params(0x1, a, drv.CUgraphNode(0x10), ctx, {}, [], [])
+    set_node_params(0x1, b, drv.CUgraphNode(0x11), ctx, {}, [], [])
+    assert calls == [(0x10, 0xA000, 1, 8), (0x11, 0xB000, 2, 16)]
+    assert structs[0] is structs[1] and pool._free == [structs[0]]  # taken, handed back, taken again
+    kept = node_params(a, ctx, {}, [], [])  # (a patch plan keeps its structure: a fresh one)
+    assert kept is not structs[0] and pool._free == [structs[0]]

@@ -19,8 +19,9 @@ def node_params(
     sink: list[Any],
     host_keys: list[int],
     state: LowerState | None = None,
+    reuse: bool = False,
 ) -> Any:
-    """Fresh ``CUgraphNodeParams`` for ``node`` (a kind with single-node parameters: not kernels or bodies).
+    """``CUgraphNodeParams`` for ``node`` (a kind with single-node parameters: not kernels or bodies).
 
     Parameters
     ----------
@@ -37,5 +38,8 @@ def node_params(
     state : LowerState, optional
         The construction in progress, where graph allocations have their
         addresses (``None``: outside a construction, where they have none).
+    reuse : bool
+        For one driver call: a reused structure, which the caller hands back
+        (:func:`cudagraph.driver.node_params_pool.give`) after that call. Else a fresh one.
     """
-    return ops_for(node).params(node, NodeEnv(ctx, bindings, sink, host_keys, state))
+    return ops_for(node).params(node, NodeEnv(ctx, bindings, sink, host_keys, state, reuse))

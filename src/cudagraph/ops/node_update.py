@@ -12,6 +12,7 @@ from typing import Any
 
 from ..definition.nodes import Node
 from ..driver.calls import raise_error, require_driver
+from ..driver.node_params_pool import give
 from .lower_state import LowerState
 from .node_params import node_params
 
@@ -40,7 +41,10 @@ def set_node_params(
         The driver refused the update; the message names the node.
     """
     drv = require_driver()
-    p = node_params(node, ctx, bindings, sink, host_keys, state)
-    (err,) = drv.cuGraphExecNodeSetParams(exec_handle, driver_node, p)
+    p = node_params(node, ctx, bindings, sink, host_keys, state, reuse=True)
+    try:
+        (err,) = drv.cuGraphExecNodeSetParams(exec_handle, driver_node, p)
+    finally:
+        give(p)  # (the driver copied what it reads)
     if err:
         raise_error(err, "cuGraphExecNodeSetParams", node)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ...driver.calls import require_driver
-from ...driver.node_params_pool import give
+from ...driver.node_params_pool import give, take
 from ...errors import UnsupportedError
 
 if TYPE_CHECKING:
@@ -68,27 +68,40 @@ class ParamsEnv(Protocol):
 
 
 class NodeEnv:
-    """A :class:`ParamsEnv` outside a construction (an executable's per-node update).
+    """A :class:`ParamsEnv` outside a construction (an executable's per-node update, a patch plan).
 
     Parameters
     ----------
     ctx, bindings, sink, host_keys, state
         See :class:`ParamsEnv`.
+    reuse : bool
+        The parameters serve one driver call, after which the caller hands them back
+        (:func:`cudagraph.driver.node_params_pool.give`): reused structures. Else fresh ones,
+        which the caller may keep (a patch plan does).
     """
 
-    __slots__ = ("ctx", "bindings", "sink", "host_keys", "state")
+    __slots__ = ("ctx", "bindings", "sink", "host_keys", "state", "reuse")
 
     def __init__(
-        self, ctx: Any, bindings: dict[str, Any], sink: list[Any], host_keys: list[int], state: LowerState | None
+        self,
+        ctx: Any,
+        bindings: dict[str, Any],
+        sink: list[Any],
+        host_keys: list[int],
+        state: LowerState | None,
+        reuse: bool = False,
     ) -> None:
         self.ctx = ctx
         self.bindings = bindings
         self.sink = sink
         self.host_keys = host_keys
         self.state = state
+        self.reuse = reuse
 
     def node_params(self, node_type: Any) -> Any:
-        """A fresh ``CUgraphNodeParams`` of ``node_type`` (kept by whoever asked: a patch plan, an update)."""
+        """A ``CUgraphNodeParams`` of ``node_type``: reused with ``reuse``, else fresh (the caller may keep it)."""
+        if self.reuse:
+            return take(node_type)
         p = require_driver().CUgraphNodeParams()
         p.type = node_type
         return p

@@ -146,6 +146,8 @@ cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_
  * for its switch interval (5 ms). Twins: the same calls through cuda.bindings (driver/calls.py). */
 typedef int (*cg_get_context_fn)(void **);
 typedef int (*cg_create_graph_fn)(void **, unsigned int);
+/* CUresult cuPointerGetAttributes(unsigned int, CUpointer_attribute *, void **, CUdeviceptr) */
+typedef int (*cg_pointer_attributes_fn)(unsigned int, int *, void **, unsigned long long);
 
 /* The entry point at argv[0] (an int address): 0, or -1 with an exception set. */
 static int
@@ -220,6 +222,37 @@ create_graph(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     return handle_result(rc, graph);
 }
 
+PyDoc_STRVAR(pointer_attribute_doc,
+             "pointer_attribute(address, attribute, ptr) -> (CUresult, int)\n\n"
+             "cuPointerGetAttributes at `address` for one attribute of `ptr`, called with the GIL held: its result\n"
+             "and the value (at most 8 bytes; 0 where CUDA does not know the address).");
+
+/* One attribute through cuPointerGetAttributes, which answers an unknown address with zeros where
+ * cuPointerGetAttribute fails. Through cuda.bindings (twin: ops.operands.pointer_attribute) the call
+ * builds lists and objects: about 2 µs, twice a copy node (both endpoints' memory types). */
+static PyObject *
+pointer_attribute(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    void *fn;
+    if (entry_point(argv, argc, 3, "pointer_attribute", &fn) < 0)
+        return NULL;
+    long attribute = PyLong_AsLong(argv[1]);
+    if (attribute == -1 && PyErr_Occurred())
+        return NULL;
+    if (attribute < 0 || attribute > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "pointer_attribute: not an attribute number");
+        return NULL;
+    }
+    unsigned long long ptr = cg_as_u64(argv[2]);
+    if (ptr == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int attr = (int)attribute;
+    unsigned long long value = 0; /* (attributes of 4 bytes fill its low half: little-endian) */
+    void *data = &value;
+    int rc = ((cg_pointer_attributes_fn)fn)(1, &attr, &data, ptr);
+    return Py_BuildValue("(iK)", rc, rc ? 0ull : value);
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef native_methods[] = {
@@ -231,6 +264,7 @@ static PyMethodDef native_methods[] = {
     {"kernel_args", (PyCFunction)(void (*)(void))cg_kernel_args, METH_FASTCALL, cg_kernel_args_doc},
     {"current_context", (PyCFunction)(void (*)(void))current_context, METH_FASTCALL, current_context_doc},
     {"create_graph", (PyCFunction)(void (*)(void))create_graph, METH_FASTCALL, create_graph_doc},
+    {"pointer_attribute", (PyCFunction)(void (*)(void))pointer_attribute, METH_FASTCALL, pointer_attribute_doc},
     {NULL, NULL, 0, NULL},
 };
 

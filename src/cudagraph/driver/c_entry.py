@@ -43,6 +43,7 @@ read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
 kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
 current_context                cudagraph.driver.calls.ensure_context
 create_graph                   cudagraph.driver.calls.create_graph
+pointer_attribute              cudagraph.driver.calls.pointer_attribute
 LaunchKernel.pack              cudagraph.driver.kernel_args.KernelInfo.pack
 StreamLauncher.launch          cudagraph.frontends.launch._launch_stream
 StreamLauncher.issue           cudagraph.ops.kinds.kernel.KernelOps.issue
@@ -134,6 +135,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
         "current_context": "cudagraph.driver.calls:ensure_context",
         "create_graph": "cudagraph.driver.calls:create_graph",
+        "pointer_attribute": "cudagraph.driver.calls:pointer_attribute",
         "LaunchKernel.pack": "cudagraph.driver.kernel_args:KernelInfo.pack",
         "StreamLauncher.launch": "cudagraph.frontends.launch:_launch_stream",
         "StreamLauncher.issue": "cudagraph.ops.kinds.kernel:KernelOps.issue",

@@ -15,7 +15,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 else:
     _IMPORT_ERROR = None
 
-__all__ = ["driver", "require_driver", "raise_error", "check", "ensure_context", "error_name"]
+__all__ = ["driver", "require_driver", "raise_error", "check", "ensure_context", "error_name", "pointer_attribute"]
 
 _UNSUPPORTED = {"CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_NOT_PERMITTED"}
 _UNAVAILABLE = {"CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INSUFFICIENT_DRIVER", "CUDA_ERROR_STUB_LIBRARY"}
@@ -104,6 +104,61 @@ def _held() -> tuple[Any, int, int] | None:
 
     get, create = c_address("cuCtxGetCurrent"), c_address("cuGraphCreate")
     return (NATIVE, get, create) if NATIVE is not None and get and create else None
+
+
+@functools.cache
+def _held_attributes() -> tuple[Any, int, frozenset[int]] | None:
+    """``(NATIVE, address of cuPointerGetAttributes, the attributes read there)``, resolved once; ``None``
+    where the compiled module or the driver library is not found.
+
+    Only attributes whose value is unsigned (a memory type, a pool handle) are read in C, which answers
+    the value's bytes; the others (a device ordinal may be negative) go through cuda.bindings.
+    """
+    from .c_entry import NATIVE, c_address
+
+    fn = c_address("cuPointerGetAttributes")
+    if NATIVE is None or not fn:
+        return None
+    a = require_driver().CUpointer_attribute
+    unsigned = frozenset(int(x) for x in (a.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE))
+    return NATIVE, fn, unsigned
+
+
+def pointer_attribute(attribute: Any, ptr: int) -> int:
+    """One pointer attribute as an int, 0 where CUDA does not know the address.
+
+    ``cuPointerGetAttributes`` answers an unknown address (pageable host
+    memory) with zeros where ``cuPointerGetAttribute`` would fail, so probing
+    user pointers raises no driver error. A memory type or a pool handle is read
+    from C where compiled (``_native.pointer_attribute``, with the GIL held: the
+    call returns at once), which spares the lists and objects ``cuda.bindings``
+    makes: a copy node asks it for both its endpoints.
+
+    Parameters
+    ----------
+    attribute : CUpointer_attribute
+        The attribute.
+    ptr : int
+        The address.
+
+    Returns
+    -------
+    int
+        The value, or 0.
+    """
+    held = _held_attributes()
+    if held is not None and int(attribute) in held[2]:
+        rc, value = held[0].pointer_attribute(held[1], int(attribute), ptr)
+        return 0 if rc else int(value)
+    drv = require_driver()
+    err, values = drv.cuPointerGetAttributes(1, [attribute], ptr)
+    if err or not values or values[0] is None:
+        return 0
+    value = values[0]
+    try:
+        return int(value)
+    except TypeError:
+        return int(getattr(value, "value", 0) or 0)
 
 
 def create_graph(node: Any = None) -> Any:

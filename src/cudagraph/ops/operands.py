@@ -8,7 +8,7 @@ from ..definition.nodes import AllocNode, AllocOffset
 from ..definition.operands import Deferred
 from ..definition.param import Param
 from ..definition.param_offset import ParamAt
-from ..driver.calls import require_driver
+from ..driver.calls import pointer_attribute, require_driver
 from ..driver.kernel_args import resolve_deferred
 from ..errors import DefinitionError, OperandError
 from .lower_state import LowerState
@@ -60,24 +60,6 @@ def pointer_value(value: Any, bindings: dict[str, Any], what: str, state: LowerS
             raise DefinitionError(f"{what}: a graph allocation has an address only while its graph is built")
         return state.alloc_address(value, what)
     raise TypeError(f"{what}: unexpected operand {value!r}")
-
-
-def pointer_attribute(attribute: Any, ptr: int) -> int:
-    """One pointer attribute as an int, 0 where CUDA does not know the address.
-
-    ``cuPointerGetAttributes`` answers an unknown address (pageable host
-    memory) with zeros where ``cuPointerGetAttribute`` would fail, so probing
-    user pointers raises no driver error.
-    """
-    drv = require_driver()
-    err, values = drv.cuPointerGetAttributes(1, [attribute], ptr)
-    if err or not values or values[0] is None:
-        return 0
-    value = values[0]
-    try:
-        return int(value)
-    except TypeError:
-        return int(getattr(value, "value", 0) or 0)
 
 
 def memory_type(ptr: int, what: str = "operand") -> Any:

@@ -54,6 +54,15 @@ def test_two_takers_never_share_one_and_only_a_few_are_kept():
     assert len(pool._free) == pool.KEEP
 
 
+def test_a_structure_given_twice_is_kept_once():
+    p = pool.take(T.CU_GRAPH_NODE_TYPE_EMPTY)
+    pool.give(p)
+    pool.give(p)
+    assert pool._free == [p]
+    a, b = pool.take(T.CU_GRAPH_NODE_TYPE_EMPTY), pool.take(T.CU_GRAPH_NODE_TYPE_EMPTY)
+    assert a is p and b is not p
+
+
 def test_only_structures_of_the_driver_in_use_are_kept(monkeypatch):
     class Foreign:  # a stand-in a test's fake driver makes
         type = None

@@ -74,5 +74,8 @@ def give(params: Any) -> None:
     params : CUgraphNodeParams
         No longer read by the caller (nor by the driver).
     """
-    if len(_free) < KEEP and type(params) is require_driver().CUgraphNodeParams:  # (a real structure only)
-        _free.append(params)
+    if len(_free) >= KEEP or type(params) is not require_driver().CUgraphNodeParams:  # (a real structure only)
+        return
+    if any(p is params for p in _free):  # given twice: kept once, or two takers would share it
+        return
+    _free.append(params)

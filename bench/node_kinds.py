@@ -35,6 +35,8 @@ import numpy as np
 from _common import fmt, import_cudagraph, no_gc, versions
 
 KINDS = ("memset", "memcpy", "empty", "host")
+#: The kinds cuda.core could not build in this run (said once each).
+_REFUSED: set[str] = set()
 COLUMNS = ("define", "lower", "define+lower", "cuda.core builder", "cudagraph e2e", "cuda.core e2e", "update")
 
 
@@ -121,9 +123,6 @@ def sample(cg: Any, kind: str, n: int, a: Any, b: Any) -> dict[str, float]:
     del g
     gc.collect()
     return out
-
-
-_REFUSED: set[str] = set()
 
 
 def table(rows: dict[str, dict[str, Sequence[float]]]) -> str:

@@ -25,6 +25,15 @@ def raw(p: Any) -> bytes:
     return ctypes.string_at(p.getPtr(), pool.NODE_PARAMS_SIZE)
 
 
+def recording_lowering(monkeypatch: pytest.MonkeyPatch, add: Any) -> None:
+    """Explicit construction over ``add`` as ``cuGraphAddNode``, in a made-up context and graph, every node
+    through the cuda.bindings path (no compiled loop)."""
+    monkeypatch.setattr(drv, "cuGraphAddNode", add)
+    monkeypatch.setattr(explicit, "ensure_context", lambda: drv.CUcontext(0x77))
+    monkeypatch.setattr(explicit, "create_graph", lambda: drv.CUgraph(0x5000))
+    monkeypatch.setattr(explicit, "kernel_loop", lambda *a: None)
+
+
 @pytest.fixture(autouse=True)
 def empty_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pool, "_free", [])
@@ -99,11 +108,8 @@ def test_lowering_hands_every_structure_back_and_each_node_gets_its_own_fields(m
             added.append((p.type.name, raw(p)[16:] == bytes(240)))
         return (drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(0x100 + len(added)))
 
-    monkeypatch.setattr(drv, "cuGraphAddNode", add)
-    monkeypatch.setattr(explicit, "ensure_context", lambda: drv.CUcontext(0x77))
-    monkeypatch.setattr(explicit, "create_graph", lambda: drv.CUgraph(0x5000))
+    recording_lowering(monkeypatch, add)
     monkeypatch.setattr(drv, "cuGraphDestroy", lambda h: (drv.CUresult.CUDA_SUCCESS,))
-    monkeypatch.setattr(explicit, "kernel_loop", lambda *a: None)  # (the bindings path for any node)
     import cudagraph.ops.kinds.structure as structure
 
     monkeypatch.setattr(structure, "create_graph", lambda node: drv.CUgraph(0x6000))
@@ -142,10 +148,7 @@ def test_a_batch_memory_operation_after_reused_structures_keeps_its_array(monkey
         seen.append((p.type.name, int.from_bytes(b[24:28], "little"), int.from_bytes(b[32:40], "little")))
         return (drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(0x100 + len(seen)))
 
-    monkeypatch.setattr(drv, "cuGraphAddNode", add)
-    monkeypatch.setattr(explicit, "ensure_context", lambda: drv.CUcontext(0x77))
-    monkeypatch.setattr(explicit, "create_graph", lambda: drv.CUgraph(0x5000))
-    monkeypatch.setattr(explicit, "kernel_loop", lambda *a: None)
+    recording_lowering(monkeypatch, add)
     import cudagraph.ops.kinds.memop as memop
 
     monkeypatch.setattr(memop, "pointer_attribute", lambda attribute, ptr: 0)  # (not pool memory)

@@ -147,9 +147,11 @@ def pointer_attribute(attribute: Any, ptr: int) -> int:
         The value, or 0.
     """
     held = _held_attributes()
-    if held is not None and int(attribute) in held[2]:
-        rc, value = held[0].pointer_attribute(held[1], int(attribute), ptr)
-        return 0 if rc else int(value)
+    if held is not None:
+        number = int(attribute)
+        if number in held[2]:
+            rc, value = held[0].pointer_attribute(held[1], number, ptr)
+            return 0 if rc else int(value)
     drv = require_driver()
     err, values = drv.cuPointerGetAttributes(1, [attribute], ptr)
     if err or not values or values[0] is None:

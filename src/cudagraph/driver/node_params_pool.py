@@ -76,6 +76,7 @@ def give(params: Any) -> None:
     """
     if len(_free) >= KEEP or type(params) is not require_driver().CUgraphNodeParams:  # (a real structure only)
         return
-    if any(p is params for p in _free):  # given twice: kept once, or two takers would share it
-        return
+    for p in _free:
+        if p is params:  # given twice: kept once, or two takers would share it
+            return
     _free.append(params)

@@ -23,8 +23,7 @@ class EmptyOps(KindOps):
 
     def params(self, node: EmptyNode, env: ParamsEnv) -> Any:
         drv = require_driver()
-        p = env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EMPTY)
-        return p
+        return env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EMPTY)
 
     def issue(self, node: EmptyNode, stream: Any, run: StreamRun) -> None:
         return

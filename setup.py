@@ -27,6 +27,7 @@ _SOURCES = (
     "_native_issue",
     "_native_capture",
     "_native_edges",
+    "_native_simple",
 )
 
 setup(

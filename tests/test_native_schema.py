@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import cudagraph
-from cudagraph.definition.nodes import KernelNode, Node
+from cudagraph.definition.nodes import EmptyNode, KernelNode, Node
 from cudagraph.driver import c_entry
 
 native = c_entry.NATIVE
@@ -135,6 +135,10 @@ def build(role: str, cls: type) -> Any:
         return native.KernelLoop(ADDRESS, 1, 1, cls, Node)
     if role == "node":
         return native.Layout(type("K", (cls,), {"__slots__": KernelNode.__slots__}), cls)
+    if role in ("memset_node", "memcpy_node"):  # KernelLoop.simple reads both
+        kinds = {r: cls if r == role else resolve(c_entry.SLOT_OWNERS[r]) for r in ("memset_node", "memcpy_node")}
+        loop = native.KernelLoop(ADDRESS, 1, 1, KernelNode, Node)
+        return loop.simple(1, 0, 1 << 16, kinds["memset_node"], kinds["memcpy_node"], EmptyNode)
     owners = {r: resolve(c_entry.SLOT_OWNERS[r]) for r in ("executable", "bind_plan")}
     if role in owners:
         owners[role] = cls

@@ -146,8 +146,6 @@ cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_
  * for its switch interval (5 ms). Twins: the same calls through cuda.bindings (driver/calls.py). */
 typedef int (*cg_get_context_fn)(void **);
 typedef int (*cg_create_graph_fn)(void **, unsigned int);
-/* CUresult cuPointerGetAttributes(unsigned int, CUpointer_attribute *, void **, CUdeviceptr) */
-typedef int (*cg_pointer_attributes_fn)(unsigned int, int *, void **, unsigned long long);
 
 /* The entry point at argv[0] (an int address): 0, or -1 with an exception set. */
 static int

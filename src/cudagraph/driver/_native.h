@@ -14,6 +14,7 @@
  *   _native_bind_many.c BindManyMethod: Executable._bind_many (several names) with the common case in C
  *   _native_exec_launch.c LaunchMethod: Executable.launch, cuGraphLaunch by address (after a rebind's sets)
  *   _native_edges.c   the driver edges of a node (the predecessors another one does not imply)
+ *   _native_simple.c  fills, 1-D copies and empty nodes written by a KernelLoop (their parameters from slots)
  *   _native_launch.c  LaunchKernel: a kernel prepared for stream launches (_native_launch.h: shared by
  *   _native_launcher.c, StreamLauncher: cudagraph.launch, _native_issue.c, its Graph.run batches, and
  *   _native_capture.c, its capture)
@@ -36,6 +37,9 @@
 #ifndef Py_T_OBJECT_EX
 #include <structmember.h>
 #define Py_T_OBJECT_EX T_OBJECT_EX
+#define Py_T_INT T_INT
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
 #endif
 
 /* ------------------------------------------------------------------ driver ABI (cuda.h, CUDA 12.3+) */
@@ -67,7 +71,45 @@ typedef int (*cg_add_node_fn)(void **, void *, void *const *, const void *, size
 /* CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*) */
 typedef int (*cg_set_kernel_fn)(void *, void *, const void *);
 
+/* CUDA_MEMSET_NODE_PARAMS_v2 */
+typedef struct {
+    unsigned long long dst; /* CUdeviceptr */
+    size_t pitch;
+    unsigned int value, elementSize;
+    size_t width, height;
+    void *ctx; /* CUcontext */
+} cg_memset_params;
+
+/* CUDA_MEMCPY_NODE_PARAMS: flags, reserved, copyCtx, then a CUDA_MEMCPY3D (copy below). */
+typedef struct {
+    size_t xInBytes, y, z, lod;
+    int memoryType; /* CUmemorytype */
+    const void *host;
+    unsigned long long device; /* CUdeviceptr */
+    void *array, *reserved;
+    size_t pitch, height;
+} cg_memcpy_end;
+
+typedef struct {
+    int flags, reserved;
+    void *copyCtx;
+    cg_memcpy_end src, dst;
+    size_t widthInBytes, height, depth;
+} cg_memcpy_params;
+
+/* CUgraphNodeType, CUmemorytype and CUpointer_attribute values written or read here. */
+enum { CG_NODE_KERNEL = 0, CG_NODE_MEMCPY = 1, CG_NODE_MEMSET = 2, CG_NODE_EMPTY = 5 };
+enum { CG_MEMORY_HOST = 1, CG_MEMORY_UNIFIED = 4 };
+enum { CG_ATTRIBUTE_MEMORY_TYPE = 2 };
+
+/* CUresult cuPointerGetAttributes(unsigned int, CUpointer_attribute *, void **, CUdeviceptr) */
+typedef int (*cg_pointer_attributes_fn)(unsigned int, int *, void **, unsigned long long);
+
 _Static_assert(offsetof(cg_graph_node_params, u) == 16, "CUgraphNodeParams layout");
+_Static_assert(sizeof(cg_memset_params) == 48 && offsetof(cg_memset_params, width) == 24, "memset layout");
+_Static_assert(sizeof(cg_memcpy_end) == 88 && offsetof(cg_memcpy_end, device) == 48, "CUDA_MEMCPY3D layout");
+_Static_assert(offsetof(cg_memcpy_params, dst) == 104 && sizeof(cg_memcpy_params) == 216, "memcpy layout");
+_Static_assert(sizeof(cg_memcpy_params) <= sizeof(long long[29]), "memcpy params fit the union");
 _Static_assert(sizeof(cg_graph_node_params) == 256, "CUgraphNodeParams size");
 _Static_assert(offsetof(cg_kernel_params_v3, kernelParams) == 40, "CUDA_KERNEL_NODE_PARAMS layout");
 
@@ -175,6 +217,22 @@ typedef union {
     Py_ssize_t at[2];
 } cg_node_slots;
 
+/* NATIVE_SLOTS["memset_node"]: a fill's operands (MemsetNode). */
+typedef union {
+    struct {
+        Py_ssize_t dst, value, element_size, width, height, pitch;
+    };
+    Py_ssize_t at[6];
+} cg_memset_slots;
+
+/* NATIVE_SLOTS["memcpy_node"]: a 1-D copy's operands (MemcpyNode). */
+typedef union {
+    struct {
+        Py_ssize_t dst, src, nbytes;
+    };
+    Py_ssize_t at[3];
+} cg_memcpy_slots;
+
 /* NATIVE_SLOTS["executable"]: the state of an Executable that its compiled binds read and write. */
 typedef union {
     struct {
@@ -235,6 +293,35 @@ int cg_resolve_slots(PyTypeObject *tp, const char *role, Py_ssize_t count, Py_ss
  * kernel-node and node slots into *kn and *nd (Layout and KernelLoop take the same pair).
  * 0, or -1 with an exception set (TypeError, or those of cg_resolve_slots). May run Python code. */
 int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn, cg_node_slots *nd);
+
+/* ------------------------------------------------------------------ _native_simple.c
+ *
+ * Fills, 1-D copies and empty nodes whose operands are plain ints, written into a CUgraphNodeParams in C
+ * (a KernelLoop adds them in its run). Python twins: the kinds' `params` (cudagraph.ops.kinds.memset,
+ * .copy, .structure), through cuda.bindings.
+ */
+
+typedef struct {
+    PyTypeObject *memset_type, *memcpy_type, *empty_type; /* exact types; NULL until known */
+    cg_memset_slots ms;
+    cg_memcpy_slots mc;
+    void *ctx;                            /* the CUcontext of fills and copies */
+    cg_pointer_attributes_fn attributes;  /* NULL: copies go through Python (their memory types unread) */
+    unsigned long long lowest;            /* below it no allocation lies: a copy from there goes through Python */
+} cg_simple_kinds;
+
+/* Know the kinds from simple()'s arguments (ctx, attributes, lowest, memset_type, memcpy_type, empty_type):
+ * 0, or -1 with an exception set. May run Python code (resolving the slots). */
+int cg_simple_know(cg_simple_kinds *s, PyObject *const *argv, Py_ssize_t argc);
+/* Release the types held. */
+void cg_simple_clear(cg_simple_kinds *s);
+int cg_simple_visit(cg_simple_kinds *s, visitproc visit, void *arg);
+/* Whether `node` (held by the caller) is of a known kind. Runs no Python code. */
+int cg_simple_is(const cg_simple_kinds *s, PyObject *node);
+/* Write the parameters of `node` into *p (zeroed first): 1, or 0 when it must go through Python (an operand
+ * that is not a plain int in range, an address below `lowest`); no exception set either way. Runs no Python
+ * code but the memory-type queries (a driver call; a Python callback in tests): the caller holds `node`. */
+int cg_simple_write(const cg_simple_kinds *s, PyObject *node, cg_graph_node_params *p);
 
 /* ------------------------------------------------------------------ driver edges (_native_edges.c) */
 
@@ -407,6 +494,11 @@ cg_kernel_entry *cg_table_slot(cg_kernel_table *t, PyObject *kernel);
 
 /* Free the slot array; the references held are the caller's to release first (cg_entry_refs). */
 void cg_table_free(cg_kernel_table *t);
+
+/* Read KernelLoop.use()'s layout arguments (argv[2] offsets and argv[3] sizes, exact tuples of one length; argv[4]
+ * scratch, argv[5] its size, argv[6] function, argv[7] library, argv[8] kernel_params) into a new array: the
+ * offsets, then the sizes (PyMem_Free it). NULL with an exception set. May run Python code (__index__, __bool__). */
+Py_ssize_t *cg_use_layout(PyObject *const *argv, void **scratch, void **function, void **kernel_params, int *library);
 
 /* The object references an entry holds (6 of them, some NULL), in the order cg_entry_refs writes. */
 #define CG_ENTRY_REFS 6

@@ -106,3 +106,46 @@ cg_entry_pack(cg_kernel_entry *e, PyObject *args, cg_handle_memo *memo)
     Py_XDECREF(old);
     return ok;
 }
+
+Py_ssize_t *
+cg_use_layout(PyObject *const *argv, void **scratch, void **function, void **kernel_params, int *library)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(argv[2]), size;
+    if (address_of(argv[4], "scratch", scratch) < 0 || address_of(argv[6], "function", function) < 0 ||
+        address_of(argv[8], "kernel_params", kernel_params) < 0)
+        return NULL;
+    size = PyLong_AsSsize_t(argv[5]);
+    if (size < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "use: scratch_size must be non-negative");
+        return NULL;
+    }
+    if ((*library = PyObject_IsTrue(argv[7])) < 0)
+        return NULL;
+    if (n > 0 && *kernel_params == NULL) {
+        PyErr_SetString(PyExc_ValueError, "use: kernel_params must not be NULL for a kernel with parameters");
+        return NULL;
+    }
+    Py_ssize_t *layout = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(Py_ssize_t));
+    if (layout == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[2], i));
+        Py_ssize_t sz = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[3], i));
+        if ((off == -1 || sz == -1) && PyErr_Occurred()) {
+            PyMem_Free(layout);
+            return NULL;
+        }
+        if (off < 0 || sz < 0 || off > size - sz || *scratch == NULL) {
+            PyErr_Format(PyExc_ValueError, "use: parameter %zd (%zd bytes at %zd) is outside the %zd-byte buffer", i,
+                         sz, off, size);
+            PyMem_Free(layout);
+            return NULL;
+        }
+        layout[i] = off;
+        layout[n + i] = sz;
+    }
+    return layout;
+}

@@ -1,20 +1,20 @@
 /*
- * KernelLoop: adding (or setting) runs of kernel nodes in C.
+ * KernelLoop: adding (or setting) runs of kernel nodes in C, and the fills, copies and empty nodes among them.
  *
  * Python twins (see cudagraph.driver.c_entry): adding, cudagraph.materialize.kernel_loop.KernelLoopTwin;
  * setting (set_mode), cudagraph.ops.kinds.kernel.KernelWriter.write on each node.
  *
- * It reads the definition's nodes through their __slots__ (NATIVE_SLOTS "kernel_node" and "node",
- * resolved on the classes given at construction), points the parameters at each node's kernel
- * (a table of the kernels the Python side introduced with use(), _native_kernels.c), packs the
- * arguments by the kinds the Python side learned for each sequence of argument types (cg_pack,
- * _native_pack.c, the packer of stream launches too), and stops at
- * the first node it cannot handle (another node kind, launch attributes, a kernel not introduced
- * yet, arguments of types not seen yet), handing it back to the Python loop, which names any error.
+ * It reads the definition's nodes through their __slots__ (NATIVE_SLOTS "kernel_node" and "node", resolved on
+ * the classes given at construction), points the parameters at each node's kernel (a table of the kernels the
+ * Python side introduced with use(), _native_kernels.c), packs the arguments by the kinds the Python side
+ * learned for each sequence of argument types (cg_pack, _native_pack.c, the packer of stream launches too),
+ * writes the parameters of the other kinds made known with simple() (_native_simple.c), and stops at the first
+ * node it cannot handle (another node kind, launch attributes, a kernel not introduced yet, arguments of types
+ * not seen yet, an operand that is not a plain int), handing it back to the Python loop, which names any error.
  *
- * A loop is configured once (__init__ refuses a second call) and does not re-enter: a call made by
- * Python code it runs (int() of a handle, a type's __hash__, a driver callback) raises RuntimeError,
- * so its state stays the one the running call checked.
+ * A loop is configured once (__init__ refuses a second call) and does not re-enter: a call made by Python code
+ * it runs (int() of a handle, a type's __hash__, a driver callback) raises RuntimeError, so its state stays the
+ * one the running call checked.
  */
 #include "_native.h"
 
@@ -38,6 +38,8 @@ typedef struct {
     void *out;
     int rc;
     Py_ssize_t done;
+    cg_simple_kinds simple;            /* fills, copies and empty nodes added in run() (see simple()) */
+    cg_graph_node_params simple_params; /* their parameters, written per node */
 } KernelLoop;
 
 /* Forget every kernel. The loop stops pointing at the table before the references are released
@@ -65,6 +67,7 @@ loop_clear_refs(KernelLoop *self)
     Py_CLEAR(self->grid);
     Py_CLEAR(self->block);
     Py_CLEAR(self->smem);
+    cg_simple_clear(&self->simple);
     loop_drop_kernels(self);
 }
 
@@ -85,6 +88,8 @@ loop_traverse(KernelLoop *self, visitproc visit, void *arg)
     Py_VISIT(self->grid);
     Py_VISIT(self->block);
     Py_VISIT(self->smem);
+    if (cg_simple_visit(&self->simple, visit, arg))
+        return -1;
     for (Py_ssize_t i = 0; i < self->kernels.capacity; i++) {
         PyObject *refs[CG_ENTRY_REFS];
         cg_entry_refs(&self->kernels.slots[i], refs);
@@ -191,50 +196,6 @@ loop_select(KernelLoop *self, cg_kernel_entry *e)
     self->cur = e;
 }
 
-/* Read use()'s layout arguments into a new array (offsets, then sizes); NULL with an exception set. */
-static Py_ssize_t *
-use_layout(PyObject *const *argv, void **scratch, void **function, void **kernel_params, int *library)
-{
-    Py_ssize_t n = PyTuple_GET_SIZE(argv[2]), size;
-    if (address_of(argv[4], "scratch", scratch) < 0 || address_of(argv[6], "function", function) < 0 ||
-        address_of(argv[8], "kernel_params", kernel_params) < 0)
-        return NULL;
-    size = PyLong_AsSsize_t(argv[5]);
-    if (size < 0) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "use: scratch_size must be non-negative");
-        return NULL;
-    }
-    if ((*library = PyObject_IsTrue(argv[7])) < 0)
-        return NULL;
-    if (n > 0 && *kernel_params == NULL) {
-        PyErr_SetString(PyExc_ValueError, "use: kernel_params must not be NULL for a kernel with parameters");
-        return NULL;
-    }
-    Py_ssize_t *layout = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(Py_ssize_t));
-    if (layout == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[2], i));
-        Py_ssize_t sz = PyLong_AsSsize_t(PyTuple_GET_ITEM(argv[3], i));
-        if ((off == -1 || sz == -1) && PyErr_Occurred()) {
-            PyMem_Free(layout);
-            return NULL;
-        }
-        if (off < 0 || sz < 0 || off > size - sz || *scratch == NULL) {
-            PyErr_Format(PyExc_ValueError, "use: parameter %zd (%zd bytes at %zd) is outside the %zd-byte buffer", i,
-                         sz, off, size);
-            PyMem_Free(layout);
-            return NULL;
-        }
-        layout[i] = off;
-        layout[n + i] = sz;
-    }
-    return layout;
-}
-
 static PyObject *
 loop_use(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -249,7 +210,7 @@ loop_use(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     void *scratch, *function, *kernel_params;
     int library;
     Py_ssize_t n = PyTuple_GET_SIZE(argv[2]);
-    Py_ssize_t *layout = use_layout(argv, &scratch, &function, &kernel_params, &library);
+    Py_ssize_t *layout = cg_use_layout(argv, &scratch, &function, &kernel_params, &library);
     PyObject *cur = self->cur != NULL ? self->cur->kernel : NULL;
     if (layout == NULL || cg_table_reserve(&self->kernels) < 0) {
         PyMem_Free(layout);
@@ -432,12 +393,30 @@ loop_put(KernelLoop *self, PyObject *node, PyObject *raw)
     return loop_call(self, raw, at, n, self->params);
 }
 
+/* Add the node `node` (held by the caller) with `params`, or (NULL) the fill, copy or empty node with the
+ * parameters simple() lets the loop write. 1: done (or refused: self->rc); 0: it must go through Python (no
+ * exception set). */
+static int
+loop_add(KernelLoop *self, PyObject *node, PyObject *raw, void *params)
+{
+    Py_ssize_t at = loop_index(self, node, raw), n;
+    if (at < 0 || (n = loop_deps(self, node, raw)) < 0)
+        return 0;
+    if (params == NULL) { /* (memory-type queries may run Python code (tests): deps are the loop's; raw is read anew) */
+        if (!cg_simple_write(&self->simple, node, &self->simple_params))
+            return 0;
+        params = &self->simple_params;
+    }
+    return loop_call(self, raw, at, n, params);
+}
+
 PyDoc_STRVAR(loop_run_doc,
              "run(order, start, raw) -> int\n\n"
              "Add (or set) order[start:], one node after another, while each is a KernelNode without\n"
              "launch attributes whose kernel was introduced with use() and whose arguments are the tuple\n"
              "its buffer holds or can be packed by the learned kinds (the parameters are pointed at each\n"
-             "node's kernel, which `kernel` names after the call); return the index of the first node not done\n"
+             "node's kernel, which `kernel` names after the call), or a node of a kind made known with\n"
+             "simple() whose operands are plain ints; return the index of the first node not done\n"
              "(len(order) when all were). raw[i] is the driver handle (int) of the node of index i:\n"
              "read for predecessors and written for each node added, or the node to set. A driver\n"
              "failure stops the loop at that node with its CUresult in `rc`.");
@@ -463,7 +442,17 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     self->rc = 0;
     for (; i < PyList_GET_SIZE(order); i++) {
         PyObject *node = PyList_GET_ITEM(order, i);
-        if (Py_TYPE(node) != kt || SLOT(node, self->kn.attrs) != Py_None)
+        if (Py_TYPE(node) != kt) {
+            if (!cg_simple_is(&self->simple, node))
+                break;
+            Py_INCREF(node); /* (the memory-type queries may run Python code that drops `order`'s reference) */
+            int ok = loop_add(self, node, raw, NULL) && !self->rc;
+            Py_DECREF(node);
+            if (!ok)
+                break;
+            continue;
+        }
+        if (SLOT(node, self->kn.attrs) != Py_None)
             break;
         PyObject *kernel = SLOT(node, self->kn.kernel);
         cg_kernel_entry *e = self->cur;
@@ -541,13 +530,31 @@ loop_add_with(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     if (loop_enter(self) < 0)
         return NULL;
     self->rc = 0;
-    Py_ssize_t at = -1, n = -1;
-    if (cg_is_node(self->kernel_type, self->node_type, argv[0]) && (at = loop_index(self, argv[0], argv[1])) >= 0)
-        n = loop_deps(self, argv[0], argv[1]);
-    if (n >= 0)
-        loop_call(self, argv[1], at, n, params);
+    int done = cg_is_node(self->kernel_type, self->node_type, argv[0]) && loop_add(self, argv[0], argv[1], params);
     self->busy = 0;
-    return PyBool_FromLong(n >= 0);
+    return PyBool_FromLong(done);
+}
+
+PyDoc_STRVAR(loop_simple_doc,
+             "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type) -> None\n\n"
+             "Add fills, 1-D copies and empty nodes (those exact types) in run() too while their operands are plain\n"
+             "ints: on the context `ctx`; a copy's memory types read through cuPointerGetAttributes at `attributes`\n"
+             "(0: copies are left to the caller), an endpoint below `lowest` left to the caller.");
+
+static PyObject *
+loop_know_simple(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (self->set_mode) {
+        PyErr_SetString(PyExc_RuntimeError, "simple needs a KernelLoop that adds nodes");
+        return NULL;
+    }
+    if (loop_enter(self) < 0)
+        return NULL;
+    int r = cg_simple_know(&self->simple, argv, argc);
+    self->busy = 0;
+    if (r < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(loop_write_dims_doc,
@@ -603,24 +610,13 @@ loop_set_args(KernelLoop *self, PyObject *value, void *closure)
     return 0;
 }
 
-static PyObject *
-loop_get_rc(KernelLoop *self, void *closure)
-{
-    return PyLong_FromLong(self->rc);
-}
-
-static PyObject *
-loop_get_done(KernelLoop *self, void *closure)
-{
-    return PyLong_FromSsize_t(self->done);
-}
-
 static PyMethodDef loop_methods[] = {
     {"use", (PyCFunction)(void (*)(void))loop_use, METH_FASTCALL, loop_use_doc},
     {"run", (PyCFunction)(void (*)(void))loop_run, METH_FASTCALL, loop_run_doc},
     {"put", (PyCFunction)(void (*)(void))loop_put_one, METH_FASTCALL, loop_put_doc},
     {"add_with", (PyCFunction)(void (*)(void))loop_add_with, METH_FASTCALL, loop_add_with_doc},
     {"write_dims", (PyCFunction)loop_write_dims, METH_O, loop_write_dims_doc},
+    {"simple", (PyCFunction)(void (*)(void))loop_know_simple, METH_FASTCALL, loop_simple_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -631,9 +627,13 @@ static PyGetSetDef loop_getset[] = {
      "The argument tuple packed in that kernel's buffer (None: none known). Set it after packing the\n"
      "buffer in Python; set None when other code may have packed any kernel's buffer.",
      NULL},
-    {"rc", (getter)loop_get_rc, NULL, "The CUresult of the last refused call (0: none).", NULL},
-    {"done", (getter)loop_get_done, NULL, "Nodes added or set so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef loop_members[] = {
+    {"rc", Py_T_INT, offsetof(KernelLoop, rc), Py_READONLY, "The CUresult of the last refused call (0: none)."},
+    {"done", Py_T_PYSSIZET, offsetof(KernelLoop, done), Py_READONLY, "Nodes added or set so far."},
+    {NULL, 0, 0, 0, NULL},
 };
 
 PyDoc_STRVAR(loop_doc,
@@ -657,4 +657,5 @@ PyTypeObject cg_KernelLoopType = {
     .tp_clear = (inquiry)loop_tp_clear,
     .tp_methods = loop_methods,
     .tp_getset = loop_getset,
+    .tp_members = loop_members,
 };

@@ -53,7 +53,8 @@ static int
 rebind_group(cg_set_batch *batch, void *fn, PyObject *t, const char *data, Py_ssize_t len, Py_ssize_t g)
 {
     void *buf, *params;
-    if (address_of(PyTuple_GET_ITEM(t, 0), "buffer", &buf) < 0 || address_of(PyTuple_GET_ITEM(t, 3), "params", &params) < 0)
+    if (address_of(PyTuple_GET_ITEM(t, 0), "buffer", &buf) < 0 ||
+        address_of(PyTuple_GET_ITEM(t, 3), "params", &params) < 0)
         return -1;
     Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 1));
     if (size < 0 && PyErr_Occurred())

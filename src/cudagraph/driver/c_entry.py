@@ -31,6 +31,7 @@ Compiled (``_native``)         Python twin
 =============================  ====================================================================
 KernelLoop                     cudagraph.materialize.kernel_loop.KernelLoopTwin
 KernelLoop(set_mode=True)      cudagraph.ops.kinds.kernel.KernelWriter.write
+KernelLoop.simple              cudagraph.materialize.explicit.Lowering._add_node
 set_kernel_node                cudagraph.ops.kinds.kernel.KernelWriter.write
 rebind                         cudagraph.ops.kinds.kernel.KernelWriter.write_plan
 patch                          cudagraph.executable.patch_plan.run_patches
@@ -89,6 +90,9 @@ NATIVE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
         "kernel_node": ("kernel", "grid", "block", "shared_mem", "args", "attrs"),
         # KernelLoop and Layout: every node's predecessors and position (cg_node_slots)
         "node": ("_preds", "index"),
+        # KernelLoop.simple: a fill's and a 1-D copy's operands (cg_memset_slots, cg_memcpy_slots)
+        "memset_node": ("dst", "value", "element_size", "width", "height", "pitch"),
+        "memcpy_node": ("dst", "src", "nbytes"),
         # BindMethod, BindManyMethod: the executable's state they read and write (cg_executable_slots)
         "executable": ("_exec", "_exec_addr", "_raw_bound", "_bindings", "_plans", "_lock", "update_calls", "_checks"),
         # BindMethod, BindManyMethod: a prepared rebinding plan of one name (cg_bind_plan_slots)
@@ -109,6 +113,8 @@ SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
     {
         "kernel_node": "cudagraph.definition.nodes:KernelNode",
         "node": "cudagraph.definition.nodes:Node",
+        "memset_node": "cudagraph.definition.nodes:MemsetNode",
+        "memcpy_node": "cudagraph.definition.nodes:MemcpyNode",
         "executable": "cudagraph.executable.executable:Executable",
         "launch": "cudagraph.executable.executable:Executable",
         "bind_plan": "cudagraph.executable.bind_plan:BindPlan",
@@ -123,6 +129,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
     {
         "KernelLoop": "cudagraph.materialize.kernel_loop:KernelLoopTwin",
         "KernelLoop(set_mode=True)": "cudagraph.ops.kinds.kernel:KernelWriter.write",
+        "KernelLoop.simple": "cudagraph.materialize.explicit:Lowering._add_node",
         "set_kernel_node": "cudagraph.ops.kinds.kernel:KernelWriter.write",
         "rebind": "cudagraph.ops.kinds.kernel:KernelWriter.write_plan",
         "patch": "cudagraph.executable.patch_plan:run_patches",

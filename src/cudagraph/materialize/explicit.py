@@ -28,6 +28,7 @@ from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, kernel_info
 from ..driver.node_params_pool import give, take
 from ..errors import OperandError
+from ..ops.compiled_kinds import add_simple_kinds
 from ..ops.lower_state import LowerState
 from ..ops.registry import KERNEL, ops_for
 from .driver_edges import driver_preds
@@ -117,6 +118,8 @@ class Lowering:
             loop = kernel_loop(int(handle), kp.getPtr())
             if loop is None:
                 loop = KernelLoopTwin(handle, kp, dn, self.bindings)
+            else:
+                add_simple_kinds(loop, self.ctx)  # fills, copies and empty nodes in the same C loop
             i, total = 0, len(order)
             while i < total:
                 i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row, of any kernel it knows

@@ -68,6 +68,7 @@ class MemcpyOps(_CopyOps):
     __slots__ = ()
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_MEMCPY"
+    compiled = "memcpy"
 
     def fill(self, c: Any, node: MemcpyNode, bindings: dict[str, Any], state: LowerState | None) -> None:
         fill_endpoints(c, node, bindings, state)

@@ -21,6 +21,7 @@ class MemsetOps(KindOps):
     __slots__ = ()
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_MEMSET"
+    compiled = "memset"
 
     def params(self, node: MemsetNode, env: ParamsEnv) -> Any:
         drv = require_driver()

@@ -20,6 +20,7 @@ class EmptyOps(KindOps):
     __slots__ = ()
     capturable = True
     lifts = "CU_GRAPH_NODE_TYPE_EMPTY"
+    compiled = "empty"
 
     def params(self, node: EmptyNode, env: ParamsEnv) -> Any:
         drv = require_driver()

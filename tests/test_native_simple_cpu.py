@@ -1,0 +1,272 @@
+"""Fills, 1-D copies and empty nodes added by the compiled loop (``KernelLoop.simple``), on the CPU.
+
+The compiled loop writes these nodes' ``CUgraphNodeParams`` itself from their
+slots; the reference is the kinds' own parameters, filled through
+``cuda.bindings`` (``Lowering._add_node``). A recording ``cuGraphAddNode_v2``
+keeps the 256 bytes of every structure it is handed, and a fake
+``cuPointerGetAttributes`` answers memory types by address range, for both
+paths alike: the bytes must be equal node by node, and decode to what the
+definition says.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cudagraph as cg
+import cudagraph.materialize.explicit as _explicit
+import cudagraph.ops.compiled_kinds as _compiled_kinds
+import cudagraph.ops.operands as _operands
+from cudagraph.definition.nodes import EmptyNode, KernelNode, MemcpyNode, MemsetNode, Node
+from cudagraph.driver import c_entry as _c_entry
+from cudagraph.errors import DriverError, OperandError
+from driver_fakes import ADD_PROTO, INVALID_VALUE
+
+drv = pytest.importorskip("cuda.bindings.driver")
+native = _c_entry.NATIVE
+pytestmark = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
+
+#: CUresult cuPointerGetAttributes(unsigned int, CUpointer_attribute *, void **, CUdeviceptr)
+ATTR_PROTO = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_uint, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p), ctypes.c_ulonglong
+)
+DEVICE = 0x7F00_0000_0000  # addresses from here on are device memory (memory type 2); below, pageable host
+CTX = 0x7700
+TYPES = {1: "memcpy", 2: "memset", 5: "empty"}
+MEMSET = struct.Struct("<QQIIQQQ")  # CUDA_MEMSET_NODE_PARAMS_v2
+END = struct.Struct("<QQQQi4xQQQQQQ")  # one side of a CUDA_MEMCPY3D
+
+
+def memory_type(ptr: int) -> int:
+    return 2 if ptr >= DEVICE else 0
+
+
+class Recorder:
+    """``cuGraphAddNode_v2`` and ``cuPointerGetAttributes`` as C callbacks: every structure's bytes, in order."""
+
+    def __init__(self) -> None:
+        self.params: list[bytes] = []
+        self.deps: list[list[int]] = []
+        self.queries: list[int] = []
+        self.refuse_at: int | None = None
+        self.during_query: Any = None  # called inside cuPointerGetAttributes (Python code run by the driver)
+        self.add = ADD_PROTO(self._add)
+        self.attributes = ATTR_PROTO(self._attributes)
+
+    def _add(self, out: Any, graph: Any, deps: Any, edata: Any, n: int, params: Any) -> int:
+        if self.refuse_at == len(self.params):
+            return INVALID_VALUE
+        self.params.append(ctypes.string_at(params, 256))
+        self.deps.append([deps[i] for i in range(n)])
+        out[0] = 0x1000 + len(self.params)
+        return 0
+
+    def _attributes(self, count: int, attrs: Any, data: Any, ptr: int) -> int:
+        assert count == 1 and attrs[0] == 2  # CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        self.queries.append(ptr)
+        if self.during_query is not None:
+            self.during_query()
+        ctypes.c_uint.from_address(data[0]).value = memory_type(ptr)
+        return 0
+
+    def query(self, ptr: int) -> int:
+        """The memory type the ``cuda.bindings`` path reads (``ops.operands.pointer_attribute``)."""
+        self.queries.append(ptr)
+        return memory_type(ptr)
+
+    def record_bindings(self, graph: Any, deps: Any, n: int, params: Any) -> tuple[Any, Any]:
+        """``Lowering.add`` (the ``cuda.bindings`` path)."""
+        code = self._add([0], None, [int(d) for d in deps or []], None, n, params.getPtr())
+        if code:
+            return drv.CUresult(code), None
+        return drv.CUresult.CUDA_SUCCESS, drv.CUgraphNode(0x1000 + len(self.params))
+
+    def address(self, fn: Any) -> int:
+        return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
+def lower(graph: cg.Graph, path: str, monkeypatch: pytest.MonkeyPatch, rec: Recorder | None = None) -> Recorder:
+    """Lower ``graph`` through ``path``: ``"native"`` (the compiled loop with simple kinds) or ``"bindings"``."""
+    rec = rec or Recorder()
+    monkeypatch.setattr(_operands, "pointer_attribute", lambda attribute, ptr: rec.query(ptr))
+    if path == "native":
+        monkeypatch.setattr(
+            _compiled_kinds, "c_address", lambda symbol: rec.address(rec.attributes) if "Pointer" in symbol else None
+        )
+        monkeypatch.setattr(
+            _explicit,
+            "kernel_loop",
+            lambda graph, params: native.KernelLoop(rec.address(rec.add), graph, params, KernelNode, Node),
+        )
+    else:
+        monkeypatch.setattr(_explicit, "kernel_loop", lambda graph, params: None)
+    lowering = _explicit.Lowering(drv.CUcontext(CTX), {"p": 0x7F00_0000_4000}, [])
+    lowering.add = rec.record_bindings
+    lowering.lower_graph(graph, drv.CUgraph(0x5000))
+    return rec
+
+
+def simple_graph() -> cg.Graph:
+    """Fills of each element size, 1-D and 2-D; copies each way; empty nodes; a fan-in."""
+    g = cg.Graph("simple")
+    dev, dev2, host = DEVICE + 0x1000, DEVICE + 0x9000, 0x5555_0000
+    a = g.memset(dev, 7, count=256)
+    b = g.memset(dev, np.float32(1.5), count=64, after=a)
+    c = g.memset(dev2, np.uint16(0xBEEF), width=16, height=4, pitch=64, after=a)
+    d = g.memset(dev, -1, count=8, element_size=4, after=[b, c])
+    e = g.memcpy(dev2, dev, 512, after=d)
+    f = g.memcpy(host, dev, 128, after=e)
+    h = g.memcpy(dev, host, 64, after=f)
+    j = g.join(h, c)
+    g.memcpy(host + 64, host, 32, after=j)
+    g.empty()
+    return g
+
+
+def test_the_compiled_loop_writes_the_parameters_the_kinds_fill(monkeypatch):
+    with monkeypatch.context() as m:
+        ours = lower(simple_graph(), "native", m)
+    with monkeypatch.context() as m:
+        theirs = lower(simple_graph(), "bindings", m)
+    assert len(ours.params) == len(simple_graph()) == 10
+    assert ours.params == theirs.params  # byte for byte
+    assert ours.deps == theirs.deps
+    assert ours.queries == theirs.queries  # each copy asks its two endpoints, source first
+
+
+def test_the_bytes_decode_to_the_definition(monkeypatch):
+    rec = lower(simple_graph(), "native", monkeypatch)
+    kinds = [TYPES[struct.unpack_from("<i", p)[0]] for p in rec.params]
+    assert kinds == ["memset"] * 4 + ["memcpy"] * 3 + ["empty", "memcpy", "empty"]
+    fills = [MEMSET.unpack_from(p, 16) for p in rec.params[:4]]
+    dev, dev2 = DEVICE + 0x1000, DEVICE + 0x9000
+    assert fills == [
+        (dev, 0, 7, 1, 256, 1, CTX),
+        (dev, 0, 0x3FC00000, 4, 64, 1, CTX),  # np.float32(1.5) by bit pattern
+        (dev2, 64, 0xBEEF, 2, 16, 4, CTX),  # 2-D: the pitch is written
+        (dev, 0, 0xFFFFFFFF, 4, 8, 1, CTX),
+    ]
+    flags, reserved, copy_ctx = struct.unpack_from("<iiQ", rec.params[4], 16)
+    assert (flags, reserved, copy_ctx) == (0, 0, CTX)
+
+    def ends(p: bytes) -> tuple[Any, ...]:
+        src, dst = END.unpack_from(p, 32), END.unpack_from(p, 32 + 88)
+        width, height, depth = struct.unpack_from("<QQQ", p, 32 + 176)
+        # (memory type, host pointer, device pointer) of each side; every other field zero
+        assert src[:4] == dst[:4] == (0, 0, 0, 0) and src[7:] == dst[7:] == (0, 0, 0, 0)
+        return src[4:7], dst[4:7], (width, height, depth)
+
+    host = 0x5555_0000
+    assert ends(rec.params[4]) == ((4, 0, dev), (4, 0, dev2), (512, 1, 1))  # UNIFIED: memory CUDA knows
+    assert ends(rec.params[5]) == ((4, 0, dev), (1, host, 0), (128, 1, 1))  # HOST: pageable memory
+    assert ends(rec.params[6]) == ((1, host, 0), (4, 0, dev), (64, 1, 1))
+    assert ends(rec.params[8]) == ((1, host, 0), (1, host + 64, 0), (32, 1, 1))
+    assert rec.params[7][16:] == rec.params[9][16:] == bytes(240)
+
+
+def test_nodes_the_loop_cannot_write_go_through_python(monkeypatch):
+    g = cg.Graph("mixed")
+    p = g.param("p")
+    a = g.memset(p, 1, count=16)  # a parameter: resolved in Python
+    b = g.memset(DEVICE, 2, count=16, after=a)
+    c = g.memcpy(p, DEVICE, 16, after=b)
+    g.memcpy(DEVICE + 64, DEVICE, 16, after=c)
+    with monkeypatch.context() as m:
+        ours = lower(g, "native", m)
+    with monkeypatch.context() as m:
+        theirs = lower(g, "bindings", m)
+    assert ours.params == theirs.params and len(ours.params) == 4
+    assert MEMSET.unpack_from(ours.params[0], 16)[0] == 0x7F00_0000_4000  # the parameter's value
+
+
+def test_without_the_attribute_entry_point_copies_stay_with_python(monkeypatch):
+    rec = Recorder()
+    monkeypatch.setattr(_operands, "pointer_attribute", lambda attribute, ptr: memory_type(ptr))
+    loop = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node)
+    loop.simple(CTX, 0, 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    g = cg.Graph("copies")
+    a = g.memset(DEVICE, 1, count=4)
+    g.memcpy(DEVICE + 64, DEVICE, 16, after=a)
+    raw = [0, 0]
+    assert loop.run(list(g.nodes), 0, raw) == 1  # the fill added; the copy handed back
+    assert loop.done == 1 and raw[0] == 0x1001 and rec.queries == []
+
+
+def test_a_copy_from_an_address_no_allocation_has_is_named_by_python(monkeypatch):
+    g = cg.Graph("low")
+    g.memcpy(DEVICE, 0x100, 16, name="h2d")
+    with pytest.raises(OperandError, match=r"memcpy#0 'h2d': src: 0x100 is not an address of device or host"):
+        lower(g, "native", monkeypatch)
+
+
+def test_a_refused_fill_is_named_and_nothing_after_it_is_added(monkeypatch):
+    rec = Recorder()
+    rec.refuse_at = 1
+    g = cg.Graph("refuse")
+    a = g.memset(DEVICE, 1, count=4)
+    b = g.memset(DEVICE, 2, count=4, after=a, name="second")
+    g.memset(DEVICE, 3, count=4, after=b)
+    with pytest.raises(DriverError, match=r"cuGraphAddNode.*memset#1 'second'"):
+        lower(g, "native", monkeypatch, rec)
+    assert len(rec.params) == 1
+
+
+def test_python_code_run_by_a_query_cannot_break_the_loop(monkeypatch):
+    """The driver's memory-type query is a Python callback here: it empties the lists the loop reads and
+    tries to use the loop; the loop refuses the call, keeps its node and stops safely."""
+    rec = Recorder()
+    loop = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node)
+    loop.simple(CTX, rec.address(rec.attributes), 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    g = cg.Graph("hostile")
+    a = g.memcpy(DEVICE + 64, DEVICE, 16)
+    g.memcpy(DEVICE + 128, DEVICE, 16, after=a)
+    order, raw = list(g.nodes), [0, 0]
+    refused: list[str] = []
+
+    def meddle() -> None:
+        order.clear()
+        raw.clear()
+        try:
+            loop.run([], 0, [])
+        except RuntimeError as e:
+            refused.append(str(e))
+
+    rec.during_query = meddle
+    done = loop.run(order, 0, raw)
+    assert done == 0 and loop.rc == -1 and refused  # raw was emptied: the handle could not be stored
+    assert len(rec.params) == 1 and "running a call" in refused[0]
+
+
+def test_simple_refuses_bad_arguments():
+    rec = Recorder()
+    loop = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node)
+    with pytest.raises(TypeError, match=r"simple\(ctx, attributes, lowest"):
+        loop.simple(CTX, 0, 1 << 16)
+    with pytest.raises(TypeError, match="memset_type must be a type"):
+        loop.simple(CTX, 0, 1 << 16, "MemsetNode", MemcpyNode, EmptyNode)
+    with pytest.raises(TypeError, match="ctx must be an address"):
+        loop.simple("ctx", 0, 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    setter = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node, True)
+    with pytest.raises(RuntimeError, match="simple needs a KernelLoop that adds nodes"):
+        setter.simple(CTX, 0, 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    g = cg.Graph("unknown")
+    g.empty()
+    assert loop.run(list(g.nodes), 0, [0]) == 0  # nothing known yet: handed back
+
+
+def test_a_context_that_is_not_a_handle_leaves_the_kinds_to_python():
+    rec = Recorder()
+    loop = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node)
+    _compiled_kinds.add_simple_kinds(loop, "context")
+    g = cg.Graph("plain")
+    g.empty()
+    assert loop.run(list(g.nodes), 0, [0]) == 0 and rec.params == []
+
+
+def test_the_kinds_declare_what_the_loop_writes():
+    assert _compiled_kinds.compiled_classes() == (MemsetNode, MemcpyNode, EmptyNode)

@@ -16,7 +16,11 @@ import numpy as np
 
 from ..errors import OperandError
 
-__all__ = ["Deferred", "buffer_like", "resolve_address"]
+__all__ = ["BUFFER_TYPES", "Deferred", "buffer_like", "read_buffer", "resolve_address"]
+
+#: Classes read as a ``cuda.core`` ``Buffer`` before, whose objects cannot have an array interface (no
+#: instance dict, no ``__getattr__``, none on the class): their objects are read as buffers directly.
+BUFFER_TYPES: set[type] = set()
 
 
 class Deferred:
@@ -79,12 +83,14 @@ def resolve_address(obj: Any, what: str, allow_null: bool = False, sized: bool =
         return obj, None, None
     if t is Deferred:
         return obj, obj.obj, None
-    if isinstance(obj, (bool, np.bool_, float, np.floating, complex, str)):
-        raise OperandError(f"{what}: expected device memory or an address, got {t.__name__} {obj!r}")
-    if isinstance(obj, np.integer):
-        return resolve_address(int(obj), what, allow_null)
+    known = t in BUFFER_TYPES
+    if not known:
+        if isinstance(obj, (bool, np.bool_, float, np.floating, complex, str)):
+            raise OperandError(f"{what}: expected device memory or an address, got {t.__name__} {obj!r}")
+        if isinstance(obj, np.integer):
+            return resolve_address(int(obj), what, allow_null)
     try:
-        return _read_memory(obj, what, allow_null, sized)
+        return read_buffer(obj, what, allow_null) if known else _read_memory(obj, what, allow_null, sized)
     except OperandError:
         raise
     except Exception as e:
@@ -100,13 +106,12 @@ def _read_memory(obj: Any, what: str, allow_null: bool, sized: bool) -> tuple[An
             raise OperandError(f"{what}: null pointer in __cuda_array_interface__")
         return ptr, obj, _interface_nbytes(cai, what, "__cuda_array_interface__", sized)
     if buffer_like(obj):
-        ptr = _address(obj.handle, what, "Buffer handle")
-        if ptr == 0 and not allow_null:
-            raise OperandError(f"{what}: the Buffer is closed or empty (address 0)")
-        size = obj.size
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-            raise OperandError(f"{what}: the Buffer's size must be a non-negative int, got {size!r}")
-        return ptr, obj, int(size)
+        out = read_buffer(obj, what, allow_null)
+        t = type(obj)
+        # (no instance dict, no __getattr__: an object of the class cannot grow an array interface)
+        if t.__dictoffset__ == 0 and not hasattr(t, "__getattr__") and not hasattr(t, "__cuda_array_interface__"):
+            BUFFER_TYPES.add(t)
+        return out
     ai = getattr(obj, "__array_interface__", None)
     if ai is not None:
         ptr = _address(_data_pointer(ai, what, "__array_interface__"), what, "__array_interface__")
@@ -117,6 +122,26 @@ def _read_memory(obj: Any, what: str, allow_null: bool, sized: bool) -> tuple[An
         f"{what}: expected an int address, a cuda.core Buffer, an object with "
         f"__cuda_array_interface__ or __dlpack__, or a pointer Param; got {type(obj).__name__}"
     )
+
+
+def read_buffer(obj: Any, what: str, allow_null: bool = False) -> tuple[int, Any, int]:
+    """``(address, obj, size)`` of a ``cuda.core`` ``Buffer`` (see :func:`resolve_address`).
+
+    Raises
+    ------
+    OperandError
+        A handle that is not an address, a closed buffer (address 0), a size that is not an int
+        (any other exception is the caller's to turn into this error).
+    """
+    ptr = _address(obj.handle, what, "Buffer handle")
+    if ptr == 0 and not allow_null:
+        raise OperandError(f"{what}: the Buffer is closed or empty (address 0)")
+    size = obj.size
+    if type(size) is not int and (isinstance(size, bool) or not isinstance(size, (int, np.integer))):
+        raise OperandError(f"{what}: the Buffer's size must be a non-negative int, got {size!r}")
+    if size < 0:
+        raise OperandError(f"{what}: the Buffer's size must be a non-negative int, got {size!r}")
+    return ptr, obj, int(size)
 
 
 def _data_pointer(iface: Any, what: str, name: str) -> Any:
@@ -132,6 +157,10 @@ def _data_pointer(iface: Any, what: str, name: str) -> Any:
 def _address(value: Any, what: str, name: str) -> int:
     """An address read from an operand: an integer in 0..2**64-1."""
     # An int, a numpy integer, or a handle that converts to one (cuda.bindings' CUdeviceptr).
+    if type(value) is int:
+        if not 0 <= value < 1 << 64:
+            raise OperandError(f"{what}: the address {value} in the {name} is outside 0..2**64-1")
+        return value
     if isinstance(value, (bool, np.bool_, float, np.floating, complex, str, bytes)) or value is None:
         raise OperandError(f"{what}: the address in the {name} must be an int, got {type(value).__name__}")
     try:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from ..errors import DefinitionError, DuplicateEdgeError, ForeignNodeError, OperandError
+from .addresses import BUFFER_TYPES, resolve_address
 from .node import Node, bodies_of, graph_address
 from .operands import resolve_pointer
 from .param import Param
@@ -56,16 +57,18 @@ def builder(fn: _F) -> _F:
     return fn
 
 
-def check_size(value: Any, what: str) -> int:
-    """A positive integer below 2**63, or the error naming ``what``."""
+def check_size(value: Any, what: str, field: str) -> int:
+    """A positive integer below 2**63, or the error naming ``field`` of ``what``."""
+    if type(value) is int and 0 < value < 1 << 63:  # (the message is made only for an error)
+        return value
     try:
         v = operator.index(value)
     except Exception:  # TypeError, or whatever a user __index__ raises
-        raise OperandError(f"{what} must be an integer, got {type(value).__name__}") from None
+        raise OperandError(f"{what}: {field} must be an integer, got {type(value).__name__}") from None
     if v <= 0:
-        raise DefinitionError(f"{what} must be positive, got {v}")
+        raise DefinitionError(f"{what}: {field} must be positive, got {v}")
     if v >= 1 << 63:
-        raise DefinitionError(f"{what} = {v} overflows 64 bits")
+        raise DefinitionError(f"{what}: {field} = {v} overflows 64 bits")
     return v
 
 
@@ -211,15 +214,22 @@ class GraphCore:
         return f"{kind}#{len(self._nodes)} {name or kind!r}"
 
     # ------------------------------------------------------ late operands
-    def _pointer(self, obj: Any, what: str, allow_null: bool = False) -> tuple[Any, Any, int | None]:
-        """:func:`resolve_pointer`, plus graph allocations (whose address exists only once built)."""
+    def _pointer(self, obj: Any, what: str, field: str, allow_null: bool = False) -> tuple[Any, Any, int | None]:
+        """:func:`resolve_pointer` of operand ``field`` of ``what``, plus graph allocations (whose address
+        exists only once built)."""
+        t = type(obj)
+        if t is int and 0 < obj < 1 << 64:  # (the label is made only for the other operands)
+            return obj, None, None
+        label = f"{what}: {field}"
+        if t in BUFFER_TYPES:
+            return resolve_address(obj, label, allow_null)
         if graph_address(obj):
             return obj, None, obj.nbytes
-        if type(obj) is ParamAt:
+        if t is ParamAt:
             return obj, None, None
-        if type(obj) is Param:
-            self._own_param(obj, what)
-        return resolve_pointer(obj, what, allow_null)
+        if t is Param:
+            self._own_param(obj, label)
+        return resolve_pointer(obj, label, allow_null)
 
     def _own_param(self, param: Param, what: str) -> None:
         """Take in a parameter of another graph, or refuse it when this graph has another of its name.

@@ -176,7 +176,7 @@ class Node:
         """
         graph = self.graph
         for field in self.pointer_fields:
-            graph._pointer(getattr(self, field), f"{self.label}: {field}")
+            graph._pointer(getattr(self, field), self.label, field)
         return False
 
     def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:

@@ -451,7 +451,7 @@ class ConditionalBuilders(GraphCore):
         self._check_condition(cond, what)
         if type(op) is not str or op not in PREDICATE_OPS:
             raise OperandError(f"{what}: op must be one of {', '.join(PREDICATE_OPS)}; got {op!r}")
-        p, keep, size = self._pointer(ptr, f"{what}: ptr")
+        p, keep, size = self._pointer(ptr, what, "ptr")
         if dtype is None:
             if isinstance(value, np.generic):
                 dtype = value.dtype

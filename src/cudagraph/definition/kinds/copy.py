@@ -147,13 +147,13 @@ class CopyBuilders(GraphCore):
             ``nbytes`` is not positive, is unknown, or exceeds an operand's size.
         """
         what = self._what("memcpy", name)
-        d, dkeep, dsize = self._pointer(dst, f"{what}: dst")
-        s, skeep, ssize = self._pointer(src, f"{what}: src")
+        d, dkeep, dsize = self._pointer(dst, what, "dst")
+        s, skeep, ssize = self._pointer(src, what, "src")
         if nbytes is None:
             nbytes = ssize if ssize is not None else dsize
             if nbytes is None:
                 raise DefinitionError(f"{what}: nbytes is required when neither operand has a known size")
-        n = check_size(nbytes, f"{what}: nbytes")
+        n = check_size(nbytes, what, "nbytes")
         if ssize is not None and n > ssize:
             raise DefinitionError(f"{what}: nbytes = {n} exceeds the {ssize} bytes of src")
         if dsize is not None and n > dsize:
@@ -278,15 +278,15 @@ class CopyBuilders(GraphCore):
         name: str | None,
     ) -> Any:
         what = self._what(kind, name)
-        d, dkeep, dsize = self._pointer(dst, f"{what}: dst")
-        s, skeep, ssize = self._pointer(src, f"{what}: src")
-        w = check_size(width, f"{what}: width")
-        h = check_size(height, f"{what}: height")
-        dep = check_size(depth, f"{what}: depth")
-        dp = w if dst_pitch is None else check_size(dst_pitch, f"{what}: dst_pitch")
-        sp = w if src_pitch is None else check_size(src_pitch, f"{what}: src_pitch")
-        dh = h if dst_height is None else check_size(dst_height, f"{what}: dst_height")
-        sh = h if src_height is None else check_size(src_height, f"{what}: src_height")
+        d, dkeep, dsize = self._pointer(dst, what, "dst")
+        s, skeep, ssize = self._pointer(src, what, "src")
+        w = check_size(width, what, "width")
+        h = check_size(height, what, "height")
+        dep = check_size(depth, what, "depth")
+        dp = w if dst_pitch is None else check_size(dst_pitch, what, "dst_pitch")
+        sp = w if src_pitch is None else check_size(src_pitch, what, "src_pitch")
+        dh = h if dst_height is None else check_size(dst_height, what, "dst_height")
+        sh = h if src_height is None else check_size(src_height, what, "src_height")
         for label, pitch in (("dst_pitch", dp), ("src_pitch", sp)):
             if pitch < w:
                 raise DefinitionError(f"{what}: {label} {pitch} is smaller than a row (width {w} bytes)")

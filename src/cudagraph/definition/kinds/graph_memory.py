@@ -134,7 +134,7 @@ class GraphMemoryBuilders(GraphCore):
         AllocNode
         """
         what = self._what("alloc", name)
-        n = check_size(nbytes, f"{what}: nbytes")
+        n = check_size(nbytes, what, "nbytes")
         deps = self._deps(after, what)
         node = AllocNode.__new__(AllocNode)
         _set_base(node, self, len(self._nodes), name or "alloc")

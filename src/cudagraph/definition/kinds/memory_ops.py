@@ -200,7 +200,7 @@ class MemoryOpBuilders(GraphCore):
             Bad sizes, or a fill larger than ``dst``.
         """
         what = self._what("memset", name)
-        d, dkeep, dsize = self._pointer(dst, f"{what}: dst")
+        d, dkeep, dsize = self._pointer(dst, what, "dst")
         if element_size is not None:
             if isinstance(element_size, (bool, np.bool_)) or not isinstance(element_size, (int, np.integer)):
                 raise OperandError(f"{what}: element_size must be an int (1, 2, 4), got {type(element_size).__name__}")
@@ -238,10 +238,10 @@ class MemoryOpBuilders(GraphCore):
             if height != 1:
                 raise DefinitionError(f"{what}: width is required for a 2-D fill")
             w = dsize // element_size
-        w = check_size(w, f"{what}: {'width' if width is not None else 'count'}")
-        h = check_size(height, f"{what}: height")
+        w = check_size(w, what, "width" if width is not None else "count")
+        h = check_size(height, what, "height")
         row = w * element_size
-        p = row if pitch is None else check_size(pitch, f"{what}: pitch")
+        p = row if pitch is None else check_size(pitch, what, "pitch")
         if p < row:
             raise DefinitionError(f"{what}: pitch {p} is smaller than a row ({w} x {element_size} = {row} bytes)")
         if h > 1 and pitch is not None and p % element_size:
@@ -268,7 +268,7 @@ class MemoryOpBuilders(GraphCore):
                 f"{what}: ptr is a graph allocation; graph memory comes from a memory pool, which the driver's "
                 "memory operations refuse: use memory from cuMemAlloc"
             )
-        p, keep, size = self._pointer(ptr, f"{what}: ptr")
+        p, keep, size = self._pointer(ptr, what, "ptr")
         if bits is None:
             if isinstance(value, np.generic):
                 bits = 8 * value.dtype.itemsize

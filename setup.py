@@ -49,6 +49,7 @@ setup(
             sources=[
                 "src/cudagraph/definition/_define.c",
                 "src/cudagraph/definition/_define_kernel.c",
+                "src/cudagraph/definition/_define_place.c",
                 "src/cudagraph/definition/_define_launch.c",
             ],
             depends=["src/cudagraph/definition/_define.h", "src/cudagraph/driver/_two_way.h"],

@@ -1,6 +1,7 @@
 /*
- * cudagraph.definition._define: Graph.kernel with a compiled path for the builders' common case
- * (optional; the algorithm and its Python twin are described in _define_kernel.c).
+ * cudagraph.definition._define: Graph.kernel with a compiled path for the builders' common case, and the placing
+ * of every other builder's node (optional; the algorithms and their Python twins are described in
+ * _define_kernel.c and _define_place.c).
  *
  * This file holds the module and the KernelMethod type: a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR)
  * built over the Python method, the classes whose slots it reads (resolved once, from the slot names the
@@ -193,6 +194,12 @@ km_get_taken(KernelMethod *m, void *closure)
 }
 
 static PyObject *
+km_get_placed(KernelMethod *m, void *closure)
+{
+    return PyLong_FromSsize_t(m->placed);
+}
+
+static PyObject *
 km_forget(KernelMethod *m, PyObject *unused)
 {
     km_forget_all(m);
@@ -231,6 +238,11 @@ static PyMethodDef km_methods[] = {
     {"known", (PyCFunction)km_known, METH_NOARGS,
      "known() -> dict[str, tuple[type, ...]]\n\nThe types learned so far (kernels, arguments, buffers, nodes, "
      "graphs)."},
+    {"place", (PyCFunction)(void (*)(void))cg_km_place, METH_FASTCALL,
+     "place(graph, node, after, name) -> bool\n\nGive the new node `node` (its own fields set, its base slots "
+     "unset) its base slots and link it into `graph` after `after` (None, a node or distinct nodes of the graph, "
+     "of types the Python path accepted), named `name` (a str): True, or False with nothing changed (the Python "
+     "path places it then)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -238,6 +250,7 @@ static PyGetSetDef km_getset[] = {
     {"func", (getter)km_get_func, NULL, "The Python method: every call the compiled path does not take goes to it.",
      NULL},
     {"taken", (getter)km_get_taken, NULL, "How many calls the compiled path answered.", NULL},
+    {"placed", (getter)km_get_placed, NULL, "How many nodes of other builders place() placed.", NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

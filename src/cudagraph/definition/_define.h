@@ -4,6 +4,7 @@
  *   _define.c         the module and the KernelMethod type (construction, slots resolved, tables kept)
  *   _define_kernel.c  the algorithm: the compiled path of Graph.kernel (Python twin:
  *                     cudagraph.definition.kinds.kernel.KernelBuilders.kernel) and learning its types
+ *   _define_place.c   placing a new node in its graph (Graph.kernel's path and KernelMethod.place, for the others)
  *   _define_launch.c  PathLaunch: a launch after the last op of a builder's path (cudagraph.compat's launch
  *                     into a GraphBuilder), calling Graph.kernel as its Python twin does
  */
@@ -41,6 +42,7 @@ typedef struct {
     PyObject *dict;
     Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT];
     Py_ssize_t taken;             /* calls the compiled path answered */
+    Py_ssize_t placed;            /* nodes of other builders placed (place()) */
     PyObject *dim_in[2], *dim_out[2]; /* grid, block: the last 3-tuple found in DIMS_SEEN and its value */
     TypeTable kernels, ok, buffers, nodes, graphs;
 } KernelMethod;
@@ -60,5 +62,23 @@ int cg_slot_offset(PyTypeObject *tp, PyObject *name, Py_ssize_t *out, PyObject *
 extern PyTypeObject cg_kernel_method_type, cg_path_launch_type;
 /* Graph.kernel: the compiled path, else the Python method (then its types are learned). */
 PyObject *cg_kernel_vectorcall(KernelMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* The learned-type tables (_define_kernel.c). cg_in_source: membership of `tp` in the Python table `which`
+ * (errors cleared: 0); may run Python code. cg_keeps_slots: `tp` reads the names of `descr` through them. */
+int cg_table_has(const TypeTable *t, PyTypeObject *tp);
+void cg_table_add(TypeTable *t, PyTypeObject *tp);
+int cg_in_source(KernelMethod *m, int which, PyTypeObject *tp);
+int cg_keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count);
+
+/* Placing a node (_define_place.c). cg_after_pass: `after` (not None) is a usable node or a list or tuple of
+ * distinct ones: 1, 0, -1 (no memory); runs no Python code. cg_place_node: give the node `node` (held, its base
+ * slots NULL, its own slots set) its base slots and link it into graph `self` after `after` (NULL or None: no
+ * predecessor), named `name` (an exact str): 1 placed, 0 declined (nothing changed), -1 error set; runs no
+ * Python code but what an allocation's collection runs, before the state is read. cg_learn_links: learn the
+ * graph's type and its predecessors' after the Python path placed `node`. cg_km_place: KernelMethod.place. */
+int cg_after_pass(KernelMethod *m, PyObject *self, PyObject *after);
+int cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, PyObject *name);
+void cg_learn_links(KernelMethod *m, PyObject *self, PyObject *node);
+PyObject *cg_km_place(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc);
 
 #endif

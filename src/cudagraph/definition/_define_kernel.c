@@ -37,8 +37,8 @@ const char *const cg_kw_names[KW_COUNT] = {"kernel", "grid", "block", "args", "a
 PyObject *cg_kw_str[KW_COUNT];
 PyObject *cg_str_accessible, *cg_zero;
 
-static int
-table_has(const TypeTable *t, PyTypeObject *tp)
+int
+cg_table_has(const TypeTable *t, PyTypeObject *tp)
 {
     for (Py_ssize_t i = 0; i < t->n; i++)
         if (t->t[i] == (PyObject *)tp)
@@ -46,10 +46,10 @@ table_has(const TypeTable *t, PyTypeObject *tp)
     return 0;
 }
 
-static void
-table_add(TypeTable *t, PyTypeObject *tp)
+void
+cg_table_add(TypeTable *t, PyTypeObject *tp)
 {
-    if (t->n < TABLE_MAX && !table_has(t, tp))
+    if (t->n < TABLE_MAX && !cg_table_has(t, tp))
         t->t[t->n++] = Py_NewRef((PyObject *)tp);
 }
 
@@ -86,8 +86,9 @@ known_dim(KernelMethod *m, PyObject *value, int field)
     PyObject *found = NULL;
     if (PyLong_CheckExact(value)) {
         found = PyDict_GetItemWithError(m->src[field == KW_GRID ? S_GRIDS : S_BLOCKS], value);
-    } else if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) &&
-               PyLong_CheckExact(PyTuple_GET_ITEM(value, 1)) && PyLong_CheckExact(PyTuple_GET_ITEM(value, 2))) {
+    } else if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 3 &&
+               PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) && PyLong_CheckExact(PyTuple_GET_ITEM(value, 1)) &&
+               PyLong_CheckExact(PyTuple_GET_ITEM(value, 2))) {
         int f = field == KW_GRID ? 0 : 1;
         /* The last tuple found (a launch config's own): no key, no hash (CPU, g.kernel with LaunchConfig
          * 3-tuples: 0.25-0.50 -> 0.14 us per node, as with int sizes). */
@@ -116,48 +117,6 @@ known_dim(KernelMethod *m, PyObject *value, int field)
     return Py_NewRef(found);
 }
 
-/* Whether node `d` (held) may be a predecessor here: a learned node type, of this graph, its successor list a list. */
-static int
-usable_dep(KernelMethod *m, PyObject *self, PyObject *d)
-{
-    if (!table_has(&m->nodes, Py_TYPE(d)) || SLOT(d, m->node_at[N_GRAPH]) != self)
-        return 0;
-    PyObject *succs = SLOT(d, m->node_at[N_SUCCS]);
-    return succs != NULL && PyList_CheckExact(succs);
-}
-
-static int
-ptr_order(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Whether the `k` items of `items` are distinct objects (1), not (0), or -1 (no memory, error set). */
-static int
-distinct(PyObject **items, Py_ssize_t k)
-{
-    if (k <= PAIRWISE_MAX) {
-        for (Py_ssize_t i = 1; i < k; i++)
-            for (Py_ssize_t j = 0; j < i; j++)
-                if (items[i] == items[j])
-                    return 0;
-        return 1;
-    }
-    PyObject **copy = PyMem_Malloc((size_t)k * sizeof *copy);
-    if (copy == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(copy, items, (size_t)k * sizeof *copy);
-    qsort(copy, (size_t)k, sizeof *copy, ptr_order);
-    int ok = 1;
-    for (Py_ssize_t i = 1; ok && i < k; i++)
-        ok = copy[i] != copy[i - 1];
-    PyMem_Free(copy);
-    return ok;
-}
-
 /* The argument types pass the Python method's loop without a call to _kernel_field: 1 (*buffers set when
  * a Buffer's is_device_accessible must still be read, *param when a Param is among them), or 0 (the Python
  * path decides). Runs no Python code. */
@@ -167,9 +126,9 @@ arg_types_pass(KernelMethod *m, PyObject *args, int *param, int *buffers)
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(args, i));
-        if (table_has(&m->ok, t))
+        if (cg_table_has(&m->ok, t))
             *param |= (PyObject *)t == m->src[S_PARAM];
-        else if (table_has(&m->buffers, t))
+        else if (cg_table_has(&m->buffers, t))
             *buffers = 1;
         else
             return 0;
@@ -188,7 +147,7 @@ buffers_pass(KernelMethod *m, PyObject *args)
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i); /* held by the tuple, which the caller holds */
-        if (table_has(&m->ok, Py_TYPE(a)))
+        if (cg_table_has(&m->ok, Py_TYPE(a)))
             continue;
         PyObject *v = PyObject_GetAttr(a, cg_str_accessible);
         if (v == NULL) {
@@ -203,21 +162,6 @@ buffers_pass(KernelMethod *m, PyObject *args)
             return 0;
     }
     return 1;
-}
-
-/* Whether `after` (not None) is a usable node, or a list or tuple of distinct usable nodes; 1, 0, -1 (no memory).
- * Runs no Python code. */
-static int
-after_pass(KernelMethod *m, PyObject *self, PyObject *after)
-{
-    if (!PyList_CheckExact(after) && !PyTuple_CheckExact(after))
-        return usable_dep(m, self, after);
-    Py_ssize_t k = Py_SIZE(after);
-    PyObject **items = PyList_CheckExact(after) ? ((PyListObject *)after)->ob_item : ((PyTupleObject *)after)->ob_item;
-    for (Py_ssize_t i = 0; i < k; i++)
-        if (!usable_dep(m, self, items[i]))
-            return 0;
-    return k > 1 ? distinct(items, k) : 1;
 }
 
 /* A parameter among the arguments cannot be of another graph (the Python method's PARAM_GRAPH gate). */
@@ -264,7 +208,7 @@ kernel_fast(KernelMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *
             Py_RETURN_NOTIMPLEMENTED;
     }
     PyObject *name = p[KW_NAME], *smem = p[KW_SMEM], *args = p[KW_ARGS], *after = p[KW_AFTER];
-    if (!table_has(&m->graphs, Py_TYPE(self)) || !table_has(&m->kernels, Py_TYPE(p[KW_KERNEL])))
+    if (!cg_table_has(&m->graphs, Py_TYPE(self)) || !cg_table_has(&m->kernels, Py_TYPE(p[KW_KERNEL])))
         Py_RETURN_NOTIMPLEMENTED;
     if (name == NULL || name == Py_None)
         name = cg_kw_str[KW_KERNEL];
@@ -288,14 +232,13 @@ kernel_fast(KernelMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *
     if (args == NULL)
         return NULL;
 
-    PyObject *r = Py_NewRef(Py_NotImplemented), *grid = NULL, *block = NULL, *node = NULL, *preds = NULL,
-             *succs = NULL, *index = NULL, *nedges = NULL;
+    PyObject *r = Py_NewRef(Py_NotImplemented), *grid = NULL, *block = NULL, *node = NULL;
     int param = 0, buffers = 0, pass;
     if ((grid = known_dim(m, p[KW_GRID], KW_GRID)) == NULL || (block = known_dim(m, p[KW_BLOCK], KW_BLOCK)) == NULL)
         goto done;
     if (!arg_types_pass(m, args, &param, &buffers) || (param && !params_of_this_graph(m, self)))
         goto done;
-    if (after != NULL && after != Py_None && (pass = after_pass(m, self, after)) <= 0) {
+    if (after != NULL && after != Py_None && (pass = cg_after_pass(m, self, after)) <= 0) {
         if (pass < 0)
             Py_CLEAR(r);
         goto done;
@@ -308,104 +251,26 @@ kernel_fast(KernelMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *
         goto done;
     }
 
-    /* Every allocation that may start a collection (Python code), before the state is read. */
-    int single = 0;
-    Py_ssize_t k = 0;
-    if (after != NULL && after != Py_None) {
-        if (PyList_CheckExact(after) || PyTuple_CheckExact(after))
-            k = Py_SIZE(after);
-        else
-            k = single = 1;
-    }
-    node = m->knode->tp_alloc(m->knode, 0);
-    preds = node == NULL ? NULL : PyList_New(k);
-    succs = preds == NULL ? NULL : PyList_New(0);
-    if (succs == NULL) {
+    /* The node with its kernel slots (it was NULL everywhere: nothing is released), then placed. */
+    if ((node = m->knode->tp_alloc(m->knode, 0)) == NULL) {
         Py_CLEAR(r);
         goto done;
     }
-    /* The state, read from here on: no Python code runs until the node is returned. */
-    if (single) {
-        PyList_SET_ITEM(preds, 0, Py_NewRef(after));
-    } else if (k > 0) {
-        if (Py_SIZE(after) != k) /* changed by a collection's code meanwhile */
-            goto done;
-        PyObject **items = PyList_CheckExact(after) ? ((PyListObject *)after)->ob_item : ((PyTupleObject *)after)->ob_item;
-        for (Py_ssize_t i = 0; i < k; i++)
-            PyList_SET_ITEM(preds, i, Py_NewRef(items[i]));
-    }
-    PyObject **deps = ((PyListObject *)preds)->ob_item;
-    for (Py_ssize_t i = 0; i < k; i++)
-        if (!usable_dep(m, self, deps[i]))
-            goto done;
-    if (k > 1) {
-        int d = distinct(deps, k);
-        if (d <= 0) {
-            if (d < 0)
-                Py_CLEAR(r);
-            goto done;
-        }
-    }
-    PyObject *nodes = SLOT(self, m->graph_at[G_NODES]), *count = SLOT(self, m->graph_at[G_NEDGES]);
-    if (nodes == NULL || !PyList_CheckExact(nodes) || (k > 0 && (count == NULL || !PyLong_CheckExact(count))))
-        goto done;
-    if (k > 0) {
-        Py_ssize_t e = PyLong_AsSsize_t(count);
-        if (e < 0 || e > PY_SSIZE_T_MAX - k) {
-            PyErr_Clear();
-            goto done;
-        }
-        if ((nedges = PyLong_FromSsize_t(e + k)) == NULL) { /* ints are not collected: runs no Python code */
-            Py_CLEAR(r);
-            goto done;
-        }
-    }
-    Py_ssize_t i = PyList_GET_SIZE(nodes);
-    if ((index = PyLong_FromSsize_t(i)) == NULL) {
-        Py_CLEAR(r);
-        goto done;
-    }
-    /* The node, complete (its slots were NULL: nothing is released). */
-    SLOT(node, m->node_at[N_GRAPH]) = Py_NewRef(self);
-    SLOT(node, m->node_at[N_INDEX]) = Py_NewRef(index);
-    SLOT(node, m->node_at[N_NAME]) = Py_NewRef(name);
-    SLOT(node, m->node_at[N_PREDS]) = Py_NewRef(preds);
-    SLOT(node, m->node_at[N_SUCCS]) = Py_NewRef(succs);
     SLOT(node, m->kernel_at[K_KERNEL]) = Py_NewRef(p[KW_KERNEL]);
     SLOT(node, m->kernel_at[K_GRID]) = Py_NewRef(grid);
     SLOT(node, m->kernel_at[K_BLOCK]) = Py_NewRef(block);
     SLOT(node, m->kernel_at[K_SMEM]) = Py_NewRef(smem);
     SLOT(node, m->kernel_at[K_ARGS]) = Py_NewRef(args);
     SLOT(node, m->kernel_at[K_ATTRS]) = Py_NewRef(Py_None);
-    /* Linked, appended and counted; a failed append (no memory) undoes the links made. */
-    Py_ssize_t linked = 0;
-    for (; linked < k; linked++)
-        if (PyList_Append(SLOT(deps[linked], m->node_at[N_SUCCS]), node) < 0)
-            break;
-    if (linked < k || PyList_Append(nodes, node) < 0) {
-        while (linked-- > 0) { /* the node is the last item of each list it was appended to */
-            PyObject *s = SLOT(deps[linked], m->node_at[N_SUCCS]);
-            Py_ssize_t end = PyList_GET_SIZE(s);
-            if (end > 0 && PyList_GET_ITEM(s, end - 1) == node)
-                (void)PyList_SetSlice(s, end - 1, end, NULL); /* releases our node only: held here */
-        }
+    int placed = cg_place_node(m, self, node, after, name);
+    if (placed < 0) {
         Py_CLEAR(r);
-        goto done;
+    } else if (placed) {
+        m->taken++;
+        Py_SETREF(r, Py_NewRef(node));
     }
-    if (k > 0) {
-        PyObject *old = count; /* an int: releasing it runs no Python code */
-        SLOT(self, m->graph_at[G_NEDGES]) = nedges;
-        nedges = NULL;
-        Py_DECREF(old);
-    }
-    m->taken++;
-    Py_SETREF(r, Py_NewRef(node));
 done:
-    Py_XDECREF(nedges);
-    Py_XDECREF(index);
-    Py_XDECREF(succs);
-    Py_XDECREF(preds);
-    Py_XDECREF(node); /* unlinked: released whole (its slots are released by its type) */
+    Py_XDECREF(node); /* unplaced: released whole (its slots are released by its type) */
     Py_XDECREF(block);
     Py_XDECREF(grid);
     Py_DECREF(args);
@@ -413,8 +278,8 @@ done:
 }
 
 /* Whether `tp` reads `names` through the very descriptors `descr` (the base's slots). */
-static int
-keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count)
+int
+cg_keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count)
 {
     for (int i = 0; i < count; i++) {
         PyObject *name = PyDescr_NAME(descr[i]);
@@ -425,8 +290,8 @@ keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count)
 }
 
 /* Membership of `tp` in a Python table of the Python method (its errors are cleared: nothing learned). */
-static int
-in_source(KernelMethod *m, int which, PyTypeObject *tp)
+int
+cg_in_source(KernelMethod *m, int which, PyTypeObject *tp)
 {
     PyObject *set = Py_NewRef(m->src[which]);
     int r = PyAnySet_Check(set) ? PySet_Contains(set, (PyObject *)tp) : 0;
@@ -443,13 +308,11 @@ in_source(KernelMethod *m, int which, PyTypeObject *tp)
 static void
 learn(KernelMethod *m, PyObject *self, PyObject *node)
 {
-    PyTypeObject *gt = Py_TYPE(self);
-    if (PyType_IsSubtype(gt, m->gcore) && keeps_slots(gt, m->graph_descr, 2))
-        table_add(&m->graphs, gt);
+    cg_learn_links(m, self, node);
     PyObject *kernel = Py_XNewRef(SLOT(node, m->kernel_at[K_KERNEL]));
     if (kernel != NULL) {
-        if (in_source(m, S_KERNELS, Py_TYPE(kernel)))
-            table_add(&m->kernels, Py_TYPE(kernel));
+        if (cg_in_source(m, S_KERNELS, Py_TYPE(kernel)))
+            cg_table_add(&m->kernels, Py_TYPE(kernel));
         Py_DECREF(kernel);
     }
     PyObject *args = Py_XNewRef(SLOT(node, m->kernel_at[K_ARGS]));
@@ -457,26 +320,14 @@ learn(KernelMethod *m, PyObject *self, PyObject *node)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
             PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(args, i));
             Py_INCREF(t);
-            if (in_source(m, S_ARG_OK, t))
-                table_add(&m->ok, t);
-            else if (in_source(m, S_ARG_BUFFERS, t))
-                table_add(&m->buffers, t);
+            if (cg_in_source(m, S_ARG_OK, t))
+                cg_table_add(&m->ok, t);
+            else if (cg_in_source(m, S_ARG_BUFFERS, t))
+                cg_table_add(&m->buffers, t);
             Py_DECREF(t);
         }
     }
     Py_XDECREF(args);
-    PyObject *preds = Py_XNewRef(SLOT(node, m->node_at[N_PREDS]));
-    if (preds != NULL && PyList_CheckExact(preds)) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(preds); i++) {
-            PyTypeObject *t = Py_TYPE(PyList_GET_ITEM(preds, i));
-            Py_INCREF(t);
-            if (PyType_IsSubtype(t, m->node) && keeps_slots(t, m->node_descr, 2) &&
-                in_source(m, S_NODE_CLASSES, t))
-                table_add(&m->nodes, t);
-            Py_DECREF(t);
-        }
-    }
-    Py_XDECREF(preds);
 }
 
 PyObject *

@@ -158,13 +158,11 @@ class CopyBuilders(GraphCore):
             raise DefinitionError(f"{what}: nbytes = {n} exceeds the {ssize} bytes of src")
         if dsize is not None and n > dsize:
             raise DefinitionError(f"{what}: nbytes = {n} exceeds the {dsize} bytes of dst")
-        deps = self._deps(after, what)
-        self._note_late(d, s)
         node = MemcpyNode.__new__(MemcpyNode)
-        _set_base(node, self, len(self._nodes), name or "memcpy")
         node.dst, node.src, node.nbytes = d, s, n
         node._keep = (dkeep, skeep)
-        self._add(node, deps)
+        self._place(node, after, what, name or "memcpy")
+        self._note_late(d, s)
         return node
 
     @builder

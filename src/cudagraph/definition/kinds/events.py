@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import OperandError
 from ..core import After, GraphCore, builder
-from ..node import Node, _set_base
+from ..node import Node
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -77,11 +77,9 @@ class EventBuilders(GraphCore):
         """
         what = self._what("record", name)
         _check_event(event, f"{what}: event")
-        deps = self._deps(after, what)
         node = EventRecordNode.__new__(EventRecordNode)
-        _set_base(node, self, len(self._nodes), name or "record")
         node.event = event
-        self._add(node, deps)
+        self._place(node, after, what, name or "record")
         return node
 
     @builder
@@ -94,9 +92,7 @@ class EventBuilders(GraphCore):
         """
         what = self._what("wait", name)
         _check_event(event, f"{what}: event")
-        deps = self._deps(after, what)
         node = EventWaitNode.__new__(EventWaitNode)
-        _set_base(node, self, len(self._nodes), name or "wait")
         node.event = event
-        self._add(node, deps)
+        self._place(node, after, what, name or "wait")
         return node

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import OperandError
 from ..core import After, GraphCore, builder
-from ..node import Node, _set_base
+from ..node import Node
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -74,9 +74,7 @@ class HostBuilders(GraphCore):
         what = self._what("host", name)
         if not callable(fn):
             raise OperandError(f"{what}: fn must be callable, got {type(fn).__name__}")
-        deps = self._deps(after, what)
         node = HostNode.__new__(HostNode)
-        _set_base(node, self, len(self._nodes), name or str(getattr(fn, "__name__", "host")))
         node.fn, node.args = fn, args
-        self._add(node, deps)
+        self._place(node, after, what, name or str(getattr(fn, "__name__", "host")))
         return node

@@ -201,7 +201,7 @@ class MemoryOpBuilders(GraphCore):
         """
         what = self._what("memset", name)
         d, dkeep, dsize = self._pointer(dst, what, "dst")
-        if element_size is not None:
+        if element_size is not None and type(element_size) is not int:
             if isinstance(element_size, (bool, np.bool_)) or not isinstance(element_size, (int, np.integer)):
                 raise OperandError(f"{what}: element_size must be an int (1, 2, 4), got {type(element_size).__name__}")
             element_size = int(element_size)
@@ -249,14 +249,12 @@ class MemoryOpBuilders(GraphCore):
         extent = p * (h - 1) + row
         if dsize is not None and extent > dsize:
             raise DefinitionError(f"{what}: the fill covers {extent} bytes but dst has {dsize}")
-        deps = self._deps(after, what)
-        self._note_late(d)
         node = MemsetNode.__new__(MemsetNode)
-        _set_base(node, self, len(self._nodes), name or "memset")
         node.dst, node.value, node.element_size = d, bits, element_size
         node.width, node.height, node.pitch = w, h, p
         node._keep = (dkeep,)
-        self._add(node, deps)
+        self._place(node, after, what, name or "memset")
+        self._note_late(d)
         return node
 
     def _memop(

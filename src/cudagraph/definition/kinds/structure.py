@@ -98,12 +98,8 @@ class StructureBuilders(GraphCore):
         -------
         EmptyNode
         """
-        what = self._what("empty", name)
-        deps = self._deps(after, what)
-        node = EmptyNode.__new__(EmptyNode)
-        _set_base(node, self, len(self._nodes), name or "empty")
-        self._add(node, deps)
-        return node
+        # (the label of errors is made only on the Python path: it names the node "empty" or `name`)
+        return self._place(EmptyNode.__new__(EmptyNode), after, None, name or "empty")  # type: ignore[return-value]
 
     @builder
     def join(self, *nodes: Node, after: After = None, name: str | None = None) -> EmptyNode:

@@ -1,0 +1,206 @@
+"""Placing the nodes of every builder but the kernel's in C (``KernelMethod.place``) against the Python path.
+
+The same random builder calls (fills, copies, empty nodes, joins, host callbacks, event nodes, with
+predecessors that are plain, repeated, of another graph or not nodes, and names of every type) are made on
+two graphs: one placed by the compiled placer, one with the placer turned off (``GraphCore._placer = None``,
+the Python twin ``_deps``, ``_set_base`` and ``_add``). Every node slot, the counters, ``summary()`` and
+every error must be the same. Collections that edit the graph mid-call and threads must leave it whole.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cudagraph as cg
+from cudagraph.definition.builders import COMPILED_KERNEL
+from cudagraph.definition.core import GraphCore
+from cudagraph.definition.kinds.structure import EmptyNode
+from cudagraph.definition.node import Node
+from cudagraph.errors import CudaGraphError
+from test_define_compiled_cpu import graph_state
+
+pytestmark = pytest.mark.skipif(COMPILED_KERNEL is None, reason="cudagraph.definition._define not built (or off)")
+
+
+class CUevent:  # recognised by type name, as cuda.bindings' CUevent is
+    pass
+
+
+EVENT = CUevent()
+BUILDERS = ("memset", "memcpy", "empty", "join", "host", "record", "wait")
+AFTERS = ("none", "last", "two", "same-twice", "foreign", "not-a-node", "tuple", "empty-list", "many")
+NAMES = (None, "", "n", 5, b"x")
+
+
+def _noop() -> None:
+    pass
+
+
+def _after(g: cg.Graph, foreign: Node, spec: str) -> Any:
+    nodes = g.nodes
+    if spec == "none" or not nodes:
+        return None
+    return {
+        "last": nodes[-1],
+        "two": [nodes[-1], nodes[0]] if len(nodes) > 1 else [nodes[0]],
+        "same-twice": [nodes[-1], nodes[-1]],
+        "foreign": [nodes[-1], foreign],
+        "not-a-node": [nodes[-1], 3],
+        "tuple": tuple(nodes[-3:]),
+        "empty-list": [],
+        "many": list(nodes[-40:]),
+    }[spec]
+
+
+def _apply(g: cg.Graph, foreign: Node, call: tuple[str, str, Any]) -> tuple[str, str] | None:
+    kind, after_spec, name = call
+    after = _after(g, foreign, after_spec)
+    kw: dict[str, Any] = {"after": after} if after is not None else {}
+    if name is not None:
+        kw["name"] = name
+    try:
+        if kind == "memset":
+            g.memset(0x10000, 1, count=16, **kw)
+        elif kind == "memcpy":
+            g.memcpy(0x20000, 0x10000, 64, **kw)
+        elif kind == "empty":
+            g.empty(**kw)
+        elif kind == "join":
+            g.join(*(g.nodes[-2:]), **kw)
+        elif kind == "host":
+            g.host(_noop, **kw)
+        else:
+            getattr(g, kind)(EVENT, **kw)
+    except (CudaGraphError, TypeError, ValueError) as e:
+        return type(e).__name__, str(e)
+    return None
+
+
+_call = st.tuples(st.sampled_from(BUILDERS), st.sampled_from(AFTERS), st.sampled_from(NAMES))
+
+
+def _both(calls: list[tuple[str, str, Any]]) -> tuple[cg.Graph, cg.Graph]:
+    foreign = cg.Graph("foreign").empty()
+    placed, python = cg.Graph("g"), cg.Graph("g")
+    for call in calls:
+        ours = _apply(placed, foreign, call)
+        placer, GraphCore._placer = GraphCore._placer, None  # the Python twin
+        try:
+            theirs = _apply(python, foreign, call)
+        finally:
+            GraphCore._placer = placer
+        assert ours == theirs, call
+        assert graph_state(placed) == graph_state(python), call
+    return placed, python
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_call, min_size=1, max_size=30))
+def test_placed_and_python_paths_build_the_same_graphs(calls: list[tuple[str, str, Any]]) -> None:
+    _both(calls)
+
+
+def test_plain_chains_are_placed_in_c() -> None:
+    before = COMPILED_KERNEL.placed
+    g = cg.Graph("chain")
+    prev = None
+    for _ in range(10):
+        prev = g.memset(0x10000, 1, count=4, after=prev)
+        prev = g.join(prev)
+        prev = g.memcpy(0x20000, 0x10000, 16, after=prev)
+    assert COMPILED_KERNEL.placed - before >= 27  # (a kind's first nodes teach its type to the placer)
+    assert [n.index for n in g.nodes] == list(range(30)) and g._nedges == 29
+    for a, b in zip(g.nodes, g.nodes[1:]):
+        assert b._preds == [a] and a._succs == [b]
+    g.validate()
+
+
+def test_a_declined_or_refused_call_changes_nothing() -> None:
+    g = cg.Graph("g")
+    a = g.empty()
+    state = graph_state(g)
+    other = cg.Graph("other").empty()
+    with pytest.raises(cg.errors.ForeignNodeError, match=r"memset#1 'memset': after= names empty#0 'empty' of "):
+        g.memset(0x10000, 0, count=4, after=[a, other])
+    with pytest.raises(cg.errors.DuplicateEdgeError, match=r"empty#1 'empty': after= names empty#0 'empty' twice"):
+        g.empty(after=[a, a])
+    with pytest.raises(cg.errors.OperandError, match=r"empty#1: name must be a str, got int"):
+        g.empty(name=3, after=a)
+    assert graph_state(g) == state and a._succs == []
+
+
+def test_place_refuses_what_it_cannot_place() -> None:
+    place = COMPILED_KERNEL.place
+    g = cg.Graph("g")
+    with pytest.raises(TypeError, match=r"place\(graph, node, after, name\)"):
+        place(g, EmptyNode.__new__(EmptyNode), None)
+    assert place(g, object(), None, "x") is False  # not a node
+    assert place(object(), EmptyNode.__new__(EmptyNode), None, "x") is False  # not a graph
+    assert place(g, EmptyNode.__new__(EmptyNode), None, 7) is False  # a name that is not a str
+    node = g.empty()
+    assert place(g, node, None, "again") is False  # placed before: its slots are not taken over
+    assert len(g) == 1 and node.name == "empty"
+
+
+class _Finalizer:
+    """Garbage in a cycle whose finalizer edits the graph and the predecessor list (run mid-call)."""
+
+    def __init__(self, g: cg.Graph, after: list[Node]) -> None:
+        self.g, self.after, self.me = g, after, self
+
+    def __del__(self) -> None:
+        self.g.empty(name="gc")
+        if self.after:
+            self.after.pop()
+
+
+def test_finalizers_run_by_collections_mid_call_leave_a_consistent_graph() -> None:
+    g = cg.Graph("gc")
+    g.empty()
+    old = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        for i in range(300):
+            after = g._nodes[-3:]
+            _Finalizer(g, after)
+            if i % 2:
+                g.memset(0x10000, 1, count=4, after=after)
+            else:
+                g.empty(after=after)
+    finally:
+        gc.set_threshold(*old)
+    gc.collect()
+    assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
+    assert g._nedges == sum(len(n._preds) for n in g.nodes)
+    for n in g.nodes:
+        assert len({id(p) for p in n._preds}) == len(n._preds)
+        for p in n._preds:
+            assert p.graph is g and sum(s is n for s in p._succs) == 1
+    g.validate()
+
+
+def test_threads_placing_nodes_at_once_leave_every_index_and_edge_whole() -> None:
+    g = cg.Graph("threads")
+    root = g.empty()
+
+    def work() -> None:
+        prev = root
+        for i in range(2000):
+            after = [prev, root] if prev is not root else root
+            prev = g.memset(0x10000, 1, count=4, after=after) if i % 2 else g.empty(after=after)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(g.nodes) == 1 + 4 * 2000
+    assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
+    assert g._nedges == sum(len(n._preds) for n in g.nodes) == 4 * (1 + 2 * 1999)
+    assert len(root._succs) == 4 * 2000

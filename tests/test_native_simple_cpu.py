@@ -25,6 +25,7 @@ import cudagraph.ops.operands as _operands
 from cudagraph.definition.nodes import EmptyNode, KernelNode, MemcpyNode, MemsetNode, Node
 from cudagraph.driver import c_entry as _c_entry
 from cudagraph.errors import DriverError, OperandError
+from cudagraph.executable.updating import _STALE
 from driver_fakes import ADD_PROTO, INVALID_VALUE
 
 drv = pytest.importorskip("cuda.bindings.driver")
@@ -251,9 +252,15 @@ def test_simple_refuses_bad_arguments():
         loop.simple(CTX, 0, 1 << 16, "MemsetNode", MemcpyNode, EmptyNode)
     with pytest.raises(TypeError, match="ctx must be an address"):
         loop.simple("ctx", 0, 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    with pytest.raises(TypeError, match="set_fn must be an address"):
+        loop.simple(CTX, 0, 1 << 16, MemsetNode, MemcpyNode, EmptyNode, "set")
+    assert not loop.knows_simple  # (the refused calls changed nothing)
     setter = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node, True)
-    with pytest.raises(RuntimeError, match="simple needs a KernelLoop that adds nodes"):
-        setter.simple(CTX, 0, 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    setter.simple(CTX, 0, 1 << 16, MemsetNode, MemcpyNode, EmptyNode)  # no set_fn: fills stay with Python
+    assert setter.knows_simple
+    g0 = cg.Graph("fill")
+    g0.memset(DEVICE, 1, count=4)
+    assert setter.run(list(g0.nodes), 0, [0x100]) == 0 and setter.done == 0
     g = cg.Graph("unknown")
     g.empty()
     assert loop.run(list(g.nodes), 0, [0]) == 0  # nothing known yet: handed back
@@ -270,3 +277,101 @@ def test_a_context_that_is_not_a_handle_leaves_the_kinds_to_python():
 
 def test_the_kinds_declare_what_the_loop_writes():
     assert _compiled_kinds.compiled_classes() == (MemsetNode, MemcpyNode, EmptyNode)
+
+
+# --------------------------------------------------------------------------- per-node executable updates
+
+SET_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def update_chain(step: int) -> cg.Graph:
+    """Fills and copies, each changing with ``step`` (a kernel-free chain: every node goes to the writer)."""
+    g = cg.Graph("steps")
+    prev = None
+    for i in range(6):
+        prev = g.memset(DEVICE + 64 * i, step + i, count=16, after=prev)
+        prev = g.memcpy(DEVICE + 0x1000 + step, 0x5555_0000 + 8 * i, 32 + step, after=prev)
+    g.memset(DEVICE, np.float32(step), count=2, after=g.join(prev))
+    return g
+
+
+def run_updates(path: str, monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
+    """Two per-node updates of :func:`update_chain` through ``path``: the bytes each set call got, per update."""
+    import cudagraph.ops.kinds.kernel as _kernel_writer
+    from test_bind_plan_cpu import make_exe
+
+    seen: list[tuple[int, int, bytes]] = []
+    rec = Recorder()
+
+    def set_c(exec_handle: int, dnode: int, params: int) -> int:
+        seen.append((exec_handle, dnode, ctypes.string_at(params, 256)))
+        return 0
+
+    def set_bindings(exec_handle: Any, dnode: Any, params: Any) -> tuple[Any]:
+        seen.append((int(exec_handle), int(dnode), ctypes.string_at(params.getPtr(), 256)))
+        return (drv.CUresult.CUDA_SUCCESS,)
+
+    cb = SET_PROTO(set_c)
+    address = ctypes.cast(cb, ctypes.c_void_p).value
+    monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", set_bindings)
+    monkeypatch.setattr(_operands, "pointer_attribute", lambda attribute, ptr: rec.query(ptr))
+    if path == "native":
+        addresses = {"cuGraphExecNodeSetParams": address, "cuPointerGetAttributes": rec.address(rec.attributes)}
+        monkeypatch.setattr(_compiled_kinds, "c_address", addresses.get)
+        monkeypatch.setattr(
+            _kernel_writer,
+            "kernel_loop",
+            lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
+        )
+        monkeypatch.setattr(_kernel_writer, "c_address", lambda symbol: address)
+    else:
+        monkeypatch.setattr(_kernel_writer, "kernel_loop", lambda *a, **k: None)
+    exe = make_exe(update_chain(0))
+    exe._ctx = drv.CUcontext(CTX)
+    out: list[list[bytes]] = []
+    for step in (1, 2):
+        seen.clear()
+        g2 = update_chain(step)
+        result = exe.update(g2)
+        changed = [n for n in g2.nodes if not isinstance(n, EmptyNode)]
+        assert result.mode == "per-node" and result.nodes_updated == len(changed)
+        assert [(e, d) for e, d, _ in seen] == [(0x4242, 0x100 + n.index) for n in changed]
+        out.append([p for _, _, p in seen])
+    return out
+
+
+def test_per_node_updates_set_fills_and_copies_with_the_kinds_parameters(monkeypatch):
+    """Executable.update of a rebuilt definition: the compiled writer sets each changed fill and copy through
+    cuGraphExecNodeSetParams with the bytes the kinds' own parameters hold (the bindings path)."""
+    with monkeypatch.context() as m:
+        ours = run_updates("native", m)
+    with monkeypatch.context() as m:
+        theirs = run_updates("bindings", m)
+    assert ours == theirs and len(ours[0]) == 13
+    fill = MEMSET.unpack_from(ours[1][-1], 16)
+    assert fill == (DEVICE, 0, 0x40000000, 4, 2, 1, CTX)  # np.float32(2.0) at step 2
+
+
+def test_a_refused_update_names_the_copy(monkeypatch):
+    import cudagraph.ops.kinds.kernel as _kernel_writer
+    from test_bind_plan_cpu import make_exe
+
+    rec = Recorder()
+    cb = SET_PROTO(lambda e, d, p: INVALID_VALUE if d == 0x101 else 0)
+    address = ctypes.cast(cb, ctypes.c_void_p).value
+    addresses = {"cuGraphExecNodeSetParams": address, "cuPointerGetAttributes": rec.address(rec.attributes)}
+    monkeypatch.setattr(_compiled_kinds, "c_address", addresses.get)
+    monkeypatch.setattr(
+        _kernel_writer,
+        "kernel_loop",
+        lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
+    )
+    monkeypatch.setattr(_kernel_writer, "c_address", lambda symbol: address)
+    monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", lambda *a: pytest.fail("the Python path ran"))
+    exe = make_exe(update_chain(0))
+    exe._ctx = drv.CUcontext(CTX)
+    g2 = update_chain(1)
+    with pytest.raises(DriverError, match=r"cuGraphExecNodeSetParams.*memcpy#1 'memcpy'"):
+        exe._per_node_update(list(g2.nodes), {})
+    assert exe.update_calls == 1  # the fill before it was set: it is marked stale, as the refused copy is
+    assert [i for i, st in enumerate(exe._recorded_states()) if st is _STALE] == [0, 1]

@@ -308,10 +308,14 @@ typedef struct {
     void *ctx;                            /* the CUcontext of fills and copies */
     cg_pointer_attributes_fn attributes;  /* NULL: copies go through Python (their memory types unread) */
     unsigned long long lowest;            /* below it no allocation lies: a copy from there goes through Python */
+    void *set_fn;                         /* cuGraphExecNodeSetParams (a loop that sets nodes); NULL: none */
 } cg_simple_kinds;
 
-/* Know the kinds from simple()'s arguments (ctx, attributes, lowest, memset_type, memcpy_type, empty_type):
- * 0, or -1 with an exception set. May run Python code (resolving the slots). */
+/* CUresult cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodeParams *) */
+typedef int (*cg_set_node_fn)(void *, void *, cg_graph_node_params *);
+
+/* Know the kinds from simple()'s arguments (ctx, attributes, lowest, memset_type, memcpy_type, empty_type[,
+ * set_fn]): 0, or -1 with an exception set. May run Python code (resolving the slots). */
 int cg_simple_know(cg_simple_kinds *s, PyObject *const *argv, Py_ssize_t argc);
 /* Release the types held. */
 void cg_simple_clear(cg_simple_kinds *s);

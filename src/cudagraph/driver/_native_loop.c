@@ -393,6 +393,30 @@ loop_put(KernelLoop *self, PyObject *node, PyObject *raw)
     return loop_call(self, raw, at, n, self->params);
 }
 
+/* Set the fill, copy or empty node `node` (held by the caller) of the executable with the parameters simple()
+ * lets the loop write, through cuGraphExecNodeSetParams. 1: done (or refused: self->rc); 0: it must go through
+ * Python (no exception set). */
+static int
+loop_set_simple(KernelLoop *self, PyObject *node, PyObject *raw)
+{
+    if (self->simple.set_fn == NULL || loop_index(self, node, raw) < 0 ||
+        !cg_simple_write(&self->simple, node, &self->simple_params))
+        return 0;
+    Py_ssize_t at = loop_index(self, node, raw); /* (again: the memory-type queries may run Python code in tests) */
+    void *h = at < 0 ? NULL : PyLong_AsVoidPtr(PyList_GET_ITEM(raw, at));
+    if (h == NULL) {
+        PyErr_Clear();
+        self->rc = -1;
+        return 1;
+    }
+    int rc = ((cg_set_node_fn)self->simple.set_fn)(self->target, h, &self->simple_params);
+    if (rc)
+        self->rc = rc;
+    else
+        self->done++;
+    return 1;
+}
+
 /* Add the node `node` (held by the caller) with `params`, or (NULL) the fill, copy or empty node with the
  * parameters simple() lets the loop write. 1: done (or refused: self->rc); 0: it must go through Python (no
  * exception set). */
@@ -446,7 +470,7 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
             if (!cg_simple_is(&self->simple, node))
                 break;
             Py_INCREF(node); /* (the memory-type queries may run Python code that drops `order`'s reference) */
-            int ok = loop_add(self, node, raw, NULL) && !self->rc;
+            int ok = (self->set_mode ? loop_set_simple(self, node, raw) : loop_add(self, node, raw, NULL)) && !self->rc;
             Py_DECREF(node);
             if (!ok)
                 break;
@@ -536,18 +560,15 @@ loop_add_with(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 }
 
 PyDoc_STRVAR(loop_simple_doc,
-             "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type) -> None\n\n"
-             "Add fills, 1-D copies and empty nodes (those exact types) in run() too while their operands are plain\n"
-             "ints: on the context `ctx`; a copy's memory types read through cuPointerGetAttributes at `attributes`\n"
-             "(0: copies are left to the caller), an endpoint below `lowest` left to the caller.");
+             "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type, set_fn=0) -> None\n\n"
+             "Add (set: through cuGraphExecNodeSetParams at `set_fn`, 0: none) fills, 1-D copies and empty nodes\n"
+             "(those exact types) in run() too while their operands are plain ints: on the context `ctx`; a copy's\n"
+             "memory types read through cuPointerGetAttributes at `attributes` (0: copies are left to the caller),\n"
+             "an endpoint below `lowest` left to the caller.");
 
 static PyObject *
 loop_know_simple(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (self->set_mode) {
-        PyErr_SetString(PyExc_RuntimeError, "simple needs a KernelLoop that adds nodes");
-        return NULL;
-    }
     if (loop_enter(self) < 0)
         return NULL;
     int r = cg_simple_know(&self->simple, argv, argc);
@@ -620,6 +641,12 @@ static PyMethodDef loop_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *
+loop_get_knows_simple(KernelLoop *self, void *closure)
+{
+    return PyBool_FromLong(self->simple.memset_type != NULL);
+}
+
 static PyGetSetDef loop_getset[] = {
     {"kernel", (getter)loop_get_kernel, NULL, "The kernel whose function and buffer the parameters hold (None: none).",
      NULL},
@@ -627,6 +654,7 @@ static PyGetSetDef loop_getset[] = {
      "The argument tuple packed in that kernel's buffer (None: none known). Set it after packing the\n"
      "buffer in Python; set None when other code may have packed any kernel's buffer.",
      NULL},
+    {"knows_simple", (getter)loop_get_knows_simple, NULL, "Whether simple() told the loop of other kinds.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -137,12 +137,14 @@ exact_type(PyObject *obj, const char *what)
 int
 cg_simple_know(cg_simple_kinds *s, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 6) {
-        PyErr_SetString(PyExc_TypeError, "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type)");
+    if (argc != 6 && argc != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type, set_fn=0)");
         return -1;
     }
-    void *ctx, *attributes;
-    if (address_of(argv[0], "ctx", &ctx) < 0 || address_of(argv[1], "attributes", &attributes) < 0)
+    void *ctx, *attributes, *set_fn = NULL;
+    if (address_of(argv[0], "ctx", &ctx) < 0 || address_of(argv[1], "attributes", &attributes) < 0 ||
+        (argc == 7 && address_of(argv[6], "set_fn", &set_fn) < 0))
         return -1;
     unsigned long long lowest = cg_as_u64(argv[2]);
     if (lowest == (unsigned long long)-1 && PyErr_Occurred())
@@ -161,6 +163,7 @@ cg_simple_know(cg_simple_kinds *s, PyObject *const *argv, Py_ssize_t argc)
     s->ctx = ctx;
     s->attributes = (cg_pointer_attributes_fn)attributes;
     s->lowest = lowest;
+    s->set_fn = set_fn;
     s->memset_type = (PyTypeObject *)Py_NewRef(argv[3]);
     s->memcpy_type = (PyTypeObject *)Py_NewRef(argv[4]);
     s->empty_type = (PyTypeObject *)Py_NewRef(argv[5]);

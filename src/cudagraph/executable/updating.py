@@ -24,6 +24,7 @@ from ..driver.calls import raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
 from ..errors import DefinitionError, DriverError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
+from ..ops.compiled_kinds import add_simple_kinds
 from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from .base import _STALE, ExecutableBase, _instantiate_lowered
 from .compare import diff_states, nodes_signature, topology_signature
@@ -284,7 +285,11 @@ class Updating(ExecutableBase):
         try:
             with PACKING_LOCK:
                 while done < len(changed):
-                    done = writer.run(changed, done, driver_nodes)
+                    try:  # (kernel nodes, fills, copies and empty nodes in C)
+                        done = writer.run(changed, done, driver_nodes, self._teach_simple)
+                    except DriverError as exc:  # the nodes before the one refused hold their new parameters
+                        done = next((i for i in range(done, len(changed)) if changed[i] is exc.node), done)
+                        raise
                     if done == len(changed):
                         break
                     n = changed[done]
@@ -298,6 +303,10 @@ class Updating(ExecutableBase):
                 states = self._recorded_states()
                 for n in changed[: done + 1]:
                     states[n.index] = _STALE
+
+    def _teach_simple(self, loop: Any) -> None:
+        """Tell the writer's compiled ``loop`` of the fills, copies and empty nodes it may set itself."""
+        add_simple_kinds(loop, self._context())
 
     def _with_param_users(self, graph: Graph, changed: list[Node], names: list[str]) -> tuple[list[Node], bool]:
         """``changed`` plus the top-level nodes of ``graph`` that use a parameter in ``names`` (in index

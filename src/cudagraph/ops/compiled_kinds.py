@@ -31,12 +31,13 @@ def compiled_classes() -> tuple[type, ...]:
 
 
 def add_simple_kinds(loop: Any, ctx: Any) -> None:
-    """Let the compiled ``loop`` add fills, 1-D copies and empty nodes itself.
+    """Let the compiled ``loop`` add (or set) fills, 1-D copies and empty nodes itself.
 
     Parameters
     ----------
     loop : KernelLoop
-        A compiled loop that adds nodes.
+        A compiled loop that adds nodes, or sets them (``set_mode``: through
+        ``cuGraphExecNodeSetParams``, where the driver has it).
     ctx : CUcontext
         The context fills and copies run on; anything that is not a handle
         leaves these kinds to the caller. A copy's memory types are read from
@@ -48,4 +49,5 @@ def add_simple_kinds(loop: Any, ctx: Any) -> None:
     except (TypeError, ValueError):
         return
     attributes = c_address("cuPointerGetAttributes") or 0
-    loop.simple(context, attributes, LOWEST_VALID_ADDRESS, *compiled_classes())
+    set_fn = c_address("cuGraphExecNodeSetParams") or 0
+    loop.simple(context, attributes, LOWEST_VALID_ADDRESS, *compiled_classes(), set_fn)

@@ -574,11 +574,15 @@ class KernelWriter:
             self._set = (c_address("cuGraphExecKernelNodeSetParams_v2"), int(exec_handle), int(p.getPtr()))
         return p
 
-    def run(self, nodes: list[Node], start: int, driver_nodes: Sequence[Any]) -> int:
+    def run(self, nodes: list[Node], start: int, driver_nodes: Sequence[Any], teach: Any = None) -> int:
         """Set ``nodes[start:]`` in C while it can; return the index of the first node not set.
 
         The compiled ``KernelLoop`` (set mode), twin of :meth:`write` on each
-        node. ``driver_nodes[node.index]`` is the driver node of each node.
+        kernel node and of ``cudagraph.ops.node_update.set_node_params`` on
+        each fill, 1-D copy and empty node whose operands are plain ints, once
+        ``teach(loop)`` told the loop of them (called while it does not know
+        them: :func:`~cudagraph.ops.compiled_kinds.add_simple_kinds`).
+        ``driver_nodes[node.index]`` is the driver node of each node.
         Without the compiled module this sets nothing and returns ``start``.
 
         Raises
@@ -590,6 +594,8 @@ class KernelWriter:
         loop = self._loop
         if loop is None:
             return start
+        if teach is not None and not loop.knows_simple:
+            teach(loop)
         raw = getattr(driver_nodes, "raw", None)  # DriverNodes keeps the handles as ints
         if raw is None:
             raw = [int(d) for d in driver_nodes]
@@ -597,7 +603,8 @@ class KernelWriter:
         while True:
             i: int = loop.run(nodes, start, raw)
             if loop.rc:
-                raise_error(require_driver().CUresult(loop.rc), "cuGraphExecKernelNodeSetParams", nodes[i])
+                call = "cuGraphExecKernelNodeSetParams" if type(nodes[i]) is KernelNode else "cuGraphExecNodeSetParams"
+                raise_error(require_driver().CUresult(loop.rc), call, nodes[i])
             if i == len(nodes):
                 return i
             node = nodes[i]

@@ -83,3 +83,38 @@ def test_a_parameter_operand_goes_through_python(gpu, stream, monkeypatch):
     exe.close()
     expected = ["memcpy#1 'copy_out'"] if NATIVE is not None else ["memset#0 'fill'", "memcpy#1 'copy_out'"]
     assert python_adds == expected
+
+
+def test_updates_of_fills_and_copies_are_set_from_c(gpu, stream, monkeypatch):
+    import cudagraph.executable.base as base
+
+    python_sets: list[str] = []
+    real = base.set_node_params
+
+    def counted(exec_handle, node, *args, **kwargs):  # type: ignore[no-untyped-def]
+        python_sets.append(node.label)
+        return real(exec_handle, node, *args, **kwargs)
+
+    monkeypatch.setattr(base, "set_node_params", counted)
+    a, b = gpu.alloc(N * 4), gpu.alloc(N * 4)
+    host_out = np.zeros(N, np.float32)
+
+    def build(value: float, forward: bool) -> cg.Graph:
+        g = cg.Graph("steps")
+        src, dst = (a, b) if forward else (b, a)
+        f = g.memset(src, np.float32(value))
+        c = g.memcpy(dst, src, after=f)
+        g.memcpy(host_out, dst, after=c)
+        return g
+
+    exe = build(1.0, True).instantiate()
+    for value, forward in [(2.0, False), (3.5, True), (3.5, False)]:  # every node changes each time
+        result = exe.update(build(value, forward))
+        assert result.mode == "per-node", result
+        exe.launch(stream)
+        stream.sync()
+        np.testing.assert_array_equal(host_out, np.full(N, value, np.float32))
+        np.testing.assert_array_equal(gpu.read(a, N), np.full(N, value, np.float32))
+        np.testing.assert_array_equal(gpu.read(b, N), np.full(N, value, np.float32))
+    exe.close()
+    assert python_sets == [] if NATIVE is not None else len(python_sets) == 9

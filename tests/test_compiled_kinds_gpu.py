@@ -20,15 +20,21 @@ pytestmark = pytest.mark.gpu
 N = 1024
 
 
-def test_fills_copies_and_empty_nodes_each_way(gpu, stream, monkeypatch):
-    python_adds: list[str] = []
+def python_path_adds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The labels of the nodes lowering adds through the Python path (``Lowering._add_node``), as they come."""
+    adds: list[str] = []
     real = explicit.Lowering._add_node
 
     def counted(self, loop, node, handle, dn, raw):  # type: ignore[no-untyped-def]
-        python_adds.append(node.label)
+        adds.append(node.label)
         return real(self, loop, node, handle, dn, raw)
 
     monkeypatch.setattr(explicit.Lowering, "_add_node", counted)
+    return adds
+
+
+def test_fills_copies_and_empty_nodes_each_way(gpu, stream, monkeypatch):
+    python_adds = python_path_adds(monkeypatch)
     host_in = np.arange(N, dtype=np.float32) - 7
     host_out = np.zeros(N, np.float32)
     pin, pin_view = gpu.pinned(N * 4)
@@ -63,14 +69,7 @@ def test_fills_copies_and_empty_nodes_each_way(gpu, stream, monkeypatch):
 
 
 def test_a_parameter_operand_goes_through_python(gpu, stream, monkeypatch):
-    python_adds: list[str] = []
-    real = explicit.Lowering._add_node
-
-    def counted(self, loop, node, handle, dn, raw):  # type: ignore[no-untyped-def]
-        python_adds.append(node.label)
-        return real(self, loop, node, handle, dn, raw)
-
-    monkeypatch.setattr(explicit.Lowering, "_add_node", counted)
+    python_adds = python_path_adds(monkeypatch)
     a, b = gpu.alloc(N * 4), gpu.alloc(N * 4)
     g = cg.Graph("param")
     out = g.param("out")

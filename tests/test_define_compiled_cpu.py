@@ -317,6 +317,17 @@ def test_a_property_adding_nodes_meanwhile_leaves_a_consistent_graph() -> None:
     assert g._nedges == 2
 
 
+def assert_whole(g: cg.Graph) -> None:
+    """Every index the node's position, every edge once in its predecessor's successors, the edge count right."""
+    assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
+    assert g._nedges == sum(len(n._preds) for n in g.nodes)
+    for n in g.nodes:
+        assert len({id(p) for p in n._preds}) == len(n._preds)
+        for p in n._preds:
+            assert p.graph is g and sum(s is n for s in p._succs) == 1
+    g.validate()
+
+
 class _Finalizer:
     """Garbage in a cycle whose finalizer edits the graph (run by a collection during an allocation)."""
 
@@ -333,36 +344,44 @@ def test_finalizers_run_by_collections_mid_call_leave_a_consistent_graph() -> No
     g = cg.Graph("gc")
     k = CUkernel()
     g.kernel(k, 1, 32, (np.int32(1),))
+    assert_finalizers_keep_it_whole(g, lambda i, after: g.kernel(k, 1, 32, (np.int32(1),), after=after))
+
+
+def assert_finalizers_keep_it_whole(g: cg.Graph, add: Any) -> None:
+    """300 nodes added to ``g`` (``add(i, after)``, after the last three nodes) while a collection runs at every
+    allocation, each finding a :class:`_Finalizer` that adds a node and shortens ``after``: ``g`` stays whole."""
     old = gc.get_threshold()
     gc.set_threshold(1, 1, 1)
     try:
-        for _ in range(300):
+        for i in range(300):
             # (g._nodes sliced, not tuple(g._nodes): CPython's list -> tuple copy reads the list's items through
             # a pointer taken before it allocates, so a finalizer appending meanwhile would make it read freed memory)
             after = g._nodes[-3:]
             _Finalizer(g, after)
-            g.kernel(k, 1, 32, (np.int32(1),), after=after)
+            add(i, after)
     finally:
         gc.set_threshold(*old)
     gc.collect()
-    assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
-    assert g._nedges == sum(len(n._preds) for n in g.nodes)
-    for n in g.nodes:
-        assert len({id(p) for p in n._preds}) == len(n._preds)
-        for p in n._preds:
-            assert p.graph is g and sum(s is n for s in p._succs) == 1
-    g.validate()
+    assert_whole(g)
 
 
 def test_threads_adding_nodes_at_once_leave_every_index_and_edge_whole() -> None:
     g = cg.Graph("threads")
     k = CUkernel()
     root = g.kernel(k, 1, 32, (np.int32(1),))
+    assert_threads_keep_it_whole(
+        g, root, lambda i, after: g.kernel(k, 1, 32, (np.int32(1), np.float32(2.0)), after=after)
+    )
+
+
+def assert_threads_keep_it_whole(g: cg.Graph, root: Node, add: Any) -> None:
+    """Four threads each add 2000 nodes to ``g`` (``add(i, after)``), each after the one before and ``root``:
+    every index, edge and count stays whole."""
 
     def work() -> None:
         prev = root
-        for _ in range(2000):
-            prev = g.kernel(k, 1, 32, (np.int32(1), np.float32(2.0)), after=[prev, root] if prev is not root else root)
+        for i in range(2000):
+            prev = add(i, [prev, root] if prev is not root else root)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:

@@ -9,8 +9,6 @@ every error must be the same. Collections that edit the graph mid-call and threa
 
 from __future__ import annotations
 
-import gc
-import threading
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from cudagraph.definition.core import GraphCore
 from cudagraph.definition.kinds.structure import EmptyNode
 from cudagraph.definition.node import Node
 from cudagraph.errors import CudaGraphError
-from test_define_compiled_cpu import graph_state
+from test_define_compiled_cpu import assert_finalizers_keep_it_whole, assert_threads_keep_it_whole, graph_state
 
 pytestmark = pytest.mark.skipif(COMPILED_KERNEL is None, reason="cudagraph.definition._define not built (or off)")
 
@@ -148,59 +146,21 @@ def test_place_refuses_what_it_cannot_place() -> None:
     assert len(g) == 1 and node.name == "empty"
 
 
-class _Finalizer:
-    """Garbage in a cycle whose finalizer edits the graph and the predecessor list (run mid-call)."""
-
-    def __init__(self, g: cg.Graph, after: list[Node]) -> None:
-        self.g, self.after, self.me = g, after, self
-
-    def __del__(self) -> None:
-        self.g.empty(name="gc")
-        if self.after:
-            self.after.pop()
-
-
 def test_finalizers_run_by_collections_mid_call_leave_a_consistent_graph() -> None:
     g = cg.Graph("gc")
     g.empty()
-    old = gc.get_threshold()
-    gc.set_threshold(1, 1, 1)
-    try:
-        for i in range(300):
-            after = g._nodes[-3:]
-            _Finalizer(g, after)
-            if i % 2:
-                g.memset(0x10000, 1, count=4, after=after)
-            else:
-                g.empty(after=after)
-    finally:
-        gc.set_threshold(*old)
-    gc.collect()
-    assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
-    assert g._nedges == sum(len(n._preds) for n in g.nodes)
-    for n in g.nodes:
-        assert len({id(p) for p in n._preds}) == len(n._preds)
-        for p in n._preds:
-            assert p.graph is g and sum(s is n for s in p._succs) == 1
-    g.validate()
+
+    def add(i: int, after: Any) -> Node:
+        return g.memset(0x10000, 1, count=4, after=after) if i % 2 else g.empty(after=after)
+
+    assert_finalizers_keep_it_whole(g, add)
 
 
 def test_threads_placing_nodes_at_once_leave_every_index_and_edge_whole() -> None:
     g = cg.Graph("threads")
     root = g.empty()
 
-    def work() -> None:
-        prev = root
-        for i in range(2000):
-            after = [prev, root] if prev is not root else root
-            prev = g.memset(0x10000, 1, count=4, after=after) if i % 2 else g.empty(after=after)
+    def add(i: int, after: Any) -> Node:
+        return g.memset(0x10000, 1, count=4, after=after) if i % 2 else g.empty(after=after)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(g.nodes) == 1 + 4 * 2000
-    assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
-    assert g._nedges == sum(len(n._preds) for n in g.nodes) == 4 * (1 + 2 * 1999)
-    assert len(root._succs) == 4 * 2000
+    assert_threads_keep_it_whole(g, root, add)

@@ -295,6 +295,26 @@ def update_chain(step: int) -> cg.Graph:
     return g
 
 
+def compiled_setter(monkeypatch: pytest.MonkeyPatch, set_node: Any, rec: Recorder) -> Any:
+    """An executable of :func:`update_chain` whose writer's compiled loop sets nodes through the C callback
+    ``set_node`` (a ``SET_PROTO``, for kernels and the simple kinds) and reads memory types from ``rec``."""
+    import cudagraph.ops.kinds.kernel as _kernel_writer
+    from test_bind_plan_cpu import make_exe
+
+    address = ctypes.cast(set_node, ctypes.c_void_p).value
+    addresses = {"cuGraphExecNodeSetParams": address, "cuPointerGetAttributes": rec.address(rec.attributes)}
+    monkeypatch.setattr(_compiled_kinds, "c_address", addresses.get)
+    monkeypatch.setattr(
+        _kernel_writer,
+        "kernel_loop",
+        lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
+    )
+    monkeypatch.setattr(_kernel_writer, "c_address", lambda symbol: address)
+    exe = make_exe(update_chain(0))
+    exe._ctx = drv.CUcontext(CTX)
+    return exe
+
+
 def run_updates(path: str, monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
     """Two per-node updates of :func:`update_chain` through ``path``: the bytes each set call got, per update."""
     import cudagraph.ops.kinds.kernel as _kernel_writer
@@ -312,22 +332,14 @@ def run_updates(path: str, monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]
         return (drv.CUresult.CUDA_SUCCESS,)
 
     cb = SET_PROTO(set_c)
-    address = ctypes.cast(cb, ctypes.c_void_p).value
     monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", set_bindings)
     monkeypatch.setattr(_operands, "pointer_attribute", lambda attribute, ptr: rec.query(ptr))
     if path == "native":
-        addresses = {"cuGraphExecNodeSetParams": address, "cuPointerGetAttributes": rec.address(rec.attributes)}
-        monkeypatch.setattr(_compiled_kinds, "c_address", addresses.get)
-        monkeypatch.setattr(
-            _kernel_writer,
-            "kernel_loop",
-            lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
-        )
-        monkeypatch.setattr(_kernel_writer, "c_address", lambda symbol: address)
+        exe = compiled_setter(monkeypatch, cb, rec)
     else:
         monkeypatch.setattr(_kernel_writer, "kernel_loop", lambda *a, **k: None)
-    exe = make_exe(update_chain(0))
-    exe._ctx = drv.CUcontext(CTX)
+        exe = make_exe(update_chain(0))
+        exe._ctx = drv.CUcontext(CTX)
     out: list[list[bytes]] = []
     for step in (1, 2):
         seen.clear()
@@ -353,23 +365,9 @@ def test_per_node_updates_set_fills_and_copies_with_the_kinds_parameters(monkeyp
 
 
 def test_a_refused_update_names_the_copy(monkeypatch):
-    import cudagraph.ops.kinds.kernel as _kernel_writer
-    from test_bind_plan_cpu import make_exe
-
-    rec = Recorder()
     cb = SET_PROTO(lambda e, d, p: INVALID_VALUE if d == 0x101 else 0)
-    address = ctypes.cast(cb, ctypes.c_void_p).value
-    addresses = {"cuGraphExecNodeSetParams": address, "cuPointerGetAttributes": rec.address(rec.attributes)}
-    monkeypatch.setattr(_compiled_kinds, "c_address", addresses.get)
-    monkeypatch.setattr(
-        _kernel_writer,
-        "kernel_loop",
-        lambda target, params, set_mode: native.KernelLoop(address, target, params, KernelNode, Node, True),
-    )
-    monkeypatch.setattr(_kernel_writer, "c_address", lambda symbol: address)
     monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", lambda *a: pytest.fail("the Python path ran"))
-    exe = make_exe(update_chain(0))
-    exe._ctx = drv.CUcontext(CTX)
+    exe = compiled_setter(monkeypatch, cb, Recorder())
     g2 = update_chain(1)
     with pytest.raises(DriverError, match=r"cuGraphExecNodeSetParams.*memcpy#1 'memcpy'"):
         exe._per_node_update(list(g2.nodes), {})

@@ -12,6 +12,7 @@ list here.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..driver.c_entry import c_address
@@ -24,6 +25,7 @@ __all__ = ["ROLES", "add_simple_kinds", "compiled_classes"]
 ROLES = ("memset", "memcpy", "empty")
 
 
+@functools.cache  # (the table is built once, at import)
 def compiled_classes() -> tuple[type, ...]:
     """The node class of each of :data:`ROLES` (the one kind whose ops declare it as ``compiled``)."""
     by_role = {ops.compiled: cls for cls, ops in OPS.items() if ops.compiled is not None}

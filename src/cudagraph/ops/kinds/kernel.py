@@ -40,7 +40,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, LaunchAttrs
@@ -574,7 +574,9 @@ class KernelWriter:
             self._set = (c_address("cuGraphExecKernelNodeSetParams_v2"), int(exec_handle), int(p.getPtr()))
         return p
 
-    def run(self, nodes: list[Node], start: int, driver_nodes: Sequence[Any], teach: Any = None) -> int:
+    def run(
+        self, nodes: list[Node], start: int, driver_nodes: Sequence[Any], teach: Callable[[Any], None] | None = None
+    ) -> int:
         """Set ``nodes[start:]`` in C while it can; return the index of the first node not set.
 
         The compiled ``KernelLoop`` (set mode), twin of :meth:`write` on each

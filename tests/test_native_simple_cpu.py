@@ -12,6 +12,7 @@ definition says.
 from __future__ import annotations
 
 import ctypes
+import random
 import struct
 from typing import Any
 
@@ -373,3 +374,47 @@ def test_a_refused_update_names_the_copy(monkeypatch):
         exe._per_node_update(list(g2.nodes), {})
     assert exe.update_calls == 1  # the fill before it was set: it is marked stale, as the refused copy is
     assert [i for i, st in enumerate(exe._recorded_states()) if st is _STALE] == [0, 1]
+
+
+EVENT = drv.CUevent(0xE7E7)
+
+
+def random_simple_graph(rng: random.Random, size: int) -> cg.Graph:
+    """``size`` nodes with up to three random predecessors: fills (of every element size, some of a
+    parameter), copies each way, empty nodes and event records (whose parameters Python always makes)."""
+    g = cg.Graph("r")
+    p = g.param("p")
+    nodes: list[Any] = []
+    for i in range(size):
+        k = rng.randint(0, min(3, i))
+        after = rng.sample(nodes, k) or None
+        kind = rng.choice("ffccepx")
+        if kind == "f":
+            value = rng.choice([0, 7, -1, np.float32(0.5), np.uint16(3), np.int32(-9)])
+            nodes.append(g.memset(DEVICE + 64 * rng.randint(0, 8), value, count=rng.randint(1, 16), after=after))
+        elif kind == "c":
+            ends = [DEVICE + 0x100 * rng.randint(0, 4), 0x5555_0000 + 0x40 * rng.randint(0, 4)]
+            rng.shuffle(ends)
+            nodes.append(g.memcpy(ends[0], ends[1], rng.randint(1, 64), after=after))
+        elif kind == "e":
+            nodes.append(g.empty(after=after))
+        elif kind == "p":
+            nodes.append(g.memset(p, 1, count=4, after=after))
+        else:
+            nodes.append(g.record(EVENT, after=after))
+    return g
+
+
+def test_both_paths_write_the_same_parameters_on_random_graphs(monkeypatch):
+    rng = random.Random(5)
+    for trial in range(30):
+        size = rng.randint(1, 40)
+        state = rng.getstate()
+        runs = []
+        for path in ("native", "bindings"):
+            rng.setstate(state)  # the same graph both times
+            with monkeypatch.context() as m:
+                runs.append(lower(random_simple_graph(rng, size), path, m))
+        ours, theirs = runs
+        assert ours.params == theirs.params, trial
+        assert ours.deps == theirs.deps and ours.queries == theirs.queries, trial

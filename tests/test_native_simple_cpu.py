@@ -298,7 +298,10 @@ def update_chain(step: int) -> cg.Graph:
 
 def compiled_setter(monkeypatch: pytest.MonkeyPatch, set_node: Any, rec: Recorder) -> Any:
     """An executable of :func:`update_chain` whose writer's compiled loop sets nodes through the C callback
-    ``set_node`` (a ``SET_PROTO``, for kernels and the simple kinds) and reads memory types from ``rec``."""
+    ``set_node`` (a ``SET_PROTO``, for kernels and the simple kinds) and reads memory types from ``rec``.
+
+    The loop calls both callbacks by address: the caller holds ``set_node`` and ``rec`` while it updates.
+    """
     import cudagraph.ops.kinds.kernel as _kernel_writer
     from test_bind_plan_cpu import make_exe
 
@@ -368,7 +371,8 @@ def test_per_node_updates_set_fills_and_copies_with_the_kinds_parameters(monkeyp
 def test_a_refused_update_names_the_copy(monkeypatch):
     cb = SET_PROTO(lambda e, d, p: INVALID_VALUE if d == 0x101 else 0)
     monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", lambda *a: pytest.fail("the Python path ran"))
-    exe = compiled_setter(monkeypatch, cb, Recorder())
+    rec = Recorder()  # (held: the loop calls its memory-type callback by address)
+    exe = compiled_setter(monkeypatch, cb, rec)
     g2 = update_chain(1)
     with pytest.raises(DriverError, match=r"cuGraphExecNodeSetParams.*memcpy#1 'memcpy'"):
         exe._per_node_update(list(g2.nodes), {})

@@ -422,3 +422,74 @@ def test_both_paths_write_the_same_parameters_on_random_graphs(monkeypatch):
         ours, theirs = runs
         assert ours.params == theirs.params, trial
         assert ours.deps == theirs.deps and ours.queries == theirs.queries, trial
+
+
+# --------------------------------------------------------------------------- the compiled diff of fills and copies
+
+
+def test_the_compiled_diff_of_fills_and_copies_equals_the_definition_layers():
+    from cudagraph.definition import diff as _diff
+    from cudagraph.definition.diff import node_state
+    from cudagraph.executable import compare as _compare
+
+    rng = random.Random(8)
+
+    def big(v: int) -> int:
+        return int(str(v))  # an equal int that is another object (above the small-int cache)
+
+    for _ in range(60):
+        size = rng.randint(1, 25)
+        plan = [
+            (rng.choice("fc"), DEVICE + 0x1000 * rng.randint(0, 3), rng.choice([0, 7, 300, 70000]), rng.randint(1, 64))
+            for _ in range(size)
+        ]
+
+        def build(change: bool, base: list[tuple[str, int, int, int]], g: cg.Graph, p: Any) -> cg.Graph:
+            prev = None
+            for kind, addr, value, n in base:
+                r = rng.random() if change else 1.0
+                if r < 0.15:
+                    addr += 0x40  # another address
+                elif r < 0.3:
+                    addr, value, n = big(addr), big(value), big(n)  # equal values, other objects
+                elif r < 0.35:
+                    addr = p  # a parameter: the Python path decides
+                if kind == "f":
+                    prev = g.memset(addr, value & 0xFF, count=n, after=prev)
+                else:
+                    prev = g.memcpy(addr, DEVICE + 0x8000, n, after=prev)
+            return g
+
+        g1 = cg.Graph("a")
+        build(False, plan, g1, g1.param("p"))
+        states = [node_state(x) for x in g1.nodes]
+        g2 = cg.Graph("b")
+        build(True, plan, g2, g2.param("p"))
+        snapshot = list(states)
+        py = _diff.diff_states(states, g2)
+        nat = _compare.diff_states(states, g2)
+        assert [x.index for x in nat[0]] == [x.index for x in py[0]]
+        assert len(nat[1]) == len(py[1])
+        for a, b in zip(nat[1], py[1]):  # the same recorded state: the same objects
+            assert a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b)))
+        assert all(x is y for x, y in zip(states, snapshot))  # not modified
+
+
+def test_the_compiled_diff_is_told_of_fills_and_copies_only_when_their_states_are_its_slots():
+    from cudagraph.definition import diff as _diff
+    from cudagraph.executable import compare as _compare
+
+    layout = native.Layout(KernelNode, Node)
+    with pytest.raises(TypeError, match=r"simple\(memset_type: type, memcpy_type: type\)"):
+        layout.simple(MemsetNode)
+    with pytest.raises(AttributeError, match=r"has no attribute 'src'.*NATIVE_SLOTS\['memcpy_node'\]"):
+        layout.simple(MemsetNode, MemsetNode)
+    assert _diff.state_fields(MemsetNode) == _c_entry.NATIVE_SLOTS["memset_node"]
+    assert _diff.state_fields(MemcpyNode) == _c_entry.NATIVE_SLOTS["memcpy_node"]
+    layout = _compare._layout()
+    g1, g2 = update_chain(0), update_chain(1)
+    states = [_diff.node_state(n) for n in g1.nodes]
+    changed, suspects = layout.diff(list(g2.nodes), states, _diff.IDENTITY_TYPES)
+    fills_copies = [n.index for n in g2.nodes if not isinstance(n, EmptyNode)]
+    assert [n.index for n in changed] == fills_copies  # decided in C: every fill and copy changed
+    assert suspects == [i for i, n in enumerate(g2.nodes) if isinstance(n, EmptyNode)]  # (not told of these)

@@ -37,6 +37,7 @@ __all__ = [
     "is_flat",
     "node_state",
     "same_value",
+    "state_fields",
     "topology_signature",
 ]
 
@@ -49,6 +50,11 @@ def _slots(cls: type) -> tuple[str, ...]:
     if slots is None:
         slots = _SLOTS_CACHE[cls] = tuple(s for s in parameter_slots(cls) if s != "_keep")
     return slots
+
+
+def state_fields(cls: type) -> tuple[str, ...]:
+    """The slots of node class ``cls`` whose values make a node's recorded state (:func:`node_state`), in order."""
+    return _slots(cls)
 
 
 _BODY_SLOTS: dict[type, tuple[str, ...]] = {}

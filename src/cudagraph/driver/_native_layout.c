@@ -19,6 +19,9 @@ typedef struct {
     PyTypeObject *node_type;
     cg_kernel_slots kn;
     cg_node_slots nd;
+    PyTypeObject *memset_type, *memcpy_type; /* fills and 1-D copies diffed here too (see simple()); NULL: none */
+    cg_memset_slots ms;
+    cg_memcpy_slots mc;
 } Layout;
 
 static void
@@ -26,6 +29,8 @@ layout_dealloc(Layout *self)
 {
     Py_CLEAR(self->kernel_type);
     Py_CLEAR(self->node_type);
+    Py_CLEAR(self->memset_type);
+    Py_CLEAR(self->memcpy_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -193,8 +198,9 @@ PyDoc_STRVAR(layout_diff_doc,
              "tuple of the very same objects, and changed when another argument differs in type,\n"
              "is of a type in the set `identity_types` (equal only to itself), or is an int or float\n"
              "of another value; its state then takes the new argument tuple (as\n"
-             "cudagraph.definition.diff.diff_states records it). Returns the nodes found changed (in order),\n"
-             "and the positions of every other node (to be compared by value by the caller).");
+             "cudagraph.definition.diff.diff_states records it). A fill or copy of a kind made known with\n"
+             "simple() is decided when each field is the recorded object or both are ints. Returns the nodes\n"
+             "found changed (in order), and the positions of every other node (compared by value by the caller).");
 
 /* 1: same; 0: changed; -1: undecided (the caller compares by value); -2: error.
  * The caller holds `a` and `sa` (a type's __hash__ runs in the set lookup). */
@@ -287,6 +293,87 @@ kernel_verdict(Layout *self, PyObject *node, PyObject *s, PyObject *states, Py_s
     return verdict;
 }
 
+/* The verdict on a fill or 1-D copy `node` against its state `s` (items of the caller's lists), which
+ * diff_states records as the tuple of its slots in NATIVE_SLOTS order (simple() is told so only then): 1 same,
+ * 0 changed (appended to `changed`), -1 the caller decides, -2 error. Decides when every slot is the recorded
+ * object or both are ints; records the node's values in states[i] as diff_states does. */
+static int
+simple_verdict(Layout *self, PyObject *node, PyObject *s, PyObject *states, Py_ssize_t i, PyObject *changed)
+{
+    const Py_ssize_t *at = Py_TYPE(node) == self->memset_type ? self->ms.at : self->mc.at;
+    Py_ssize_t k = Py_TYPE(node) == self->memset_type ? CG_SLOT_COUNT(self->ms) : CG_SLOT_COUNT(self->mc);
+    PyObject *seen[CG_SLOT_COUNT(self->ms)];
+    if (!PyTuple_CheckExact(s) || PyTuple_GET_SIZE(s) != k)
+        return -1;
+    int identical = 1, same = 1;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *x = seen[j] = SLOT(node, at[j]), *y = PyTuple_GET_ITEM(s, j);
+        if (x == y)
+            continue;
+        identical = 0;
+        if (x == NULL || !PyLong_CheckExact(x) || !PyLong_CheckExact(y))
+            return -1;
+        int eq = PyObject_RichCompareBool(x, y, Py_EQ); /* two ints: runs no Python code */
+        if (eq < 0)
+            return -2;
+        same &= eq;
+    }
+    if (identical)
+        return 1; /* the recorded tuple holds the very objects: it stays */
+    Py_INCREF(node);
+    PyObject *ns = PyTuple_New(k); /* (a collection may run Python code: the slots are read again after it) */
+    int verdict = ns == NULL ? -2 : same;
+    for (Py_ssize_t j = 0; ns != NULL && j < k; j++) {
+        if (SLOT(node, at[j]) != seen[j]) {
+            verdict = -1;
+            break;
+        }
+        PyTuple_SET_ITEM(ns, j, Py_NewRef(seen[j]));
+    }
+    if (verdict >= 0) {
+        if (i >= PyList_GET_SIZE(states)) {
+            PyErr_SetString(PyExc_RuntimeError, "diff: the list of states was shortened while it was read");
+            verdict = -2;
+        } else {
+            /* (steals ns; the old state's items are the node's objects or ints: releasing it runs no Python code) */
+            PyList_SetItem(states, i, ns);
+            ns = NULL;
+        }
+    }
+    Py_XDECREF(ns);
+    if (verdict == 0 && PyList_Append(changed, node) < 0)
+        verdict = -2;
+    Py_DECREF(node);
+    return verdict;
+}
+
+PyDoc_STRVAR(layout_simple_doc,
+             "simple(memset_type, memcpy_type) -> None\n\n"
+             "Diff fills and 1-D copies (those exact types) here too: their recorded states must be the tuples of\n"
+             "their NATIVE_SLOTS['memset_node'] and ['memcpy_node'] slots, in that order.");
+
+static PyObject *
+layout_simple(Layout *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 2 || !PyType_Check(argv[0]) || !PyType_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "simple(memset_type: type, memcpy_type: type)");
+        return NULL;
+    }
+    cg_memset_slots ms;
+    cg_memcpy_slots mc;
+    if (cg_resolve_slots((PyTypeObject *)argv[0], "memset_node", CG_SLOT_COUNT(ms), ms.at) < 0 ||
+        cg_resolve_slots((PyTypeObject *)argv[1], "memcpy_node", CG_SLOT_COUNT(mc), mc.at) < 0)
+        return NULL;
+    PyTypeObject *old_s = self->memset_type, *old_c = self->memcpy_type;
+    self->ms = ms;
+    self->mc = mc;
+    self->memset_type = (PyTypeObject *)Py_NewRef(argv[0]);
+    self->memcpy_type = (PyTypeObject *)Py_NewRef(argv[1]);
+    Py_XDECREF(old_s);
+    Py_XDECREF(old_c);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -306,9 +393,14 @@ layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes) && i < PyList_GET_SIZE(states); i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i), *s = PyList_GET_ITEM(states, i);
         int verdict = -1; /* 1 same, 0 changed, -1 the caller decides (every node not a KernelNode) */
-        if (Py_TYPE(node) == self->kernel_type &&
-            (verdict = kernel_verdict(self, node, s, states, i, identity, changed)) == -2)
-            goto fail;
+        if (Py_TYPE(node) == self->kernel_type) {
+            if ((verdict = kernel_verdict(self, node, s, states, i, identity, changed)) == -2)
+                goto fail;
+        } else if (self->memset_type != NULL &&
+                   (Py_TYPE(node) == self->memset_type || Py_TYPE(node) == self->memcpy_type)) {
+            if ((verdict = simple_verdict(self, node, s, states, i, changed)) == -2)
+                goto fail;
+        }
         if (verdict == -1 && append_index(suspects, i) < 0)
             goto fail;
     }
@@ -325,6 +417,7 @@ fail:
 static PyMethodDef layout_methods[] = {
     {"signature", (PyCFunction)(void (*)(void))layout_signature, METH_FASTCALL, layout_signature_doc},
     {"diff", (PyCFunction)(void (*)(void))layout_diff, METH_FASTCALL, layout_diff_doc},
+    {"simple", (PyCFunction)(void (*)(void))layout_simple, METH_FASTCALL, layout_simple_doc},
     {NULL, NULL, 0, NULL},
 };
 

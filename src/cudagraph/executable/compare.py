@@ -14,9 +14,10 @@ reference):
   :func:`cudagraph.definition.diff.diff_states`.
 
 Where the compiled module is available the loop runs in C: a node costs a few
-pointer comparisons instead of a few Python attribute reads. Graphs with nested
-bodies (child graphs, conditionals) and nodes that may have changed are handed
-to the Python twins. The CPU tests run both on the same graphs and compare the
+pointer comparisons instead of a few Python attribute reads (kernel nodes, and
+fills and 1-D copies whose fields are the recorded objects or ints). Graphs
+with nested bodies (child graphs, conditionals) and the nodes C leaves
+undecided are handed to the Python twins. The CPU tests run both on the same graphs and compare the
 results (``tests/test_cache_cpu.py``, ``tests/test_native_cpu.py``).
 """
 
@@ -34,12 +35,22 @@ __all__ = ["diff_states", "nodes_signature", "topology_signature"]
 
 
 def _layout() -> Any:
-    """The compiled ``Layout`` (made on first use: ``import cudagraph`` loads no driver module), or ``None``."""
+    """The compiled ``Layout`` (made on first use: ``import cudagraph`` loads no driver module), or ``None``.
+
+    It also diffs fills and 1-D copies where :func:`cudagraph.definition.diff.node_state` records their
+    states as the tuples of the slots the compiled module reads, in its order (a per-node update of a
+    chain of fills, fake driver, CPU: 0.75 -> 0.21 µs a node).
+    """
     global _LAYOUT, _layout_ready
     if not _layout_ready:
-        from ..driver.c_entry import NATIVE
+        from ..driver.c_entry import NATIVE, NATIVE_SLOTS
+        from ..ops.compiled_kinds import compiled_classes
 
         _LAYOUT = None if NATIVE is None else NATIVE.Layout(KernelNode, Node)
+        memset_cls, memcpy_cls = compiled_classes()[:2]
+        pairs = ((memset_cls, "memset_node"), (memcpy_cls, "memcpy_node"))
+        if _LAYOUT is not None and all(_diff.state_fields(cls) == NATIVE_SLOTS[role] for cls, role in pairs):
+            _LAYOUT.simple(memset_cls, memcpy_cls)
         _layout_ready = True
     return _LAYOUT
 

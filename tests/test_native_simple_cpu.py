@@ -28,6 +28,7 @@ from cudagraph.driver import c_entry as _c_entry
 from cudagraph.errors import DriverError, OperandError
 from cudagraph.executable.updating import _STALE
 from driver_fakes import ADD_PROTO, INVALID_VALUE
+from test_native_cpu import assert_diffs_agree
 
 drv = pytest.importorskip("cuda.bindings.driver")
 native = _c_entry.NATIVE
@@ -428,9 +429,7 @@ def test_both_paths_write_the_same_parameters_on_random_graphs(monkeypatch):
 
 
 def test_the_compiled_diff_of_fills_and_copies_equals_the_definition_layers():
-    from cudagraph.definition import diff as _diff
     from cudagraph.definition.diff import node_state
-    from cudagraph.executable import compare as _compare
 
     rng = random.Random(8)
 
@@ -465,14 +464,7 @@ def test_the_compiled_diff_of_fills_and_copies_equals_the_definition_layers():
         states = [node_state(x) for x in g1.nodes]
         g2 = cg.Graph("b")
         build(True, plan, g2, g2.param("p"))
-        snapshot = list(states)
-        py = _diff.diff_states(states, g2)
-        nat = _compare.diff_states(states, g2)
-        assert [x.index for x in nat[0]] == [x.index for x in py[0]]
-        assert len(nat[1]) == len(py[1])
-        for a, b in zip(nat[1], py[1]):  # the same recorded state: the same objects
-            assert a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b)))
-        assert all(x is y for x, y in zip(states, snapshot))  # not modified
+        assert_diffs_agree(states, g2)
 
 
 def test_the_compiled_diff_is_told_of_fills_and_copies_only_when_their_states_are_its_slots():

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import OperandError
 
-__all__ = ["BUFFER_TYPES", "Deferred", "buffer_like", "read_buffer", "resolve_address"]
+__all__ = ["BUFFER_TYPES", "Deferred", "buffer_like", "plain_type", "read_buffer", "resolve_address"]
 
 #: Classes read as a ``cuda.core`` ``Buffer`` before, whose objects cannot have an array interface (no
 #: instance dict, no ``__getattr__``, none on the class): their objects are read as buffers directly.
@@ -33,6 +33,15 @@ class Deferred:
 
     def __repr__(self) -> str:
         return f"<Deferred {type(self.obj).__name__}>"
+
+
+def plain_type(t: type) -> bool:
+    """Whether every instance of ``t`` has exactly the attributes its type defines (no ``__dict__``, no hooks)."""
+    return (
+        getattr(t, "__dictoffset__", 1) == 0
+        and getattr(t, "__getattr__", None) is None
+        and t.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
+    )
 
 
 def buffer_like(obj: Any) -> bool:
@@ -108,8 +117,7 @@ def _read_memory(obj: Any, what: str, allow_null: bool, sized: bool) -> tuple[An
     if buffer_like(obj):
         out = read_buffer(obj, what, allow_null)
         t = type(obj)
-        # (no instance dict, no __getattr__: an object of the class cannot grow an array interface)
-        if t.__dictoffset__ == 0 and not hasattr(t, "__getattr__") and not hasattr(t, "__cuda_array_interface__"):
+        if plain_type(t) and not hasattr(t, "__cuda_array_interface__"):  # (no object of it can grow one)
             BUFFER_TYPES.add(t)
         return out
     ai = getattr(obj, "__array_interface__", None)
@@ -137,9 +145,7 @@ def read_buffer(obj: Any, what: str, allow_null: bool = False) -> tuple[int, Any
     if ptr == 0 and not allow_null:
         raise OperandError(f"{what}: the Buffer is closed or empty (address 0)")
     size = obj.size
-    if type(size) is not int and (isinstance(size, bool) or not isinstance(size, (int, np.integer))):
-        raise OperandError(f"{what}: the Buffer's size must be a non-negative int, got {size!r}")
-    if size < 0:
+    if (type(size) is not int and (isinstance(size, bool) or not isinstance(size, (int, np.integer)))) or size < 0:
         raise OperandError(f"{what}: the Buffer's size must be a non-negative int, got {size!r}")
     return ptr, obj, int(size)
 

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..definition.addresses import plain_type
 from ..definition.diff import same_value
 from ..definition.memory_info import Memory, describe_memory
 from ..definition.operands import buffer_like
@@ -132,15 +133,6 @@ _READERS: dict[type, Reader | None] = {}
 READERS = _READERS
 
 
-def _plain(t: type) -> bool:
-    """Whether every instance of ``t`` has exactly the attributes its type defines (no ``__dict__``, no hooks)."""
-    return (
-        getattr(t, "__dictoffset__", 1) == 0
-        and getattr(t, "__getattr__", None) is None
-        and t.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
-    )
-
-
 def _is_torch_tensor(t: type) -> bool:
     """Whether ``t`` is ``torch.Tensor`` itself (not a subclass, which may answer attribute reads its own way)."""
     torch = sys.modules.get("torch")  # (imported by whoever made the tensor; never imported here)
@@ -165,7 +157,7 @@ def reader(t: type) -> Reader | None:
         read = None
     elif callable(getattr(t, "data_ptr", None)) and callable(getattr(t, "stride", None)):
         read = _torch_tensor if _is_torch_tensor(t) else _torch
-    elif _plain(t):
+    elif plain_type(t):
         if getattr(t, "__cuda_array_interface__", None) is not None:
             read = _cai_device if hasattr(t, "device") else _cai
         elif all(hasattr(t, a) for a in ("handle", "size", "memory_resource", "device_id", "is_device_accessible")):

@@ -51,6 +51,7 @@ setup(
                 "src/cudagraph/definition/_define_kernel.c",
                 "src/cudagraph/definition/_define_place.c",
                 "src/cudagraph/definition/_define_launch.c",
+                "src/cudagraph/definition/_define_ops.c",
             ],
             depends=["src/cudagraph/definition/_define.h", "src/cudagraph/driver/_two_way.h"],
             extra_compile_args=["-O2"],

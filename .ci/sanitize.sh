@@ -75,7 +75,8 @@ if [[ $# -eq 0 ]]; then
         tests/test_stream_launch_fuzz.py tests/test_define_compiled_cpu.py tests/test_definition_path_builders.py \
         tests/test_compat_launch_compiled_cpu.py tests/test_bind_many_cpu.py tests/test_bind_many_hostile.py \
         tests/test_native_gil_cpu.py tests/test_exec_launch_cpu.py tests/test_exec_launch_fuzz.py tests/test_held_calls_cpu.py \
-        tests/test_native_simple_cpu.py tests/test_define_place_cpu.py tests/test_operand_fast_paths_cpu.py
+        tests/test_native_simple_cpu.py tests/test_define_place_cpu.py tests/test_operand_fast_paths_cpu.py \
+        tests/test_define_ops_cpu.py
 fi
 status=0
 (cd "$ROOT" && "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts="" "$@") || status=$?

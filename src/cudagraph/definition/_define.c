@@ -283,7 +283,8 @@ PyTypeObject cg_kernel_method_type = {
 static struct PyModuleDef define_module = {
     PyModuleDef_HEAD_INIT,
     "cudagraph.definition._define",
-    "Graph.kernel's compiled path for the common call, and a launch after a builder path's last op "
+    "Graph.kernel's, Graph.memset's and Graph.memcpy's compiled paths for the common call, and a launch after a "
+    "builder path's last op "
     "(optional; see _define.c).",
     -1,
     NULL,
@@ -299,13 +300,15 @@ PyInit__define(void)
         return NULL;
     if (cg_zero == NULL && (cg_zero = PyLong_FromLong(0)) == NULL)
         return NULL;
-    if (PyType_Ready(&cg_kernel_method_type) < 0 || PyType_Ready(&cg_path_launch_type) < 0)
+    if (PyType_Ready(&cg_kernel_method_type) < 0 || PyType_Ready(&cg_path_launch_type) < 0 ||
+        PyType_Ready(&cg_op_method_type) < 0)
         return NULL;
     PyObject *mod = PyModule_Create(&define_module);
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "KernelMethod", (PyObject *)&cg_kernel_method_type) < 0 ||
-        PyModule_AddObjectRef(mod, "PathLaunch", (PyObject *)&cg_path_launch_type) < 0) {
+        PyModule_AddObjectRef(mod, "PathLaunch", (PyObject *)&cg_path_launch_type) < 0 ||
+        PyModule_AddObjectRef(mod, "OpMethod", (PyObject *)&cg_op_method_type) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

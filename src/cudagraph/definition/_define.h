@@ -5,6 +5,8 @@
  *   _define_kernel.c  the algorithm: the compiled path of Graph.kernel (Python twin:
  *                     cudagraph.definition.kinds.kernel.KernelBuilders.kernel) and learning its types
  *   _define_place.c   placing a new node in its graph (Graph.kernel's path and KernelMethod.place, for the others)
+ *   _define_ops.c     OpMethod: the compiled paths of Graph.memset and Graph.memcpy (Python twins:
+ *                     MemoryOpBuilders.memset, CopyBuilders.memcpy), placing through _define_place.c
  *   _define_launch.c  PathLaunch: a launch after the last op of a builder's path (cudagraph.compat's launch
  *                     into a GraphBuilder), calling Graph.kernel as its Python twin does
  */
@@ -59,7 +61,7 @@ extern PyObject *cg_str_accessible, *cg_zero;
 void cg_table_clear(TypeTable *t);
 /* The offset of object slot `name` of `tp` (its descriptor kept in *keep when not NULL); -1 with TypeError. */
 int cg_slot_offset(PyTypeObject *tp, PyObject *name, Py_ssize_t *out, PyObject **keep);
-extern PyTypeObject cg_kernel_method_type, cg_path_launch_type;
+extern PyTypeObject cg_kernel_method_type, cg_path_launch_type, cg_op_method_type;
 /* Graph.kernel: the compiled path, else the Python method (then its types are learned). */
 PyObject *cg_kernel_vectorcall(KernelMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 

@@ -16,11 +16,15 @@ import numpy as np
 
 from ..errors import OperandError
 
-__all__ = ["BUFFER_TYPES", "Deferred", "buffer_like", "plain_type", "read_buffer", "resolve_address"]
+__all__ = ["BUFFER_TYPES", "HANDLE_TYPES", "Deferred", "buffer_like", "plain_type", "read_buffer", "resolve_address"]
 
 #: Classes read as a ``cuda.core`` ``Buffer`` before, whose objects cannot have an array interface (no
 #: instance dict, no ``__getattr__``, none on the class): their objects are read as buffers directly.
 BUFFER_TYPES: set[type] = set()
+
+#: Classes of addresses other than ``int`` (a Buffer's ``handle``: cuda.bindings' ``CUdeviceptr``) that ``int()``
+#: turned into an address before; the compiled fill and copy builders convert only these (and ints).
+HANDLE_TYPES: set[type] = set()
 
 
 class Deferred:
@@ -175,6 +179,7 @@ def _address(value: Any, what: str, name: str) -> int:
         raise OperandError(f"{what}: the address in the {name} must be an int, got {type(value).__name__}") from None
     if not 0 <= ptr < 1 << 64:
         raise OperandError(f"{what}: the address {ptr} in the {name} is outside 0..2**64-1")
+    HANDLE_TYPES.add(type(value))
     return ptr
 
 

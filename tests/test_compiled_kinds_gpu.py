@@ -117,3 +117,34 @@ def test_updates_of_fills_and_copies_are_set_from_c(gpu, stream, monkeypatch):
         np.testing.assert_array_equal(gpu.read(b, N), np.full(N, value, np.float32))
     exe.close()
     assert python_sets == [] if NATIVE is not None else len(python_sets) == 9
+
+
+def test_fills_and_copies_defined_in_c_compute_what_numpy_says(gpu, stream):
+    from cudagraph.definition.builders import COMPILED_OPS
+
+    a, b, c = gpu.alloc(N * 4), gpu.alloc(N * 4), gpu.alloc(N * 4)
+    cg.Graph("teach").memcpy(b, a)  # the Buffer class and its handle class, read once by the Python method
+    before = {k: m.taken for k, m in COMPILED_OPS.items()}
+    g = cg.Graph("defined")
+    f0 = g.memset(b, 0)  # every byte, the count from the Buffer
+    f1 = g.memset(a, 0x3F800000, element_size=4, after=f0)  # 1.0f in every float
+    f2 = g.memset(int(b.handle) + 192, 0x40, count=8, after=f1)  # bytes 192..199 (an int destination)
+    f3 = g.memset(b, 0x4000, width=4, height=3, pitch=64, element_size=2, after=f2)  # 3 rows of 4 halves, at 0, 64, 128
+    c1 = g.memcpy(c, a, after=f3)  # nbytes from src
+    g.memcpy(int(c.handle) + 512, b, 256, after=c1)  # an int destination
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    expect_b = np.zeros(N * 4, np.uint8)
+    expect_b[192:200] = 0x40
+    for row in range(3):
+        expect_b[row * 64 : row * 64 + 8] = np.frombuffer(np.full(4, 0x4000, "<u2").tobytes(), np.uint8)
+    np.testing.assert_array_equal(gpu.read(a, N), np.ones(N, np.float32))
+    b_read = gpu.read(b, N).view(np.uint8)
+    np.testing.assert_array_equal(b_read, expect_b)
+    expect_c = np.ones(N, np.float32).view(np.uint8).copy()
+    expect_c[512:768] = b_read[:256]
+    np.testing.assert_array_equal(gpu.read(c, N).view(np.uint8), expect_c)
+    exe.close()
+    if COMPILED_OPS:
+        assert {k: m.taken - before[k] for k, m in COMPILED_OPS.items()} == {"memset": 4, "memcpy": 2}

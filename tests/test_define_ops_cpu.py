@@ -130,7 +130,14 @@ _memcpy = st.fixed_dictionaries(
         "positional": st.booleans(),
     }
 )
-_call = st.tuples(st.one_of(_memset, _memcpy), _mostly(("none", "last", "two"), AFTERS), _mostly((None, "n"), NAMES))
+#: The nodes joined: by name, what ``_join_nodes`` makes of them.
+JOINED = ("none", "one", "two", "list", "tuple", "same-twice", "foreign", "None", "not-a-node", "list-sub")
+_place_only = st.fixed_dictionaries(
+    {"kind": st.sampled_from(("empty", "join")), "nodes": _mostly(("none", "one", "two", "list"), JOINED)}
+)
+_call = st.tuples(
+    st.one_of(_memset, _memcpy, _place_only), _mostly(("none", "last", "two"), AFTERS), _mostly((None, "n"), NAMES)
+)
 
 
 def _apply(g: cg.Graph, foreign: Node, call: tuple[dict[str, Any], str, Any], python: bool) -> Any:
@@ -141,12 +148,15 @@ def _apply(g: cg.Graph, foreign: Node, call: tuple[dict[str, Any], str, Any], py
         kw["after"] = after
     if name is not None:
         kw["name"] = name
-    kind = "memcpy" if "src" in spec else "memset"
+    kind = spec.get("kind") or ("memcpy" if "src" in spec else "memset")
     method = COMPILED_OPS[kind].func.__get__(g) if python else getattr(g, kind)
-    dst = OPERANDS[spec["dst"]]
     try:
-        if kind == "memcpy":
-            src = OPERANDS[spec["src"]]
+        if kind == "empty":
+            method(**kw)
+        elif kind == "join":
+            method(*_join_nodes(g, foreign, spec["nodes"]), **kw)
+        elif kind == "memcpy":
+            dst, src = OPERANDS[spec["dst"]], OPERANDS[spec["src"]]
             if spec["positional"]:
                 method(dst, src, spec["nbytes"], **kw)
             else:
@@ -157,6 +167,7 @@ def _apply(g: cg.Graph, foreign: Node, call: tuple[dict[str, Any], str, Any], py
                     kw[key] = spec[key]
             if spec["height"] != "absent":
                 kw["height"] = spec["height"]
+            dst = OPERANDS[spec["dst"]]
             if spec["positional"]:
                 method(dst, spec["value"], spec["count"], **kw)
             else:
@@ -164,6 +175,28 @@ def _apply(g: cg.Graph, foreign: Node, call: tuple[dict[str, Any], str, Any], py
     except (CudaGraphError, TypeError, ValueError) as e:
         return type(e).__name__, str(e)
     return None
+
+
+class _NodeList(list):  # type: ignore[type-arg]
+    """A list subclass: ``join`` takes its items as the nodes, through the Python method."""
+
+
+def _join_nodes(g: cg.Graph, foreign: Node, spec: str) -> tuple[Any, ...]:
+    """The positional arguments of a ``join`` call of ``spec`` (one of :data:`JOINED`)."""
+    nodes = g.nodes
+    if spec == "none" or not nodes:
+        return ()
+    return {
+        "one": (nodes[-1],),
+        "two": (nodes[-1], nodes[0]) if len(nodes) > 1 else (nodes[0],),
+        "list": (list(nodes[-3:]),),
+        "tuple": (tuple(nodes[-3:]),),
+        "same-twice": (nodes[-1], nodes[-1]),
+        "foreign": (nodes[-1], foreign),
+        "None": (None,),
+        "not-a-node": (nodes[-1], 3),
+        "list-sub": (_NodeList(nodes[-2:]),),
+    }[spec]
 
 
 def _both(calls: list[tuple[dict[str, Any], str, Any]]) -> tuple[cg.Graph, cg.Graph]:
@@ -187,6 +220,8 @@ def _ms(dst: str, value: Any = 1, count: Any = None, **kw: Any) -> dict[str, Any
 @example([(_ms("buf", 7, None, element_size=4), "last", None), (_ms("buf", 0, 16, height=2, pitch=64), "two", "")])
 @example([({"dst": "buf", "src": "buf-handle-obj", "nbytes": None, "positional": True}, "none", "c")] * 2)
 @example([(_ms("flaky-ok", 1, 8), "none", None), (_ms("flaky-fail", 1, 8), "last", None)])
+@example([({"kind": "empty", "nodes": "none"}, "none", None), ({"kind": "join", "nodes": "None"}, "none", None)])
+@example([({"kind": "empty", "nodes": "none"}, "none", None), ({"kind": "join", "nodes": "one"}, "last", "j")])
 def test_compiled_and_python_methods_build_the_same_graphs(calls: list[tuple[dict[str, Any], str, Any]]) -> None:
     _both(calls)
 
@@ -354,7 +389,7 @@ def test_compiled_methods_look_like_the_python_ones() -> None:
         g = cg.Graph("m")
         assert getattr(g, kind).__self__ is g
         with pytest.raises(TypeError):
-            getattr(g, kind)()  # the Python method's own error
+            getattr(g, kind)(1, 2, 3, 4, 5) if kind != "join" else g.join(after=None, bad=1)  # the Python method's
     path = cg.Graph("p").path()
     path.memset(0x40000, 1, 4)
     path.memcpy(0x50000, 0x40000, 4)
@@ -369,7 +404,7 @@ def test_forget_empties_the_learned_tables() -> None:
     before = ms.taken
     cg.Graph("f").memset(OPERANDS["buf"], 1)  # learned again from BUFFER_TYPES on the spot
     assert ms.taken == before + 1
-    with pytest.raises(TypeError, match="OpMethod: kind 'memset' or 'memcpy'"):
+    with pytest.raises(TypeError, match="OpMethod: kind 'memset', 'memcpy', 'empty' or 'join'"):
         type(ms)("fill", ms.func, COMPILED_KERNEL, MemsetNode, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES))
     with pytest.raises(TypeError, match="OpMethod: node_type must keep the base slots"):
         type(ms)("memset", ms.func, COMPILED_KERNEL, object, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES))

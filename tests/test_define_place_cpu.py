@@ -2,8 +2,9 @@
 
 The same random builder calls (fills, copies, empty nodes, joins, host callbacks, event nodes, with
 predecessors that are plain, repeated, of another graph or not nodes, and names of every type) are made on
-two graphs: one placed by the compiled placer, one with the placer turned off (``GraphCore._placer = None``,
-the Python twin ``_deps``, ``_set_base`` and ``_add``). Every node slot, the counters, ``summary()`` and
+two graphs: one built by the compiled builders (``OpMethod``: fills, copies, empty nodes, joins) and placed by
+the compiled placer, one by the Python methods with the placer turned off (``GraphCore._placer = None``, the
+Python twin ``_deps``, ``_set_base`` and ``_add``). Every node slot, the counters, ``summary()`` and
 every error must be the same. Collections that edit the graph mid-call and threads must leave it whole.
 """
 
@@ -56,7 +57,12 @@ def _after(g: cg.Graph, foreign: Node, spec: str) -> Any:
     }[spec]
 
 
-def _apply(g: cg.Graph, foreign: Node, call: tuple[str, str, Any]) -> tuple[str, str] | None:
+def _builder(g: cg.Graph, kind: str, python: bool) -> Any:
+    """``g``'s builder ``kind``; with ``python``, the Python method where a compiled one is installed."""
+    return COMPILED_OPS[kind].func.__get__(g) if python and kind in COMPILED_OPS else getattr(g, kind)
+
+
+def _apply(g: cg.Graph, foreign: Node, call: tuple[str, str, Any], python: bool = False) -> tuple[str, str] | None:
     kind, after_spec, name = call
     after = _after(g, foreign, after_spec)
     kw: dict[str, Any] = {"after": after} if after is not None else {}
@@ -64,13 +70,13 @@ def _apply(g: cg.Graph, foreign: Node, call: tuple[str, str, Any]) -> tuple[str,
         kw["name"] = name
     try:
         if kind == "memset":
-            g.memset(0x10000, 1, count=16, **kw)
+            _builder(g, kind, python)(0x10000, 1, count=16, **kw)
         elif kind == "memcpy":
-            g.memcpy(0x20000, 0x10000, 64, **kw)
+            _builder(g, kind, python)(0x20000, 0x10000, 64, **kw)
         elif kind == "empty":
-            g.empty(**kw)
+            _builder(g, kind, python)(**kw)
         elif kind == "join":
-            g.join(*(g.nodes[-2:]), **kw)
+            _builder(g, kind, python)(*(g.nodes[-2:]), **kw)
         elif kind == "host":
             g.host(_noop, **kw)
         else:
@@ -90,7 +96,7 @@ def _both(calls: list[tuple[str, str, Any]]) -> tuple[cg.Graph, cg.Graph]:
         ours = _apply(placed, foreign, call)
         placer, GraphCore._placer = GraphCore._placer, None  # the Python twin
         try:
-            theirs = _apply(python, foreign, call)
+            theirs = _apply(python, foreign, call, python=True)
         finally:
             GraphCore._placer = placer
         assert ours == theirs, call

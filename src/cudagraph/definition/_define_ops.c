@@ -1,11 +1,11 @@
 /*
- * cudagraph.definition._define (_define_ops.c): OpMethod, the compiled path of Graph.memset and Graph.memcpy for
- * the builders' common case.
+ * cudagraph.definition._define (_define_ops.c): OpMethod, the compiled path of Graph.memset, Graph.memcpy,
+ * Graph.empty and Graph.join for the builders' common case.
  *
- * Python twins: cudagraph.definition.kinds.memory_ops.MemoryOpBuilders.memset and
- * cudagraph.definition.kinds.copy.CopyBuilders.memcpy, the Python methods this wraps (`func`, `__wrapped__`), which
- * every call the compiled path does not take goes to. Their frames (ten keywords, a label, the operand reads, the
- * size checks) cost about 2 us per node on the CPU; here about 0.2.
+ * Python twins: MemoryOpBuilders.memset (cudagraph.definition.kinds.memory_ops), CopyBuilders.memcpy (kinds.copy),
+ * StructureBuilders.empty and .join (kinds.structure), the Python methods this wraps (`func`, `__wrapped__`),
+ * which every call the compiled path does not take goes to. Their frames (up to ten keywords, a label, the
+ * operand reads, the size checks) cost about 2 us per fill or copy on the CPU; here about 0.2.
  *
  * The path takes a call when
  * - the graph is of a type the placer learned (KernelMethod's graphs table), `after` is None or usable there (a
@@ -19,7 +19,9 @@
  *   above 0, and the fill is 1-D); `height` an exact int above 0 (default 1); `pitch` None or an exact int above 0
  *   and at least a row, a multiple of the element size when the fill is 2-D; the extent within a Buffer's size;
  * - memcpy: `nbytes` an exact int above 0, or None with a Buffer operand (src's size, else dst's); within each
- *   Buffer's size.
+ *   Buffer's size;
+ * - empty: keywords only; join: no `after` (the Python method merges it with the nodes), the nodes joined one
+ *   node, one list or tuple of nodes, or several nodes, usable as `after` is.
  * Every size is below 2**63, every product computed without overflow. Anything else returns to the Python method
  * before anything is changed, and its answer (node or error) is the answer; it then reads a Buffer operand this
  * path read before declining once more.
@@ -32,7 +34,7 @@
 #include "_define.h"
 #include <limits.h>
 
-enum { OP_MEMSET, OP_MEMCPY };
+enum { OP_MEMSET, OP_MEMCPY, OP_EMPTY, OP_JOIN };
 #define OP_ARGS 9  /* the most parameters of a builder (memset's) */
 #define OP_SLOTS 7 /* the most own slots of a node (MemsetNode's) */
 
@@ -40,6 +42,7 @@ enum { OP_MEMSET, OP_MEMCPY };
 static const char *const memset_names[] = {"dst",    "value", "count", "element_size", "width",
                                            "height", "pitch", "after", "name"};
 static const char *const memcpy_names[] = {"dst", "src", "nbytes", "after", "name"};
+static const char *const place_names[] = {"after", "name"}; /* empty (keywords only) and join (after *nodes) */
 enum { MS_DST, MS_VALUE, MS_COUNT, MS_ESIZE, MS_WIDTH, MS_HEIGHT, MS_PITCH, MS_AFTER, MS_NAME };
 enum { MC_DST, MC_SRC, MC_NBYTES, MC_AFTER, MC_NAME };
 /* Own slots, in the order of the names handed over (OP_SLOTS in compiled_kernel.py). */
@@ -49,14 +52,14 @@ enum { SC_DST, SC_SRC, SC_NBYTES, SC_KEEP };
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    int kind;                 /* OP_MEMSET, OP_MEMCPY */
+    int kind;                 /* OP_MEMSET, OP_MEMCPY, OP_EMPTY, OP_JOIN */
     int nparams, positional;  /* parameters of the builder, of which positional */
     PyObject *func;           /* the Python method (the twin) */
     KernelMethod *km;         /* the placer and its learned graph and node types */
-    PyTypeObject *ntype;      /* MemsetNode, MemcpyNode */
+    PyTypeObject *ntype;      /* MemsetNode, MemcpyNode, EmptyNode */
     PyObject *buffer_src, *handle_src; /* addresses.BUFFER_TYPES, addresses.HANDLE_TYPES */
     PyObject *names[OP_ARGS]; /* interned parameter names */
-    PyObject *label;          /* the default name: "memset", "memcpy" */
+    PyObject *label;          /* the default name: the kind's */
     PyObject *str_handle, *str_size;
     Py_ssize_t at[OP_SLOTS];
     Py_ssize_t taken;
@@ -313,10 +316,11 @@ static PyObject *
 op_fast(OpMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *p[OP_ARGS] = {NULL}; /* borrowed: the caller holds its arguments for the call */
-    if (nargs < 1 || nargs - 1 > m->positional)
+    int join = m->kind == OP_JOIN;
+    if (nargs < 1 || (!join && nargs - 1 > m->positional))
         Py_RETURN_NOTIMPLEMENTED;
     PyObject *self = argv[0];
-    for (Py_ssize_t i = 1; i < nargs; i++)
+    for (Py_ssize_t i = 1; i < nargs && !join; i++)
         p[i - 1] = argv[i];
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nkw; i++) {
@@ -332,23 +336,40 @@ op_fast(OpMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames)
             Py_RETURN_NOTIMPLEMENTED;
         p[at] = argv[nargs + i];
     }
-    int after_at = m->nparams - 2, name_at = m->nparams - 1;
-    PyObject *after = p[after_at], *name = p[name_at];
-    if (p[0] == NULL || !cg_table_has(&m->km->graphs, Py_TYPE(self)))
+    PyObject *after = p[m->nparams - 2], *name = p[m->nparams - 1], *made = NULL;
+    if ((m->kind <= OP_MEMCPY && p[0] == NULL) || !cg_table_has(&m->km->graphs, Py_TYPE(self)))
         Py_RETURN_NOTIMPLEMENTED;
     if (name == NULL || name == Py_None || (PyUnicode_CheckExact(name) && PyUnicode_GET_LENGTH(name) == 0))
         name = m->label; /* `name or "memset"` */
     else if (!PyUnicode_CheckExact(name))
         Py_RETURN_NOTIMPLEMENTED;
+    if (join) { /* the nodes joined are the predecessors: one node, one list or tuple of them, or several */
+        if (after != NULL && after != Py_None)
+            Py_RETURN_NOTIMPLEMENTED; /* merged with the nodes by the Python method */
+        after = nargs == 1 ? NULL : argv[1];
+        if (after == Py_None)
+            Py_RETURN_NOTIMPLEMENTED; /* join(None): the Python method's error */
+        if (nargs > 2) {
+            if ((made = PyTuple_New(nargs - 1)) == NULL)
+                return NULL;
+            for (Py_ssize_t i = 1; i < nargs; i++)
+                PyTuple_SET_ITEM(made, i - 1, Py_NewRef(argv[i]));
+            after = made;
+        }
+    }
     if (after != NULL && after != Py_None) {
         int pass = cg_after_pass(m->km, self, after);
-        if (pass <= 0)
+        if (pass <= 0) {
+            Py_XDECREF(made);
             return pass < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+        }
     }
     /* Held across the operands' Python code: the caller holds the arguments, but not what `after` holds. */
     Py_INCREF(self);
     Py_XINCREF(after);
-    PyObject *node = m->kind == OP_MEMSET ? memset_fast(m, p) : memcpy_fast(m, p);
+    PyObject *node = m->kind == OP_MEMSET   ? memset_fast(m, p)
+                     : m->kind == OP_MEMCPY ? memcpy_fast(m, p)
+                                            : m->ntype->tp_alloc(m->ntype, 0); /* an empty node: no own slots */
     if (node != NULL && node != Py_NotImplemented) {
         int placed = cg_place_node(m->km, self, node, after, name);
         if (placed <= 0) {
@@ -358,6 +379,7 @@ op_fast(OpMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames)
         }
     }
     Py_XDECREF(after);
+    Py_XDECREF(made);
     Py_DECREF(self);
     return node;
 }
@@ -386,12 +408,17 @@ op_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                                      &cg_kernel_method_type, &km, &PyType_Type, &ntype, &PyTuple_Type, &slots,
                                      &PyTuple_Type, &sources))
         return NULL;
-    int k = strcmp(kind, "memset") == 0 ? OP_MEMSET : strcmp(kind, "memcpy") == 0 ? OP_MEMCPY : -1;
-    Py_ssize_t nslots = k == OP_MEMSET ? OP_SLOTS : 4;
+    static const char *const kinds[] = {"memset", "memcpy", "empty", "join"};
+    static const int nslots_of[] = {OP_SLOTS, 4, 0, 0}, nparams_of[] = {9, 5, 2, 2};
+    int k = -1;
+    for (int i = 0; i < 4 && k < 0; i++)
+        if (strcmp(kind, kinds[i]) == 0)
+            k = i;
+    Py_ssize_t nslots = k < 0 ? -1 : nslots_of[k];
     if (k < 0 || !PyCallable_Check(func) || PyTuple_GET_SIZE(slots) != nslots || PyTuple_GET_SIZE(sources) != 2 ||
         !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 0)) || !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 1))) {
-        PyErr_SetString(PyExc_TypeError, "OpMethod: kind 'memset' or 'memcpy', a callable func, the node's own "
-                                         "slot names, sources (BUFFER_TYPES, HANDLE_TYPES)");
+        PyErr_SetString(PyExc_TypeError, "OpMethod: kind 'memset', 'memcpy', 'empty' or 'join', a callable func, "
+                                         "the node's own slot names, sources (BUFFER_TYPES, HANDLE_TYPES)");
         return NULL;
     }
     KernelMethod *placer = (KernelMethod *)km;
@@ -404,14 +431,14 @@ op_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (m == NULL)
         return NULL;
     m->kind = k;
-    m->nparams = k == OP_MEMSET ? 9 : 5;
-    m->positional = 3;
+    m->nparams = nparams_of[k];
+    m->positional = k <= OP_MEMCPY ? 3 : 0;
     m->func = Py_NewRef(func);
     m->km = (KernelMethod *)Py_NewRef(km);
     m->ntype = (PyTypeObject *)Py_NewRef(ntype);
     m->buffer_src = Py_NewRef(PyTuple_GET_ITEM(sources, 0));
     m->handle_src = Py_NewRef(PyTuple_GET_ITEM(sources, 1));
-    const char *const *names = k == OP_MEMSET ? memset_names : memcpy_names;
+    const char *const *names = k == OP_MEMSET ? memset_names : k == OP_MEMCPY ? memcpy_names : place_names;
     for (int i = 0; i < m->nparams; i++)
         if ((m->names[i] = PyUnicode_InternFromString(names[i])) == NULL)
             goto fail;

@@ -1,13 +1,15 @@
-"""The compiled :meth:`Graph.memset <cudagraph.Graph.memset>` and :meth:`Graph.memcpy <cudagraph.Graph.memcpy>`
-(``cudagraph.definition._define.OpMethod``), when built.
+"""The compiled :meth:`Graph.memset <cudagraph.Graph.memset>`, :meth:`~cudagraph.Graph.memcpy`,
+:meth:`~cudagraph.Graph.empty` and :meth:`~cudagraph.Graph.join` (``cudagraph.definition._define.OpMethod``),
+when built.
 
 Each builds the node of the common call in C (int addresses, or Buffers of a class the Python method read
 before; plain int values and sizes; ``after=`` a node or distinct nodes of the graph) and places it through
-the compiled placer (``KernelMethod.place``'s C side); every other call goes to the Python method,
-:meth:`MemoryOpBuilders.memset <cudagraph.definition.kinds.memory_ops.MemoryOpBuilders.memset>` or
-:meth:`CopyBuilders.memcpy <cudagraph.definition.kinds.copy.CopyBuilders.memcpy>`, its twin (``.func``,
-``__wrapped__``), which names every error. ``CUDAGRAPH_NO_C_ENTRY=1``, or a build without the extension,
-leaves the Python methods in place.
+the compiled placer (``KernelMethod.place``'s C side); every other call goes to the Python method
+(:meth:`MemoryOpBuilders.memset <cudagraph.definition.kinds.memory_ops.MemoryOpBuilders.memset>`,
+:meth:`CopyBuilders.memcpy <cudagraph.definition.kinds.copy.CopyBuilders.memcpy>`,
+:meth:`StructureBuilders.empty <cudagraph.definition.kinds.structure.StructureBuilders.empty>`, ``.join``), its
+twin (``.func``, ``__wrapped__``), which names every error. ``CUDAGRAPH_NO_C_ENTRY=1``, or a build without the
+extension, leaves the Python methods in place.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .addresses import BUFFER_TYPES, HANDLE_TYPES
 from .compiled_kernel import define_module
 from .kinds.copy import CopyBuilders, MemcpyNode
 from .kinds.memory_ops import MemoryOpBuilders, MemsetNode
+from .kinds.structure import EmptyNode, StructureBuilders
 
 __all__ = ["OP_SLOTS", "install_compiled_ops"]
 
@@ -29,15 +32,22 @@ OP_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
     {
         "memset": ("dst", "value", "element_size", "width", "height", "pitch", "_keep"),
         "memcpy": ("dst", "src", "nbytes", "_keep"),
+        "empty": (),
+        "join": (),
     }
 )
 
-_OWNERS: Final = {"memset": (MemoryOpBuilders, MemsetNode), "memcpy": (CopyBuilders, MemcpyNode)}
+_OWNERS: Final = {
+    "memset": (MemoryOpBuilders, MemsetNode),
+    "memcpy": (CopyBuilders, MemcpyNode),
+    "empty": (StructureBuilders, EmptyNode),
+    "join": (StructureBuilders, EmptyNode),
+}
 
 
 def install_compiled_ops(kernel_method: Any) -> dict[str, Any]:
-    """Make ``memset`` and ``memcpy`` the compiled methods over their Python twins, placing through
-    ``kernel_method`` (the compiled ``Graph.kernel``, ``None`` when it is not built: nothing changes).
+    """Make ``memset``, ``memcpy``, ``empty`` and ``join`` the compiled methods over their Python twins, placing
+    through ``kernel_method`` (the compiled ``Graph.kernel``, ``None`` when it is not built: nothing changes).
 
     Returns
     -------

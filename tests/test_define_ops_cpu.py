@@ -22,7 +22,7 @@ from cudagraph.definition.addresses import BUFFER_TYPES, HANDLE_TYPES
 from cudagraph.definition.builders import COMPILED_KERNEL, COMPILED_OPS
 from cudagraph.definition.compiled_ops import OP_SLOTS
 from cudagraph.definition.kinds.copy import MemcpyNode
-from cudagraph.definition.kinds.memory_ops import MemsetNode
+from cudagraph.definition.kinds.memory_ops import FILL_SCALARS, MemsetNode
 from cudagraph.definition.node import Node
 from cudagraph.errors import CudaGraphError
 from test_define_compiled_cpu import assert_finalizers_keep_it_whole, assert_threads_keep_it_whole, graph_state
@@ -97,7 +97,9 @@ OPERANDS: dict[str, Any] = {
     "np-int": np.uint64(0xF0000),
     "str": "x",
 }
-VALUES = (0, 1, 255, 256, -1, -128, -129, 0xFFFF, 0xFFFFFFFF, 1 << 40, np.float32(1.0), np.uint16(7), True, 1.5)
+VALUES = (0, 1, 255, 256, -1, -128, -129, 0xFFFF, 0xFFFFFFFF, 1 << 40, True, 1.5)
+NUMPY_VALUES = (np.float32(1.0), np.float32(-2.5), np.uint16(7), np.int8(-3), np.bool_(True), np.float16(0.5))
+NUMPY_VALUES_REFUSED = (np.int64(5), np.float64(1.0), np.uint32(0xFFFFFFFF), np.complex64(1j), np.datetime64(1, "s"))
 ELEMENT_SIZES = (None, 1, 2, 4, 3, np.int32(2), True)
 SIZES = (None, 1, 8, 16, 64, 100, 4096, 5000, 0, -3, 1 << 63, (1 << 63) - 1, np.int64(8), 2.0)
 HEIGHTS = ("absent", 1, 2, 3, 0, np.int64(2))
@@ -113,7 +115,7 @@ _OPERAND = _mostly(("int", "buf", "buf-handle-obj", "flaky-ok"), tuple(sorted(OP
 _memset = st.fixed_dictionaries(
     {
         "dst": _OPERAND,
-        "value": _mostly((0, 1, 255, -1), VALUES),
+        "value": _mostly((0, 1, 255, -1) + NUMPY_VALUES, VALUES + NUMPY_VALUES + NUMPY_VALUES_REFUSED),
         "count": _mostly((None, 8, 16), SIZES),
         "element_size": _mostly((None, 1, 2, 4), ELEMENT_SIZES),
         "width": _mostly((None,), (None, 8, 1000)),
@@ -250,6 +252,11 @@ def test_the_common_calls_are_taken_in_c() -> None:
     d = g.memcpy(buf, obj, after=c)  # nbytes from src's 256 bytes
     e = g.memcpy(0x50000, buf, 128, after=d, name="")
     assert (ms.taken - before[0], mc.taken - before[1]) == (3, 2)
+    g2 = cg.Graph("numpy values")
+    f = g2.memset(buf, np.float32(1.0), after=g2.memset(buf, 0))  # a numpy value: its bytes, its size the element size
+    h = g2.memset(0x40000, np.int8(-3), 4, element_size=1, after=f)
+    assert (f.value, f.element_size, f.width, h.value, h.element_size) == (0x3F800000, 4, 1024, 0xFD, 1)
+    assert ms.taken - before[0] == 6
     fill = (a.dst, a.value, a.element_size, a.width, a.height, a.pitch, a._keep)
     assert fill == (0x80000, 0xAB, 1, 4096, 1, 4096, (buf,))
     assert (b.value, b.element_size, b.width, b.pitch, b.name, b._keep) == (0xFFFF, 2, 16, 32, "fill", (None,))
@@ -265,7 +272,7 @@ def test_what_the_python_method_must_answer_is_left_to_it() -> None:
     ms = COMPILED_OPS["memset"]
     g = cg.Graph("declined")
     before = ms.taken
-    g.memset(0x40000, np.float32(1.0), 4)  # a numpy value
+    g.memset(0x40000, np.float32(1.0), 4, element_size=np.int64(4))  # a numpy element size
     g.memset(OPERANDS["cai"], 1)  # an array interface
     g.memset(0x40000, 1, np.int64(4))  # a numpy count
     g.memset(OPERANDS["buf-size-np"], 1)  # a Buffer whose size is a numpy int
@@ -397,6 +404,9 @@ def test_compiled_methods_look_like_the_python_ones() -> None:
     assert node.kind == "memcpy" and [p.kind for p in node._preds] == ["memset"]
 
 
+SOURCES = (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
+
+
 def test_forget_empties_the_learned_tables() -> None:
     _teach()
     ms = COMPILED_OPS["memset"]
@@ -405,8 +415,19 @@ def test_forget_empties_the_learned_tables() -> None:
     cg.Graph("f").memset(OPERANDS["buf"], 1)  # learned again from BUFFER_TYPES on the spot
     assert ms.taken == before + 1
     with pytest.raises(TypeError, match="OpMethod: kind 'memset', 'memcpy', 'empty' or 'join'"):
-        type(ms)("fill", ms.func, COMPILED_KERNEL, MemsetNode, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES))
+        type(ms)(
+            "fill", ms.func, COMPILED_KERNEL, MemsetNode, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
+        )
     with pytest.raises(TypeError, match="OpMethod: node_type must keep the base slots"):
-        type(ms)("memset", ms.func, COMPILED_KERNEL, object, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES))
+        type(ms)(
+            "memset", ms.func, COMPILED_KERNEL, object, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
+        )
     with pytest.raises(TypeError, match=r"MemcpyNode.value is not an object slot"):
-        type(ms)("memset", ms.func, COMPILED_KERNEL, MemcpyNode, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES))
+        type(ms)(
+            "memset",
+            ms.func,
+            COMPILED_KERNEL,
+            MemcpyNode,
+            OP_SLOTS["memset"],
+            (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS),
+        )

@@ -14,7 +14,9 @@
  *   cuda.core Buffer before (addresses.BUFFER_TYPES: no instance dict, no attribute hooks, no array interface)
  *   whose `handle` is an exact int or of a type the Python path turned into an address before
  *   (addresses.HANDLE_TYPES), nonzero, and whose `size` is an exact int >= 0;
- * - memset: `value` an exact int in the range of `element_size` (None or an exact 1, 2 or 4); `count` or `width`
+ * - memset: `value` an exact int in the range of `element_size` (None or an exact 1, 2 or 4), or a numpy scalar of
+ *   1, 2 or 4 bytes of the types handed over (memory_ops.FILL_SCALARS), its bytes the bits, its size the element
+ *   size (which `element_size` may repeat); `count` or `width`
  *   (not both) an exact int above 0, or neither and a Buffer `dst` (the count is its size over the element size,
  *   above 0, and the fill is 1-D); `height` an exact int above 0 (default 1); `pitch` None or an exact int above 0
  *   and at least a row, a multiple of the element size when the fill is 2-D; the extent within a Buffer's size;
@@ -63,7 +65,7 @@ typedef struct {
     PyObject *str_handle, *str_size;
     Py_ssize_t at[OP_SLOTS];
     Py_ssize_t taken;
-    TypeTable buffers, handles;
+    TypeTable buffers, handles, scalars; /* learned, learned, fixed (memset's numpy value types) */
     PyObject *dict;
 } OpMethod;
 
@@ -174,6 +176,24 @@ read_operand(OpMethod *m, PyObject *obj, PyObject **addr, PyObject **keep, long 
     return 1;
 }
 
+/* The size in bytes of numpy scalar `v` (of a type of the scalars table: 1, 2 or 4 bytes) with its bytes in *bits
+ * as a little-endian word, or 0 (no error set). numpy's own buffer of its scalar: runs no Python code. */
+static long long
+scalar_bits(PyObject *v, unsigned long long *bits)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(v, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    long long n = view.len == 1 || view.len == 2 || view.len == 4 ? view.len : 0;
+    *bits = 0;
+    for (long long i = 0; i < n; i++)
+        *bits |= (unsigned long long)((const unsigned char *)view.buf)[i] << (8 * i);
+    PyBuffer_Release(&view);
+    return n;
+}
+
 /* The node of `p` (the parameters, borrowed), its own slots set, placed; Py_NotImplemented when the Python path
  * must answer; NULL with an error set. */
 static PyObject *
@@ -181,13 +201,28 @@ memset_fast(OpMethod *m, PyObject *const *p)
 {
     PyObject *v = p[MS_VALUE], *es_obj = p[MS_ESIZE], *cnt = p[MS_COUNT], *wid = p[MS_WIDTH];
     PyObject *hgt = p[MS_HEIGHT], *pitch = p[MS_PITCH];
-    if (v == NULL || !PyLong_CheckExact(v))
+    int scalar = v != NULL && cg_table_has(&m->scalars, Py_TYPE(v));
+    if (v == NULL || (!PyLong_CheckExact(v) && !scalar))
         Py_RETURN_NOTIMPLEMENTED;
-    long long es = 1;
+    long long es = 0;
     if (es_obj != NULL && es_obj != Py_None) {
         es = positive(es_obj);
         if (es != 1 && es != 2 && es != 4)
             Py_RETURN_NOTIMPLEMENTED;
+    }
+    unsigned long long masked;
+    if (scalar) { /* a numpy scalar: its bytes, read as a little-endian word (`value.tobytes()`) */
+        long long size = scalar_bits(v, &masked);
+        if (size == 0 || (es != 0 && es != size))
+            Py_RETURN_NOTIMPLEMENTED;
+        es = size;
+    } else {
+        es = es == 0 ? 1 : es;
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(v, &overflow), bits = 8 * es;
+        if (overflow || value < -(1LL << (bits - 1)) || value > (1LL << bits) - 1)
+            Py_RETURN_NOTIMPLEMENTED;
+        masked = (unsigned long long)value & ((1ULL << bits) - 1);
     }
     if (cnt == Py_None)
         cnt = NULL;
@@ -202,11 +237,6 @@ memset_fast(OpMethod *m, PyObject *const *p)
     long long pv = pitch == NULL ? 0 : positive(pitch);
     if (h == 0 || (w_obj != NULL && w == 0) || (pitch != NULL && pv == 0) || (w_obj == NULL && h != 1))
         Py_RETURN_NOTIMPLEMENTED;
-    int overflow;
-    long long value = PyLong_AsLongLongAndOverflow(v, &overflow), bits = 8 * es;
-    if (overflow || value < -(1LL << (bits - 1)) || value > (1LL << bits) - 1)
-        Py_RETURN_NOTIMPLEMENTED;
-    unsigned long long masked = (unsigned long long)value & ((1ULL << bits) - 1);
 
     /* The operand: the only Python code of the path. */
     PyObject *addr = NULL, *keep = NULL, *r = NULL, *node = NULL;
@@ -415,10 +445,12 @@ op_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (strcmp(kind, kinds[i]) == 0)
             k = i;
     Py_ssize_t nslots = k < 0 ? -1 : nslots_of[k];
-    if (k < 0 || !PyCallable_Check(func) || PyTuple_GET_SIZE(slots) != nslots || PyTuple_GET_SIZE(sources) != 2 ||
-        !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 0)) || !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 1))) {
+    if (k < 0 || !PyCallable_Check(func) || PyTuple_GET_SIZE(slots) != nslots || PyTuple_GET_SIZE(sources) != 3 ||
+        !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 0)) || !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 1)) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(sources, 2))) {
         PyErr_SetString(PyExc_TypeError, "OpMethod: kind 'memset', 'memcpy', 'empty' or 'join', a callable func, "
-                                         "the node's own slot names, sources (BUFFER_TYPES, HANDLE_TYPES)");
+                                         "the node's own slot names, sources (BUFFER_TYPES, HANDLE_TYPES, "
+                                         "a tuple of numpy scalar types)");
         return NULL;
     }
     KernelMethod *placer = (KernelMethod *)km;
@@ -438,6 +470,10 @@ op_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     m->ntype = (PyTypeObject *)Py_NewRef(ntype);
     m->buffer_src = Py_NewRef(PyTuple_GET_ITEM(sources, 0));
     m->handle_src = Py_NewRef(PyTuple_GET_ITEM(sources, 1));
+    PyObject *scalars = PyTuple_GET_ITEM(sources, 2);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(scalars); i++)
+        if (PyType_Check(PyTuple_GET_ITEM(scalars, i)))
+            cg_table_add(&m->scalars, (PyTypeObject *)PyTuple_GET_ITEM(scalars, i));
     const char *const *names = k == OP_MEMSET ? memset_names : k == OP_MEMCPY ? memcpy_names : place_names;
     for (int i = 0; i < m->nparams; i++)
         if ((m->names[i] = PyUnicode_InternFromString(names[i])) == NULL)
@@ -474,6 +510,8 @@ op_traverse(OpMethod *m, visitproc visit, void *arg)
         Py_VISIT(m->buffers.t[i]);
     for (Py_ssize_t i = 0; i < m->handles.n; i++)
         Py_VISIT(m->handles.t[i]);
+    for (Py_ssize_t i = 0; i < m->scalars.n; i++)
+        Py_VISIT(m->scalars.t[i]);
     Py_VISIT(m->dict);
     return 0;
 }
@@ -483,6 +521,7 @@ op_clear(OpMethod *m)
 {
     cg_table_clear(&m->buffers);
     cg_table_clear(&m->handles);
+    cg_table_clear(&m->scalars);
     Py_CLEAR(m->func);
     Py_CLEAR(m->km);
     Py_CLEAR(m->ntype);
@@ -549,11 +588,11 @@ static PyGetSetDef op_getset[] = {
 };
 
 PyDoc_STRVAR(op_doc, "OpMethod(kind, func, kernel_method, node_type, slots, sources)\n\n"
-                     "Graph.memset (kind 'memset') or Graph.memcpy ('memcpy'): builds the node in C for the common "
-                     "call (see _define_ops.c), placed through `kernel_method` (the KernelMethod), and hands every "
-                     "other call to `func`, the Python method. `slots` names the node type's own slots in the order "
-                     "of OP_SLOTS; `sources` is (BUFFER_TYPES, HANDLE_TYPES). Copy the Python method's name and "
-                     "docstring onto it with functools.update_wrapper.");
+                     "Graph.memset, Graph.memcpy, Graph.empty or Graph.join (`kind`): builds the node in C for the "
+                     "common call (see _define_ops.c), placed through `kernel_method` (the KernelMethod), and hands "
+                     "every other call to `func`, the Python method. `slots` names the node type's own slots in the "
+                     "order of OP_SLOTS; `sources` is (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS). Copy the Python "
+                     "method's name and docstring onto it with functools.update_wrapper.");
 
 PyTypeObject cg_op_method_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.definition._define.OpMethod",

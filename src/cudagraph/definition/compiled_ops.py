@@ -21,7 +21,7 @@ from typing import Any, Final
 from .addresses import BUFFER_TYPES, HANDLE_TYPES
 from .compiled_kernel import define_module
 from .kinds.copy import CopyBuilders, MemcpyNode
-from .kinds.memory_ops import MemoryOpBuilders, MemsetNode
+from .kinds.memory_ops import FILL_SCALARS, MemoryOpBuilders, MemsetNode
 from .kinds.structure import EmptyNode, StructureBuilders
 
 __all__ = ["OP_SLOTS", "install_compiled_ops"]
@@ -58,10 +58,11 @@ def install_compiled_ops(kernel_method: Any) -> dict[str, Any]:
     if module is None or kernel_method is None:
         return {}
     out: dict[str, Any] = {}
+    sources = (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
     for kind, (owner, node_type) in _OWNERS.items():
         current = owner.__dict__[kind]
         twin = getattr(current, "func", current)  # installed once: a second call wraps the same Python method
-        method = module.OpMethod(kind, twin, kernel_method, node_type, OP_SLOTS[kind], (BUFFER_TYPES, HANDLE_TYPES))
+        method = module.OpMethod(kind, twin, kernel_method, node_type, OP_SLOTS[kind], sources)
         functools.update_wrapper(method, twin)
         setattr(owner, kind, method)
         out[kind] = method

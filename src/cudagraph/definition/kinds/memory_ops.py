@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..graph import Graph
 
 __all__ = [
+    "FILL_SCALARS",
     "WAIT_COMPARISONS",
     "WAIT_VALUE_FLUSH",
     "BatchMemOpNode",
@@ -129,6 +130,11 @@ class WaitValueNode(BatchMemOpNode):
     def describe(self) -> str:
         flush = " flush" if self.flags & WAIT_VALUE_FLUSH else ""
         return f"until *{_short(self.ptr)} {self.cmp} {self.value:#x} ({self.bits}-bit{flush})"
+
+
+#: The numpy scalar types a fill takes as its value (1, 2 or 4 bytes, kind ``b``, ``i``, ``u`` or ``f``): the compiled
+#: ``Graph.memset`` reads their bytes as the bits, as :meth:`MemoryOpBuilders.memset` does.
+FILL_SCALARS: tuple[type, ...] = tuple(dict.fromkeys(np.dtype(c).type for c in "?bBhHeiIf"))
 
 
 def _word_size(value: Any, what: str, allowed: tuple[int, ...]) -> int:

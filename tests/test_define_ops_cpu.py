@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import cudagraph as cg
-from cudagraph.definition.addresses import BUFFER_TYPES, HANDLE_TYPES
+from cudagraph.definition.addresses import BUFFER_TYPES, HANDLE_TYPES, HOST_ARRAYS
 from cudagraph.definition.builders import COMPILED_KERNEL, COMPILED_OPS
 from cudagraph.definition.compiled_ops import OP_SLOTS
 from cudagraph.definition.kinds.copy import MemcpyNode
@@ -94,6 +94,14 @@ OPERANDS: dict[str, Any] = {
     "flaky-ok": FlakyBuf(0xD0000, 512, False),
     "flaky-fail": FlakyBuf(0xD0000, 512, True),
     "cai": Cai(0xE0000, 1024),
+    "host": np.arange(64, dtype=np.float32),
+    "host-2d": np.zeros((4, 8), np.int16),
+    "host-fortran": np.asfortranarray(np.zeros((4, 8), np.int16)),
+    "host-strided": np.arange(64, dtype=np.float32)[::2],
+    "host-reversed": np.arange(64, dtype=np.float32)[::-1],
+    "host-empty": np.zeros(0, np.uint8),
+    "host-readonly": np.frombuffer(bytes(64), np.uint8),
+    "host-sub": np.arange(16, dtype=np.uint8).view(np.matrix),
     "np-int": np.uint64(0xF0000),
     "str": "x",
 }
@@ -111,7 +119,7 @@ def _mostly(common: tuple[Any, ...], every: tuple[Any, ...]) -> st.SearchStrateg
     return st.one_of(st.sampled_from(common), st.sampled_from(common), st.sampled_from(common), st.sampled_from(every))
 
 
-_OPERAND = _mostly(("int", "buf", "buf-handle-obj", "flaky-ok"), tuple(sorted(OPERANDS)))
+_OPERAND = _mostly(("int", "buf", "buf-handle-obj", "flaky-ok", "host", "host-2d"), tuple(sorted(OPERANDS)))
 _memset = st.fixed_dictionaries(
     {
         "dst": _OPERAND,
@@ -257,6 +265,15 @@ def test_the_common_calls_are_taken_in_c() -> None:
     h = g2.memset(0x40000, np.int8(-3), 4, element_size=1, after=f)
     assert (f.value, f.element_size, f.width, h.value, h.element_size) == (0x3F800000, 4, 1024, 0xFD, 1)
     assert ms.taken - before[0] == 6
+    host, grid = np.arange(64, dtype=np.float32), np.zeros((4, 8), np.int16)
+    g3 = cg.Graph("host arrays")
+    up = g3.memcpy(buf, host)  # nbytes from the array: its buffer's length
+    down = g3.memcpy(grid, buf, 64, after=up)
+    with pytest.raises(cg.errors.DefinitionError, match=r"memcpy#2 'memcpy': nbytes = 4096 exceeds the 64 "):
+        g3.memcpy(grid, buf, after=down)  # nbytes from src's size
+    assert (up.dst, up.src, up.nbytes, up._keep) == (0x80000, host.__array_interface__["data"][0], 256, (buf, host))
+    assert (down.dst, down.nbytes, down._keep) == (grid.__array_interface__["data"][0], 64, (grid, buf))
+    assert mc.taken - before[1] == 4
     fill = (a.dst, a.value, a.element_size, a.width, a.height, a.pitch, a._keep)
     assert fill == (0x80000, 0xAB, 1, 4096, 1, 4096, (buf,))
     assert (b.value, b.element_size, b.width, b.pitch, b.name, b._keep) == (0xFFFF, 2, 16, 32, "fill", (None,))
@@ -404,7 +421,7 @@ def test_compiled_methods_look_like_the_python_ones() -> None:
     assert node.kind == "memcpy" and [p.kind for p in node._preds] == ["memset"]
 
 
-SOURCES = (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
+SOURCES = (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS, HOST_ARRAYS)
 
 
 def test_forget_empties_the_learned_tables() -> None:
@@ -415,19 +432,10 @@ def test_forget_empties_the_learned_tables() -> None:
     cg.Graph("f").memset(OPERANDS["buf"], 1)  # learned again from BUFFER_TYPES on the spot
     assert ms.taken == before + 1
     with pytest.raises(TypeError, match="OpMethod: kind 'memset', 'memcpy', 'empty' or 'join'"):
-        type(ms)(
-            "fill", ms.func, COMPILED_KERNEL, MemsetNode, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
-        )
+        type(ms)("fill", ms.func, COMPILED_KERNEL, MemsetNode, OP_SLOTS["memset"], SOURCES)
+    with pytest.raises(TypeError, match="OpMethod: kind 'memset', 'memcpy', 'empty' or 'join'"):
+        type(ms)("memset", ms.func, COMPILED_KERNEL, MemsetNode, OP_SLOTS["memset"], SOURCES[:3])
     with pytest.raises(TypeError, match="OpMethod: node_type must keep the base slots"):
-        type(ms)(
-            "memset", ms.func, COMPILED_KERNEL, object, OP_SLOTS["memset"], (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
-        )
+        type(ms)("memset", ms.func, COMPILED_KERNEL, object, OP_SLOTS["memset"], SOURCES)
     with pytest.raises(TypeError, match=r"MemcpyNode.value is not an object slot"):
-        type(ms)(
-            "memset",
-            ms.func,
-            COMPILED_KERNEL,
-            MemcpyNode,
-            OP_SLOTS["memset"],
-            (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS),
-        )
+        type(ms)("memset", ms.func, COMPILED_KERNEL, MemcpyNode, OP_SLOTS["memset"], SOURCES)

@@ -13,7 +13,8 @@
  * - every operand is an exact int address in 1..2**64-1, or an object of a type the Python path read as a
  *   cuda.core Buffer before (addresses.BUFFER_TYPES: no instance dict, no attribute hooks, no array interface)
  *   whose `handle` is an exact int or of a type the Python path turned into an address before
- *   (addresses.HANDLE_TYPES), nonzero, and whose `size` is an exact int >= 0;
+ *   (addresses.HANDLE_TYPES), nonzero, and whose `size` is an exact int >= 0; or an exact numpy array whose
+ *   memory is contiguous (its buffer: data and length, as its `__array_interface__` gives them; host memory);
  * - memset: `value` an exact int in the range of `element_size` (None or an exact 1, 2 or 4), or a numpy scalar of
  *   1, 2 or 4 bytes of the types handed over (memory_ops.FILL_SCALARS), its bytes the bits, its size the element
  *   size (which `element_size` may repeat); `count` or `width`
@@ -65,7 +66,7 @@ typedef struct {
     PyObject *str_handle, *str_size;
     Py_ssize_t at[OP_SLOTS];
     Py_ssize_t taken;
-    TypeTable buffers, handles, scalars; /* learned, learned, fixed (memset's numpy value types) */
+    TypeTable buffers, handles, scalars, arrays; /* learned, learned; fixed: memset's numpy values, host arrays */
     PyObject *dict;
 } OpMethod;
 
@@ -136,6 +137,23 @@ read_operand(OpMethod *m, PyObject *obj, PyObject **addr, PyObject **keep, long 
         *addr = Py_NewRef(obj);
         *keep = Py_NewRef(Py_None);
         *size = -1;
+        return 1;
+    }
+    if (cg_table_has(&m->arrays, Py_TYPE(obj))) { /* a contiguous numpy array: its data and its bytes */
+        Py_buffer view;
+        if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS) < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        void *data = view.buf;
+        long long n = view.len;
+        PyBuffer_Release(&view);
+        if (data == NULL || n < 0 || (*addr = PyLong_FromVoidPtr(data)) == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        *keep = Py_NewRef(obj);
+        *size = n;
         return 1;
     }
     if (!learned(&m->buffers, m->buffer_src, Py_TYPE(obj)))
@@ -445,12 +463,12 @@ op_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (strcmp(kind, kinds[i]) == 0)
             k = i;
     Py_ssize_t nslots = k < 0 ? -1 : nslots_of[k];
-    if (k < 0 || !PyCallable_Check(func) || PyTuple_GET_SIZE(slots) != nslots || PyTuple_GET_SIZE(sources) != 3 ||
+    if (k < 0 || !PyCallable_Check(func) || PyTuple_GET_SIZE(slots) != nslots || PyTuple_GET_SIZE(sources) != 4 ||
         !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 0)) || !PyAnySet_CheckExact(PyTuple_GET_ITEM(sources, 1)) ||
-        !PyTuple_CheckExact(PyTuple_GET_ITEM(sources, 2))) {
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(sources, 2)) || !PyTuple_CheckExact(PyTuple_GET_ITEM(sources, 3))) {
         PyErr_SetString(PyExc_TypeError, "OpMethod: kind 'memset', 'memcpy', 'empty' or 'join', a callable func, "
                                          "the node's own slot names, sources (BUFFER_TYPES, HANDLE_TYPES, "
-                                         "a tuple of numpy scalar types)");
+                                         "numpy scalar types, host array types)");
         return NULL;
     }
     KernelMethod *placer = (KernelMethod *)km;
@@ -470,10 +488,12 @@ op_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     m->ntype = (PyTypeObject *)Py_NewRef(ntype);
     m->buffer_src = Py_NewRef(PyTuple_GET_ITEM(sources, 0));
     m->handle_src = Py_NewRef(PyTuple_GET_ITEM(sources, 1));
-    PyObject *scalars = PyTuple_GET_ITEM(sources, 2);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(scalars); i++)
-        if (PyType_Check(PyTuple_GET_ITEM(scalars, i)))
-            cg_table_add(&m->scalars, (PyTypeObject *)PyTuple_GET_ITEM(scalars, i));
+    for (int which = 2; which < 4; which++) {
+        PyObject *types = PyTuple_GET_ITEM(sources, which);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++)
+            if (PyType_Check(PyTuple_GET_ITEM(types, i)))
+                cg_table_add(which == 2 ? &m->scalars : &m->arrays, (PyTypeObject *)PyTuple_GET_ITEM(types, i));
+    }
     const char *const *names = k == OP_MEMSET ? memset_names : k == OP_MEMCPY ? memcpy_names : place_names;
     for (int i = 0; i < m->nparams; i++)
         if ((m->names[i] = PyUnicode_InternFromString(names[i])) == NULL)
@@ -512,6 +532,8 @@ op_traverse(OpMethod *m, visitproc visit, void *arg)
         Py_VISIT(m->handles.t[i]);
     for (Py_ssize_t i = 0; i < m->scalars.n; i++)
         Py_VISIT(m->scalars.t[i]);
+    for (Py_ssize_t i = 0; i < m->arrays.n; i++)
+        Py_VISIT(m->arrays.t[i]);
     Py_VISIT(m->dict);
     return 0;
 }
@@ -522,6 +544,7 @@ op_clear(OpMethod *m)
     cg_table_clear(&m->buffers);
     cg_table_clear(&m->handles);
     cg_table_clear(&m->scalars);
+    cg_table_clear(&m->arrays);
     Py_CLEAR(m->func);
     Py_CLEAR(m->km);
     Py_CLEAR(m->ntype);
@@ -591,7 +614,8 @@ PyDoc_STRVAR(op_doc, "OpMethod(kind, func, kernel_method, node_type, slots, sour
                      "Graph.memset, Graph.memcpy, Graph.empty or Graph.join (`kind`): builds the node in C for the "
                      "common call (see _define_ops.c), placed through `kernel_method` (the KernelMethod), and hands "
                      "every other call to `func`, the Python method. `slots` names the node type's own slots in the "
-                     "order of OP_SLOTS; `sources` is (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS). Copy the Python "
+                     "order of OP_SLOTS; `sources` is (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS, HOST_ARRAYS). Copy "
+                     "the Python "
                      "method's name and docstring onto it with functools.update_wrapper.");
 
 PyTypeObject cg_op_method_type = {

@@ -16,7 +16,16 @@ import numpy as np
 
 from ..errors import OperandError
 
-__all__ = ["BUFFER_TYPES", "HANDLE_TYPES", "Deferred", "buffer_like", "plain_type", "read_buffer", "resolve_address"]
+__all__ = [
+    "BUFFER_TYPES",
+    "HANDLE_TYPES",
+    "HOST_ARRAYS",
+    "Deferred",
+    "buffer_like",
+    "plain_type",
+    "read_buffer",
+    "resolve_address",
+]
 
 #: Classes read as a ``cuda.core`` ``Buffer`` before, whose objects cannot have an array interface (no
 #: instance dict, no ``__getattr__``, none on the class): their objects are read as buffers directly.
@@ -25,6 +34,10 @@ BUFFER_TYPES: set[type] = set()
 #: Classes of addresses other than ``int`` (a Buffer's ``handle``: cuda.bindings' ``CUdeviceptr``) that ``int()``
 #: turned into an address before; the compiled fill and copy builders convert only these (and ints).
 HANDLE_TYPES: set[type] = set()
+
+#: Host array classes whose contiguous objects the compiled fill and copy builders read through the buffer
+#: protocol (their data pointer and length, which their ``__array_interface__`` also gives).
+HOST_ARRAYS: tuple[type, ...] = (np.ndarray,)
 
 
 class Deferred:

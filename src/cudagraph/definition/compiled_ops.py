@@ -18,7 +18,7 @@ import functools
 from types import MappingProxyType
 from typing import Any, Final
 
-from .addresses import BUFFER_TYPES, HANDLE_TYPES
+from .addresses import BUFFER_TYPES, HANDLE_TYPES, HOST_ARRAYS
 from .compiled_kernel import define_module
 from .kinds.copy import CopyBuilders, MemcpyNode
 from .kinds.memory_ops import FILL_SCALARS, MemoryOpBuilders, MemsetNode
@@ -58,7 +58,7 @@ def install_compiled_ops(kernel_method: Any) -> dict[str, Any]:
     if module is None or kernel_method is None:
         return {}
     out: dict[str, Any] = {}
-    sources = (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS)
+    sources = (BUFFER_TYPES, HANDLE_TYPES, FILL_SCALARS, HOST_ARRAYS)
     for kind, (owner, node_type) in _OWNERS.items():
         current = owner.__dict__[kind]
         twin = getattr(current, "func", current)  # installed once: a second call wraps the same Python method

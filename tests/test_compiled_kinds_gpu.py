@@ -131,7 +131,9 @@ def test_fills_and_copies_defined_in_c_compute_what_numpy_says(gpu, stream):
     f2 = g.memset(int(b.handle) + 192, 0x40, count=8, after=f1)  # bytes 192..199 (an int destination)
     f3 = g.memset(b, 0x4000, width=4, height=3, pitch=64, element_size=2, after=f2)  # 3 rows of 4 halves, at 0, 64, 128
     c1 = g.memcpy(c, a, after=f3)  # nbytes from src
-    g.memcpy(int(c.handle) + 512, b, 256, after=c1)  # an int destination
+    c2 = g.memcpy(int(c.handle) + 512, b, 256, after=c1)  # an int destination
+    host = np.zeros(N, np.float32)
+    g.memcpy(host, c, after=c2)  # device -> a numpy array (pageable host memory), nbytes from the array
     exe = g.instantiate()
     exe.launch(stream)
     stream.sync()
@@ -145,6 +147,7 @@ def test_fills_and_copies_defined_in_c_compute_what_numpy_says(gpu, stream):
     expect_c = np.ones(N, np.float32).view(np.uint8).copy()
     expect_c[512:768] = b_read[:256]
     np.testing.assert_array_equal(gpu.read(c, N).view(np.uint8), expect_c)
+    np.testing.assert_array_equal(host.view(np.uint8), expect_c)
     exe.close()
     if COMPILED_OPS:
-        assert {k: COMPILED_OPS[k].taken - before[k] for k in ("memset", "memcpy")} == {"memset": 4, "memcpy": 2}
+        assert {k: COMPILED_OPS[k].taken - before[k] for k in ("memset", "memcpy")} == {"memset": 4, "memcpy": 3}

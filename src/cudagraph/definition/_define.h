@@ -65,10 +65,12 @@ extern PyTypeObject cg_kernel_method_type, cg_path_launch_type, cg_op_method_typ
 /* Graph.kernel: the compiled path, else the Python method (then its types are learned). */
 PyObject *cg_kernel_vectorcall(KernelMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 
-/* The learned-type tables (_define_kernel.c). cg_in_source: membership of `tp` in the Python table `which`
- * (errors cleared: 0); may run Python code. cg_keeps_slots: `tp` reads the names of `descr` through them. */
+/* The learned-type tables (_define_kernel.c). cg_in_set: membership of `tp` in the Python set `set` (errors
+ * cleared: 0; both held meanwhile); may run Python code (a metaclass's hash). cg_in_source: cg_in_set of the
+ * Python table `which`. cg_keeps_slots: `tp` reads the names of `descr` through them. */
 int cg_table_has(const TypeTable *t, PyTypeObject *tp);
 void cg_table_add(TypeTable *t, PyTypeObject *tp);
+int cg_in_set(PyObject *set, PyTypeObject *tp);
 int cg_in_source(KernelMethod *m, int which, PyTypeObject *tp);
 int cg_keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count);
 

@@ -289,18 +289,26 @@ cg_keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count)
     return 1;
 }
 
-/* Membership of `tp` in a Python table of the Python method (its errors are cleared: nothing learned). */
 int
-cg_in_source(KernelMethod *m, int which, PyTypeObject *tp)
+cg_in_set(PyObject *set, PyTypeObject *tp)
 {
-    PyObject *set = Py_NewRef(m->src[which]);
+    Py_INCREF(set);
+    Py_INCREF(tp);
     int r = PyAnySet_Check(set) ? PySet_Contains(set, (PyObject *)tp) : 0;
+    Py_DECREF(tp);
     Py_DECREF(set);
     if (r < 0) {
         PyErr_Clear();
         return 0;
     }
     return r;
+}
+
+/* Membership of `tp` in a Python table of the Python method (its errors are cleared: nothing learned). */
+int
+cg_in_source(KernelMethod *m, int which, PyTypeObject *tp)
+{
+    return cg_in_set(m->src[which], tp);
 }
 
 /* After the Python method made `node` (held) for `self`: copy the types it accepted into the tables. May run

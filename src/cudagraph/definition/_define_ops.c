@@ -81,29 +81,13 @@ positive(PyObject *v)
     return overflow || x <= 0 ? 0 : x;
 }
 
-/* Membership of `tp` in the Python set `set` (errors cleared: 0). May run Python code (a metaclass's hash). */
-static int
-in_set(PyObject *set, PyTypeObject *tp)
-{
-    Py_INCREF(set);
-    Py_INCREF(tp);
-    int r = PyAnySet_Check(set) ? PySet_Contains(set, (PyObject *)tp) : 0;
-    Py_DECREF(tp);
-    Py_DECREF(set);
-    if (r < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    return r;
-}
-
 /* Whether `tp` is in `table`, learning it from the Python set `set` first when it is there. May run Python code. */
 static int
 learned(TypeTable *table, PyObject *set, PyTypeObject *tp)
 {
     if (cg_table_has(table, tp))
         return 1;
-    if (!in_set(set, tp))
+    if (!cg_in_set(set, tp))
         return 0;
     cg_table_add(table, tp);
     return 1;
@@ -194,6 +178,28 @@ read_operand(OpMethod *m, PyObject *obj, PyObject **addr, PyObject **keep, long 
     return 1;
 }
 
+/* A new node of m's type whose own slots take the `count` values of `own` (new references, NULL where one could
+ * not be made: then no node), each taken (set to NULL) or released; NULL with an error set when there is none. */
+static PyObject *
+node_of(OpMethod *m, PyObject **own, int count)
+{
+    PyObject *node = NULL;
+    int whole = 1;
+    for (int i = 0; i < count; i++)
+        whole &= own[i] != NULL;
+    if (whole && (node = m->ntype->tp_alloc(m->ntype, 0)) != NULL) {
+        for (int i = 0; i < count; i++) { /* the node was NULL everywhere: nothing is released */
+            SLOT(node, m->at[i]) = own[i];
+            own[i] = NULL;
+        }
+    }
+    for (int i = 0; i < count; i++)
+        Py_CLEAR(own[i]);
+    if (node == NULL && !PyErr_Occurred())
+        PyErr_NoMemory();
+    return node;
+}
+
 /* The size in bytes of numpy scalar `v` (of a type of the scalars table: 1, 2 or 4 bytes) with its bytes in *bits
  * as a little-endian word, or 0 (no error set). numpy's own buffer of its scalar: runs no Python code. */
 static long long
@@ -257,7 +263,7 @@ memset_fast(OpMethod *m, PyObject *const *p)
         Py_RETURN_NOTIMPLEMENTED;
 
     /* The operand: the only Python code of the path. */
-    PyObject *addr = NULL, *keep = NULL, *r = NULL, *node = NULL;
+    PyObject *addr = NULL, *keep = NULL, *r = NULL;
     PyObject *own[OP_SLOTS] = {NULL};
     long long dsize;
     int read = read_operand(m, p[MS_DST], &addr, &keep, &dsize);
@@ -283,24 +289,8 @@ memset_fast(OpMethod *m, PyObject *const *p)
     own[SS_HEIGHT] = hgt != NULL ? Py_NewRef(hgt) : PyLong_FromLong(1);
     own[SS_PITCH] = pitch != NULL ? Py_NewRef(pitch) : PyLong_FromLongLong(row);
     own[SS_KEEP] = PyTuple_Pack(1, keep);
-    for (int i = 0; i < OP_SLOTS; i++)
-        if (own[i] == NULL) {
-            Py_CLEAR(r);
-            goto done;
-        }
-    if ((node = m->ntype->tp_alloc(m->ntype, 0)) == NULL) {
-        Py_CLEAR(r);
-        goto done;
-    }
-    for (int i = 0; i < OP_SLOTS; i++) { /* the node was NULL everywhere: nothing is released */
-        SLOT(node, m->at[i]) = own[i];
-        own[i] = NULL;
-    }
-    Py_SETREF(r, Py_NewRef(node));
+    Py_SETREF(r, node_of(m, own, OP_SLOTS));
 done:
-    for (int i = 0; i < OP_SLOTS; i++)
-        Py_XDECREF(own[i]);
-    Py_XDECREF(node);
     Py_DECREF(addr);
     Py_DECREF(keep);
     return r;
@@ -313,7 +303,7 @@ memcpy_fast(OpMethod *m, PyObject *const *p)
     long long n = nb == NULL ? 0 : positive(nb);
     if (p[MC_SRC] == NULL || (nb != NULL && n == 0))
         Py_RETURN_NOTIMPLEMENTED;
-    PyObject *d = NULL, *dkeep = NULL, *s = NULL, *skeep = NULL, *r = NULL, *node = NULL;
+    PyObject *d = NULL, *dkeep = NULL, *s = NULL, *skeep = NULL, *r = NULL;
     PyObject *own[4] = {NULL};
     long long dsize, ssize;
     int read = read_operand(m, p[MC_DST], &d, &dkeep, &dsize);
@@ -333,24 +323,8 @@ memcpy_fast(OpMethod *m, PyObject *const *p)
     own[SC_SRC] = Py_NewRef(s);
     own[SC_NBYTES] = nb != NULL ? Py_NewRef(nb) : PyLong_FromLongLong(n);
     own[SC_KEEP] = PyTuple_Pack(2, dkeep, skeep);
-    for (int i = 0; i < 4; i++)
-        if (own[i] == NULL) {
-            Py_CLEAR(r);
-            goto done;
-        }
-    if ((node = m->ntype->tp_alloc(m->ntype, 0)) == NULL) {
-        Py_CLEAR(r);
-        goto done;
-    }
-    for (int i = 0; i < 4; i++) {
-        SLOT(node, m->at[i]) = own[i];
-        own[i] = NULL;
-    }
-    Py_SETREF(r, Py_NewRef(node));
+    Py_SETREF(r, node_of(m, own, 4));
 done:
-    for (int i = 0; i < 4; i++)
-        Py_XDECREF(own[i]);
-    Py_XDECREF(node);
     Py_DECREF(d);
     Py_DECREF(dkeep);
     Py_DECREF(s);

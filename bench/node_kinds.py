@@ -1,5 +1,9 @@
 """Construction of nodes other than kernels: fills, copies, empty nodes and host callbacks, against cuda.core.
 
+Kinds: ``memset`` (int values), ``memset-np`` (numpy float values), ``memcpy``
+(device to device), ``memcpy-h2d`` (from a pageable numpy array, nbytes from it), ``empty`` (``join``),
+``host``.
+
 What is measured, per kind, on a chain of ``--nodes`` nodes of that kind (each node after the one
 before it, fresh arguments per node as a user writes them), µs per node, the median of ``--repeats``
 interleaved repeats:
@@ -10,8 +14,8 @@ interleaved repeats:
   builder call adds its driver node, so its column is the whole of define + lower;
 - both instantiated (``g.instantiate()`` with validation; ``GraphDefinition.instantiate()``), end to end;
 - cudagraph *update*: ``exe.update(g2)`` with ``g2`` the same chain with other values (fills of another
-  value, copies the other way; empty nodes and callbacks unchanged): one ``cuGraphExecNodeSetParams``
-  per changed node.
+  value, device copies the other way, host copies into the other Buffer; empty nodes and callbacks
+  unchanged): one ``cuGraphExecNodeSetParams`` per changed node.
 
 The ratio is cudagraph define + lower over cuda.core's builder calls (lower is better).
 
@@ -34,7 +38,9 @@ import numpy as np
 
 from _common import fmt, import_cudagraph, no_gc, versions
 
-KINDS = ("memset", "memcpy", "empty", "host")
+KINDS = ("memset", "memset-np", "memcpy", "memcpy-h2d", "empty", "host")
+#: The host memory of the ``memcpy-h2d`` chains: a numpy array of 4096 bytes (pageable).
+_HOST = np.zeros(1024, np.float32)
 #: The kinds cuda.core could not build in this run (said once each).
 _REFUSED: set[str] = set()
 COLUMNS = ("define", "lower", "define+lower", "cuda.core builder", "cudagraph e2e", "cuda.core e2e", "update")
@@ -52,8 +58,12 @@ def define_ours(cg: Any, kind: str, n: int, a: Any, b: Any, shift: int = 0) -> A
     for i in range(n):
         if kind == "memset":
             prev = g.memset(a, (i + shift) & 0xFF, count=1024, element_size=4, after=prev)
+        elif kind == "memset-np":  # a float value: its bits, 4-byte elements
+            prev = g.memset(a, np.float32(i + shift), count=1024, after=prev)
         elif kind == "memcpy":
             prev = g.memcpy(b, a, nbytes=4096, after=prev)
+        elif kind == "memcpy-h2d":  # from a numpy array, nbytes from it (``shift``: into the other Buffer)
+            prev = g.memcpy(b if shift else a, _HOST, after=prev)
         elif kind == "empty":
             prev = g.join(prev) if prev is not None else g.join()
         else:
@@ -70,8 +80,12 @@ def define_core(kind: str, n: int, a: Any, b: Any) -> Any:
     for i in range(n):
         if kind == "memset":
             node = node.memset(a, np.uint32(i & 0xFF), 1024)  # (4-byte elements, as ours)
+        elif kind == "memset-np":  # (its value as the bits of the float, which is what ours writes)
+            node = node.memset(a, np.float32(i).view(np.uint32), 1024)
         elif kind == "memcpy":
             node = node.memcpy(b, a, 4096)
+        elif kind == "memcpy-h2d":
+            node = node.memcpy(a, _HOST.ctypes.data, 4096)
         elif kind == "empty":
             node = node.join() if node is not gd else gd.empty()
         else:

@@ -132,7 +132,7 @@ def test_the_site_has_pages_and_runnable_blocks() -> None:
     ids = {_page_id(p) for p in PAGES}
     assert {"index.md", "getting-started.md", "tutorial.md", "api.md", "peers.md", "benchmarks.md"} <= ids
     assert {"howto/rebind-torch.md", "howto/capture-regions.md", "howto/graph-memory.md"} <= ids
-    assert "howto/control-flow.md" in ids
+    assert {"howto/control-flow.md", "howto/fast-paths.md"} <= ids
     every = [b for p in PAGES for b in parse_blocks(p.read_text(), _page_id(p))]
     assert sum(b.where == "gpu" for b in every) >= 8 and sum(b.where != "gpu" for b in every) >= 8
     assert "tutorial.md" in {_page_id(p) for p in GPU_PAGES} and "tutorial.md" in {_page_id(p) for p in CPU_PAGES}

@@ -12,7 +12,10 @@ within each repeat, medians:
   ``Graph.launch(s)`` vs ``cuda.bindings``' bare ``cuGraphLaunch``, ns per launch;
 - ``Graph.run`` of an N-kernel chain vs the same launches in a ``cuda.core.launch`` loop, ns per kernel;
 - ``g.instantiate(backend="capture")`` of an N-kernel chain vs cuda.core's capture of the same
-  launches into a GraphBuilder + ``complete()``, and vs ``backend="explicit"``, ns per node.
+  launches into a GraphBuilder + ``complete()``, and vs ``backend="explicit"``, ns per node;
+- defining chains of fills (int and numpy float values), copies (Buffer to Buffer, from a numpy array) and
+  joins: the compiled builders (``Graph.memset``, ``memcpy``, ``join``) vs their Python twins, ns per node
+  (the user's loop included).
 
 On a GPU each figure adds the driver's own cost to both sides (cuLaunchKernel is about 2-3 µs on an
 H200), so these ratios bound the GPU ratios from above when cudagraph's overhead is the smaller one.
@@ -197,7 +200,45 @@ def main() -> int:
         print(f"{name:<34} {v:>10.0f}")
     r = cap["instantiate(backend='capture')"] / cap["cuda.core capture + complete"]
     print(f"ratio capture backend / cuda.core capture + complete: {r:.2f}")
+    define_builders(buf, opts)
     return 0
+
+
+def define_builders(buf: Any, opts: argparse.Namespace) -> None:
+    """Chains of fills, copies and joins defined by the compiled builders and by their Python twins, ns per node."""
+    import numpy as np
+
+    import cudagraph as cg
+    from cudagraph.definition.builders import COMPILED_OPS
+
+    if not COMPILED_OPS:
+        print("\ndefining fills, copies and joins: no compiled builders (not built, or CUDAGRAPH_NO_C_ENTRY=1)")
+        return
+    host = np.zeros(32, np.float32)  # (128 bytes, as the Buffer)
+    calls: dict[str, tuple[str, Callable[[Any, Any, int], Any]]] = {
+        "memset, int value": ("memset", lambda f, prev, i: f(buf, i & 0xFF, count=32, element_size=4, after=prev)),
+        "memset, numpy float": ("memset", lambda f, prev, i: f(buf, np.float32(i), after=prev)),
+        "memcpy, Buffer to Buffer": ("memcpy", lambda f, prev, i: f(buf, buf, 64, after=prev)),
+        "memcpy, from a numpy array": ("memcpy", lambda f, prev, i: f(buf, host, after=prev)),
+        "join": ("join", lambda f, prev, i: f(prev)),
+    }
+
+    def chain(kind: str, call: Callable[[Any, Any, int], Any], python: bool) -> Callable[[], None]:
+        def build() -> None:
+            g = cg.Graph("define")
+            f = COMPILED_OPS[kind].func.__get__(g) if python else getattr(g, kind)
+            prev = g.empty()
+            for i in range(opts.nodes):
+                prev = call(f, prev, i)
+
+        return build
+
+    print(f"\n{f'define a chain of {opts.nodes}':<34} {'compiled':>10} {'Python':>10} {'ratio':>7}  (ns/node)")
+    for name, (kind, call) in calls.items():
+        r = _interleaved(
+            {"compiled": chain(kind, call, False), "python": chain(kind, call, True)}, 3, opts.repeats, opts.nodes
+        )
+        print(f"{name:<34} {r['compiled']:>10.0f} {r['python']:>10.0f} {r['compiled'] / r['python']:>7.2f}")
 
 
 def graph_launch(dev: Any, s: Any, k: Any, buf: Any, a: Any, n: Any, opts: argparse.Namespace) -> None:

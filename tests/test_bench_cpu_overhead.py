@@ -52,3 +52,8 @@ def test_the_script_runs_every_path_under_the_fake_driver():
         "instantiate(backend='explicit')",
     ):
         assert row in out, out
+    from cudagraph.definition.builders import COMPILED_OPS
+
+    define = ("memset, int value", "memset, numpy float", "memcpy, Buffer to Buffer", "memcpy, from a numpy array")
+    for row in define if COMPILED_OPS else ("no compiled builders",):
+        assert row in out, out

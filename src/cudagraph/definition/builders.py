@@ -44,8 +44,8 @@ class Builders(
 COMPILED_KERNEL: Any = install_compiled_kernel()
 
 #: The compiled paths of ``Graph.memset``, ``memcpy``, ``empty`` and ``join`` by name (empty: the Python methods
-#: run): the common call builds its node in C (CPU, a chain of fills after the previous one: 1.96 -> 0.47 µs per
-#: node, copies 1.81 -> 0.47, joins 0.72 -> 0.17).
+#: run): the common call builds its node in C (bench/cpu_overhead.py, a chain of 1000, the loop included: a fill
+#: 1725 -> 301 ns per node, a copy between Buffers 1524 -> 318, from a numpy array 3975 -> 296).
 COMPILED_OPS: dict[str, Any] = install_compiled_ops(COMPILED_KERNEL)
 
 

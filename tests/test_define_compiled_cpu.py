@@ -178,16 +178,20 @@ def _apply(world: World, call: tuple[Any, ...], fn: Any) -> tuple[str, str] | No
 def node_state(n: Node) -> tuple[Any, ...]:
     """Everything a node holds, with nodes as indices and graphs by name."""
 
-    def plain(v: Any) -> Any:
+    def plain(v: Any, body: bool = False) -> Any:
         if isinstance(v, Node):
             return ("node", v.index)
-        if isinstance(v, cg.Graph):
-            return ("graph", v.name)
+        if isinstance(v, cg.Graph):  # a body (child graph, conditional branch) by its nodes too
+            return ("graph", v.name) + ((tuple(node_state(b) for b in v.nodes),) if body else ())
+        if isinstance(v, cg.Condition):
+            return ("condition", repr(v))
         if type(v) is tuple and not all(type(i) is int for i in v):
-            return tuple((type(i).__name__, id(i)) if type(i).__name__ in ("Param", "NoisyBuffer") else i for i in v)
+            return tuple(
+                (type(i).__name__, id(i)) if type(i).__name__ in ("Param", "NoisyBuffer") else plain(i, body) for i in v
+            )
         return v
 
-    slots = tuple((s, plain(getattr(n, s))) for s in parameter_slots(type(n)) if hasattr(n, s))
+    slots = tuple((s, plain(getattr(n, s), body=True)) for s in parameter_slots(type(n)) if hasattr(n, s))
     return (
         type(n),
         n.index,

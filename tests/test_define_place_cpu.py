@@ -1,17 +1,20 @@
 """Placing the nodes of every builder but the kernel's in C (``KernelMethod.place``) against the Python path.
 
-The same random builder calls (fills, copies, empty nodes, joins, host callbacks, event nodes, with
-predecessors that are plain, repeated, of another graph or not nodes, and names of every type) are made on
-two graphs: one built by the compiled builders (``OpMethod``: fills, copies, empty nodes, joins) and placed by
-the compiled placer, one by the Python methods with the placer turned off (``GraphCore._placer = None``, the
-Python twin ``_deps``, ``_set_base`` and ``_add``). Every node slot, the counters, ``summary()`` and
-every error must be the same. Collections that edit the graph mid-call and threads must leave it whole.
+The same random builder calls (fills, copies of one, two and three dimensions, empty nodes, joins, host
+callbacks, event nodes, word writes and waits, graph allocations and frees, child graphs, conditionals and
+condition setters, with predecessors that are plain, repeated, of another graph or not nodes, and names of
+every type) are made on two graphs: one built by the compiled builders (``OpMethod``: fills, copies, empty
+nodes, joins) and placed by the compiled placer, one by the Python methods with the placer turned off
+(``GraphCore._placer = None``, the Python twin ``_deps``, ``_set_base`` and ``_add``). Every node slot, the
+counters, ``summary()`` and every error must be the same. Collections that edit the graph mid-call and
+threads must leave it whole.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,7 +35,24 @@ class CUevent:  # recognised by type name, as cuda.bindings' CUevent is
 
 
 EVENT = CUevent()
-BUILDERS = ("memset", "memcpy", "empty", "join", "host", "record", "wait")
+BUILDERS = (
+    "memset",
+    "memcpy",
+    "empty",
+    "join",
+    "host",
+    "record",
+    "wait",
+    "memcpy2d",
+    "memcpy3d",
+    "write_value",
+    "wait_value",
+    "alloc",
+    "free",
+    "child",
+    "if_",
+    "set_condition",
+)
 AFTERS = ("none", "last", "two", "same-twice", "foreign", "not-a-node", "tuple", "empty-list", "many")
 NAMES = (None, "", "n", 5, b"x")
 
@@ -79,6 +99,27 @@ def _apply(g: cg.Graph, foreign: Node, call: tuple[str, str, Any], python: bool 
             _builder(g, kind, python)(*(g.nodes[-2:]), **kw)
         elif kind == "host":
             g.host(_noop, **kw)
+        elif kind == "memcpy2d":
+            g.memcpy2d(0x20000, 128, 0x10000, 64, 64, 4, **kw)
+        elif kind == "memcpy3d":
+            g.memcpy3d(0x20000, 0x10000, 32, 4, 2, **kw)
+        elif kind == "write_value":
+            g.write_value(0x10000, 7, **kw)
+        elif kind == "wait_value":
+            g.wait_value(0x10008, 1, bits=64, **kw)
+        elif kind == "alloc":
+            g.alloc(256, **kw)
+        elif kind == "free":
+            unfreed = [n for n in g.nodes if isinstance(n, cg.AllocNode) and n.freed_by is None]
+            g.free(unfreed[-1] if unfreed else foreign.graph.nodes[1], **kw)  # (a foreign allocation)
+        elif kind == "child":
+            body = cg.Graph("body")
+            body.memset(0x10000, 0, count=4, after=body.empty())
+            g.child(body, **kw)
+        elif kind == "if_":
+            g.if_(g.condition(), **kw).body.empty()
+        elif kind == "set_condition":
+            g.set_condition(g.conditions[-1] if g.conditions else g.condition(), 0x10000, ">", 1, np.int32, **kw)
         else:
             getattr(g, kind)(EVENT, **kw)
     except (CudaGraphError, TypeError, ValueError) as e:
@@ -91,6 +132,7 @@ _call = st.tuples(st.sampled_from(BUILDERS), st.sampled_from(AFTERS), st.sampled
 
 def _both(calls: list[tuple[str, str, Any]]) -> tuple[cg.Graph, cg.Graph]:
     foreign = cg.Graph("foreign").empty()
+    foreign.graph.alloc(64)
     placed, python = cg.Graph("g"), cg.Graph("g")
     for call in calls:
         ours = _apply(placed, foreign, call)
@@ -142,6 +184,46 @@ def test_a_declined_or_refused_call_changes_nothing() -> None:
     with pytest.raises(cg.errors.OperandError, match=r"empty#1: name must be a str, got int"):
         g.empty(name=3, after=a)
     assert graph_state(g) == state and a._succs == []
+
+
+@pytest.mark.parametrize("placer", ["compiled", "python"])
+def test_a_refused_predecessor_leaves_no_trace_of_any_builder(placer: str) -> None:
+    """Every builder marks its node's graph (special nodes, late operands, a freed allocation, a used
+    condition) only once the node is placed: a refused ``after=`` leaves the graph as it was."""
+    g = cg.Graph("g")
+    alloc = g.alloc(256)
+    cond = g.condition()
+    state = graph_state(g)
+    other = cg.Graph("other").empty()
+    body = cg.Graph("body")
+    body.empty()
+    calls = {
+        "memcpy2d": lambda kw: g.memcpy2d(0x20000, 128, alloc, 64, 64, 4, **kw),
+        "memcpy3d": lambda kw: g.memcpy3d(alloc, 0x10000, 32, 4, 2, **kw),
+        "write_value": lambda kw: g.write_value(0x10000, 7, **kw),
+        "wait_value": lambda kw: g.wait_value(0x10008, 1, bits=64, **kw),
+        "alloc": lambda kw: g.alloc(64, **kw),
+        "free": lambda kw: g.free(alloc, **kw),
+        "child": lambda kw: g.child(body, **kw),
+        "if_": lambda kw: g.if_(cond, **kw),
+        "while_": lambda kw: g.while_(cond, **kw),
+        "set_condition": lambda kw: g.set_condition(cond, alloc, ">", 1, np.int32, **kw),
+    }
+    saved, GraphCore._placer = GraphCore._placer, (GraphCore._placer if placer == "compiled" else None)
+    try:
+        for kind, call in calls.items():
+            with pytest.raises(cg.errors.ForeignNodeError, match=r"after= names empty#0 'empty' of Graph 'other'"):
+                call({"after": [alloc, other]})
+            assert graph_state(g) == state, kind
+            assert alloc.freed_by is None and cond._nodes == [] and alloc._succs == [], kind
+        calls["free"]({"after": alloc})  # and each is accepted once the predecessor is of this graph
+        assert alloc.freed_by is g.nodes[-1] and g._special == 2
+        calls["if_"]({"after": alloc})
+        assert cond._nodes == [g.nodes[-1]] and g._special == 3
+        calls["memcpy3d"]({"after": alloc})
+        assert g._special == 4  # the allocation it copies into
+    finally:
+        GraphCore._placer = saved
 
 
 def test_place_refuses_what_it_cannot_place() -> None:

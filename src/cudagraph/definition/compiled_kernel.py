@@ -77,5 +77,5 @@ def install_compiled_kernel() -> Any:
     method = compiled_kernel(twin)
     if method is not None:
         setattr(KernelBuilders, "kernel", method)  # noqa: B010 - mypy knows the Python signature
-    GraphCore._placer = None if method is None else method.place  # host and event builders place their node in C
+    GraphCore._placer = None if method is None else method.place  # the other builders place their node in C
     return method

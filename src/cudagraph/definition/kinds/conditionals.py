@@ -14,7 +14,7 @@ import numpy as np
 from ...errors import DefinitionError, ForeignNodeError, OperandError
 from ..condition import PREDICATE_DTYPES, PREDICATE_OPS, Condition
 from ..core import After, GraphCore, builder
-from ..node import Node, _set_base, _short
+from ..node import Node, _short
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -279,20 +279,19 @@ class ConditionalBuilders(GraphCore):
                 f"{what}: {cond.label} already drives {other.label} of Graph {other.graph.name!r}; the driver "
                 "ties a condition to one conditional node: declare another condition"
             )
-        deps = self._deps(after, what)
+        label = name or kind
         node = cls.__new__(cls)
-        _set_base(node, self, len(self._nodes), name or kind)
         node.cond = cond
         bodies = []
         for suffix in suffixes:
-            body = self._blank(f"{self.name}/{node.name}.{suffix}")
+            body = self._blank(f"{self.name}/{label}.{suffix}")
             body._params = self._params  # parameters declared in a body are the parent's
             body._owner = node
             bodies.append(body)
         node.bodies = tuple(bodies)
+        self._place(node, after, what, label)
         cond._nodes.append(node)
         self._special += 1
-        self._add(node, deps)
         return node
 
     @builder
@@ -492,12 +491,10 @@ class ConditionalBuilders(GraphCore):
                 raise OperandError(f"{what}: value {value!r} overflows {dt} (it would compare against {v})")
         if size is not None and size < dt.itemsize:
             raise DefinitionError(f"{what}: ptr holds {size} bytes, less than one {dt} ({dt.itemsize} bytes)")
-        deps = self._deps(after, what)
-        self._note_late(p)
         node = SetConditionNode.__new__(SetConditionNode)
-        _set_base(node, self, len(self._nodes), name or "set_condition")
         node.cond, node.ptr, node.op, node.value, node.dtype = cond, p, op, v, dt
         node._keep = (keep,)
+        self._place(node, after, what, name or "set_condition")
+        self._note_late(p)
         self._special += 1
-        self._add(node, deps)
         return node

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import DefinitionError
 from ..core import After, GraphCore, builder, check_size
-from ..node import Node, _set_base, _short
+from ..node import Node, _short
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -295,13 +295,11 @@ class CopyBuilders(GraphCore):
             extent = pitch * rows * (dep - 1) + pitch * (h - 1) + w
             if size is not None and extent > size:
                 raise DefinitionError(f"{what}: the copy spans {extent} bytes of {label}, which has {size}")
-        deps = self._deps(after, what)
-        self._note_late(d, s)
         node = cls.__new__(cls)
-        _set_base(node, self, len(self._nodes), name or kind)
         node.dst, node.src = d, s
         node.width, node.height, node.depth = w, h, dep
         node.dst_pitch, node.src_pitch, node.dst_height, node.src_height = dp, sp, dh, sh
         node._keep = (dkeep, skeep)
-        self._add(node, deps)
+        self._place(node, after, what, name or kind)
+        self._note_late(d, s)
         return node

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from ...errors import DefinitionError, ForeignNodeError, OperandError
 from ..core import After, GraphCore, builder, check_size
-from ..node import Node, _set_base, child_graphs
+from ..node import Node, child_graphs
 
 __all__ = ["AllocNode", "AllocOffset", "FreeNode", "GraphMemoryBuilders"]
 
@@ -135,13 +135,11 @@ class GraphMemoryBuilders(GraphCore):
         """
         what = self._what("alloc", name)
         n = check_size(nbytes, what, "nbytes")
-        deps = self._deps(after, what)
         node = AllocNode.__new__(AllocNode)
-        _set_base(node, self, len(self._nodes), name or "alloc")
         node.nbytes = n
         node.freed_by = None
+        self._place(node, after, what, name or "alloc")
         self._special += 1
-        self._add(node, deps)
         return node
 
     @builder
@@ -174,13 +172,11 @@ class GraphMemoryBuilders(GraphCore):
             )
         if alloc.freed_by is not None:
             raise DefinitionError(f"{what}: {alloc.label} is freed already by {alloc.freed_by.label} (double free)")
-        deps = self._deps(after, what)
         node = FreeNode.__new__(FreeNode)
-        _set_base(node, self, len(self._nodes), name or "free")
         node.alloc = alloc
+        self._place(node, after, what, name or "free")
         alloc.freed_by = node
         self._special += 1
-        self._add(node, deps)
         return node
 
     def _unfreed_allocs(self) -> list[AllocNode]:

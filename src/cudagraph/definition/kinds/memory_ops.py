@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import DefinitionError, OperandError
 from ..core import After, GraphCore, builder, check_size
-from ..node import Node, _set_base, _short, graph_address
+from ..node import Node, _short, graph_address
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -288,13 +288,11 @@ class MemoryOpBuilders(GraphCore):
             raise DefinitionError(f"{what}: ptr holds {size} bytes, less than a {bits}-bit word")
         if isinstance(p, int) and p % (bits // 8):
             raise DefinitionError(f"{what}: address {p:#x} is not aligned to {bits // 8} bytes")
-        deps = self._deps(after, what)
-        self._note_late(p)
         node: BatchMemOpNode = cls.__new__(cls)
-        _set_base(node, self, len(self._nodes), name or kind)
         node.ptr, node.value, node.bits, node.flags = p, v & ((1 << bits) - 1), bits, flags
         node._keep = (keep,)
-        self._add(node, deps)
+        self._place(node, after, what, name or kind)
+        self._note_late(p)
         return node
 
     @builder

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import DefinitionError, OperandError
 from ..core import After, GraphCore, builder
-from ..node import Node, _set_base
+from ..node import Node
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -83,11 +83,9 @@ class StructureBuilders(GraphCore):
             raise DefinitionError(
                 f"{what}: Graph {graph.name!r} contains Graph {self.name!r}; a graph cannot contain itself"
             )
-        deps = self._deps(after, what)
         node = ChildGraphNode.__new__(ChildGraphNode)
-        _set_base(node, self, len(self._nodes), name or graph.name)
         node.body = graph
-        self._add(node, deps)
+        self._place(node, after, what, name or graph.name)
         return node
 
     @builder

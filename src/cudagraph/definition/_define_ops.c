@@ -225,7 +225,8 @@ memset_fast(OpMethod *m, PyObject *const *p)
 {
     PyObject *v = p[MS_VALUE], *es_obj = p[MS_ESIZE], *cnt = p[MS_COUNT], *wid = p[MS_WIDTH];
     PyObject *hgt = p[MS_HEIGHT], *pitch = p[MS_PITCH];
-    int scalar = v != NULL && cg_table_has(&m->scalars, Py_TYPE(v));
+    /* An int first: the common value, and the scalars table is scanned only for another type. */
+    int scalar = v != NULL && !PyLong_CheckExact(v) && cg_table_has(&m->scalars, Py_TYPE(v));
     if (v == NULL || (!PyLong_CheckExact(v) && !scalar))
         Py_RETURN_NOTIMPLEMENTED;
     long long es = 0;

@@ -25,6 +25,7 @@ __all__ = [
     "plain_type",
     "read_buffer",
     "resolve_address",
+    "resolve_buffer",
 ]
 
 #: Classes read as a ``cuda.core`` ``Buffer`` before, whose objects cannot have an array interface (no
@@ -109,19 +110,33 @@ def resolve_address(obj: Any, what: str, allow_null: bool = False, sized: bool =
         return obj, None, None
     if t is Deferred:
         return obj, obj.obj, None
-    known = t in BUFFER_TYPES
-    if not known:
-        if isinstance(obj, (bool, np.bool_, float, np.floating, complex, str)):
-            raise OperandError(f"{what}: expected device memory or an address, got {t.__name__} {obj!r}")
-        if isinstance(obj, np.integer):
-            return resolve_address(int(obj), what, allow_null)
+    if t in BUFFER_TYPES:
+        return resolve_buffer(obj, what, allow_null)
+    if isinstance(obj, (bool, np.bool_, float, np.floating, complex, str)):
+        raise OperandError(f"{what}: expected device memory or an address, got {t.__name__} {obj!r}")
+    if isinstance(obj, np.integer):
+        return resolve_address(int(obj), what, allow_null)
     try:
-        return read_buffer(obj, what, allow_null) if known else _read_memory(obj, what, allow_null, sized)
+        return _read_memory(obj, what, allow_null, sized)
     except OperandError:
         raise
     except Exception as e:
-        # A malformed interface, or a property that raises (a tensor that requires grad).
-        raise OperandError(f"{what}: reading the address of a {t.__name__} failed: {type(e).__name__}: {e}") from e
+        raise _read_failed(obj, what, e) from e
+
+
+def resolve_buffer(obj: Any, what: str, allow_null: bool = False) -> tuple[int, Any, int]:
+    """:func:`resolve_address` of an object of a class in :data:`BUFFER_TYPES` (the caller tested it)."""
+    try:
+        return read_buffer(obj, what, allow_null)
+    except OperandError:
+        raise
+    except Exception as e:
+        raise _read_failed(obj, what, e) from e
+
+
+def _read_failed(obj: Any, what: str, e: Exception) -> OperandError:
+    """The error for a malformed interface, or a property that raises (a tensor that requires grad)."""
+    return OperandError(f"{what}: reading the address of a {type(obj).__name__} failed: {type(e).__name__}: {e}")
 
 
 def _read_memory(obj: Any, what: str, allow_null: bool, sized: bool) -> tuple[Any, Any, int | None]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 
 from ..errors import DefinitionError, DuplicateEdgeError, ForeignNodeError, OperandError
-from .addresses import BUFFER_TYPES, resolve_address
+from .addresses import BUFFER_TYPES, resolve_buffer
 from .node import Node, _set_base, bodies_of, graph_address
 from .operands import resolve_pointer
 from .param import Param
@@ -242,7 +242,7 @@ class GraphCore:
             return obj, None, None
         label = f"{what}: {field}"
         if t in BUFFER_TYPES:
-            return resolve_address(obj, label, allow_null)
+            return resolve_buffer(obj, label, allow_null)
         if graph_address(obj):
             return obj, None, obj.nbytes
         if t is ParamAt:

@@ -301,6 +301,8 @@ int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn,
  * .copy, .structure), through cuda.bindings.
  */
 
+#define CG_SEEN_TYPES 4
+
 typedef struct {
     PyTypeObject *memset_type, *memcpy_type, *empty_type; /* exact types; NULL until known */
     cg_memset_slots ms;
@@ -309,6 +311,10 @@ typedef struct {
     cg_pointer_attributes_fn attributes;  /* NULL: copies go through Python (their memory types unread) */
     unsigned long long lowest;            /* below it no allocation lies: a copy from there goes through Python */
     void *set_fn;                         /* cuGraphExecNodeSetParams (a loop that sets nodes); NULL: none */
+    /* The memory types last read in this run (cg_simple_forget at each run's start): a chain of copies between
+     * the same buffers asks the driver once per end, not once per node. */
+    unsigned long long seen_ptr[CG_SEEN_TYPES];
+    int seen_type[CG_SEEN_TYPES], seen, seen_next;
 } cg_simple_kinds;
 
 /* CUresult cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodeParams *) */
@@ -319,13 +325,15 @@ typedef int (*cg_set_node_fn)(void *, void *, cg_graph_node_params *);
 int cg_simple_know(cg_simple_kinds *s, PyObject *const *argv, Py_ssize_t argc);
 /* Release the types held. */
 void cg_simple_clear(cg_simple_kinds *s);
+/* Forget the memory types read: memory may be freed and allocated again between two runs. */
+void cg_simple_forget(cg_simple_kinds *s);
 int cg_simple_visit(cg_simple_kinds *s, visitproc visit, void *arg);
 /* Whether `node` (held by the caller) is of a known kind. Runs no Python code. */
 int cg_simple_is(const cg_simple_kinds *s, PyObject *node);
 /* Write the parameters of `node` into *p (zeroed first): 1, or 0 when it must go through Python (an operand
  * that is not a plain int in range, an address below `lowest`); no exception set either way. Runs no Python
  * code but the memory-type queries (a driver call; a Python callback in tests): the caller holds `node`. */
-int cg_simple_write(const cg_simple_kinds *s, PyObject *node, cg_graph_node_params *p);
+int cg_simple_write(cg_simple_kinds *s, PyObject *node, cg_graph_node_params *p);
 
 /* ------------------------------------------------------------------ driver edges (_native_edges.c) */
 

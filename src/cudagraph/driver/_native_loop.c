@@ -464,6 +464,7 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     PyTypeObject *kt = self->kernel_type;
     cg_handle_memo memo = {NULL, 0};
     self->rc = 0;
+    cg_simple_forget(&self->simple);
     for (; i < PyList_GET_SIZE(order); i++) {
         PyObject *node = PyList_GET_ITEM(order, i);
         if (Py_TYPE(node) != kt) {

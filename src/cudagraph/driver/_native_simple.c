@@ -33,15 +33,29 @@ read_uint(PyObject *v, unsigned long long max, unsigned long long *out)
  * UNIFIED for memory CUDA knows, HOST for an address it does not know (pageable host memory); 0 for an
  * address below `lowest` (Python raises). */
 static int
-memory_type(const cg_simple_kinds *s, unsigned long long ptr)
+memory_type(cg_simple_kinds *s, unsigned long long ptr)
 {
+    for (int i = 0; i < s->seen; i++)
+        if (s->seen_ptr[i] == ptr)
+            return s->seen_type[i];
     int attr = CG_ATTRIBUTE_MEMORY_TYPE;
     unsigned long long value = 0; /* (a 4-byte attribute fills its low half: little-endian) */
     void *data = &value;
     int rc = s->attributes(1, &attr, &data, ptr);
-    if (rc == 0 && value != 0)
-        return CG_MEMORY_UNIFIED;
-    return ptr < s->lowest ? 0 : CG_MEMORY_HOST;
+    int type = rc == 0 && value != 0 ? CG_MEMORY_UNIFIED : ptr < s->lowest ? 0 : CG_MEMORY_HOST;
+    if (type != 0) {
+        int at = s->seen < CG_SEEN_TYPES ? s->seen++ : s->seen_next;
+        s->seen_next = (at + 1) % CG_SEEN_TYPES;
+        s->seen_ptr[at] = ptr;
+        s->seen_type[at] = type;
+    }
+    return type;
+}
+
+void
+cg_simple_forget(cg_simple_kinds *s)
+{
+    s->seen = s->seen_next = 0;
 }
 
 static void
@@ -76,7 +90,7 @@ write_memset(const cg_simple_kinds *s, PyObject *node, cg_memset_params *m)
 }
 
 static int
-write_memcpy(const cg_simple_kinds *s, PyObject *node, cg_memcpy_params *c)
+write_memcpy(cg_simple_kinds *s, PyObject *node, cg_memcpy_params *c)
 {
     unsigned long long src, dst, nbytes;
     if (s->attributes == NULL || !read_uint(SLOT(node, s->mc.src), UINT64_MAX, &src) ||
@@ -103,7 +117,7 @@ cg_simple_is(const cg_simple_kinds *s, PyObject *node)
 }
 
 int
-cg_simple_write(const cg_simple_kinds *s, PyObject *node, cg_graph_node_params *p)
+cg_simple_write(cg_simple_kinds *s, PyObject *node, cg_graph_node_params *p)
 {
     PyTypeObject *t = Py_TYPE(node);
     memset(p, 0, sizeof *p);

@@ -54,9 +54,12 @@ class LowerState:
     functions : dict
         ``id(KernelInfo) -> CUfunction``: library kernels resolved for ``ctx``
         once per run, for stream launches.
+    memory_types : dict
+        ``address -> CUmemorytype`` of the copy endpoints read so far: each
+        address is asked of the driver once per construction.
     """
 
-    __slots__ = ("ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "_keep", "_device")
+    __slots__ = ("ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "memory_types", "_keep", "_device")
 
     def __init__(self, ctx: Any, eager: bool = False) -> None:
         self.ctx = ctx
@@ -66,6 +69,7 @@ class LowerState:
         self.freed: set[int] = set()  # id(AllocNode) freed by an eager run
         self.eager = eager
         self.functions: dict[int, Any] = {}  # id(KernelInfo) -> CUfunction in ctx (stream launches)
+        self.memory_types: dict[int, Any] = {}
         self._keep: list[Any] = []  # graphs and conditions named by id above
         self._device: Any = None
 

@@ -201,6 +201,22 @@ def test_without_the_attribute_entry_point_copies_stay_with_python(monkeypatch):
     assert loop.done == 1 and raw[0] == 0x1001 and rec.queries == []
 
 
+def test_construction_ends_its_memory_types_with_it(monkeypatch):
+    """``explicit.lower`` asks each endpoint once, and leaves no remembered type to the executable's updates."""
+    from test_node_params_pool_cpu import recording_lowering
+
+    rec = Recorder()
+    recording_lowering(monkeypatch, lambda graph, deps, edata, n, p: rec.record_bindings(graph, deps, n, p))
+    monkeypatch.setattr(_operands, "pointer_attribute", lambda attribute, ptr: rec.query(ptr))
+    g = cg.Graph("copies")
+    prev = None
+    for _ in range(5):
+        prev = g.memcpy(DEVICE + 0x100, DEVICE, 16, after=prev)
+    lowered = _explicit.lower(g, {}, [])
+    assert rec.queries == [DEVICE, DEVICE + 0x100] and len(rec.params) == 5
+    assert lowered.state.memory_types is None
+
+
 def test_a_loop_asks_memory_types_again_at_each_run(monkeypatch):
     """A loop kept across runs (an executable's setter is) forgets the memory types it read: between two runs
     the memory at an address may be freed and allocated again, as host memory this time."""

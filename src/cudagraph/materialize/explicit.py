@@ -93,6 +93,7 @@ class Lowering:
         # (nodes, driver nodes) of each tracked graph; merged into the map on demand.
         self.tracked: list[tuple[list[Node], Sequence[Any]]] = []
         self.state = LowerState(ctx)
+        self.state.memory_types = {}  # a copy's endpoints asked once during the construction (see lower())
 
     def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> DriverNodes:
         """Add every node of ``graph`` to the driver graph ``handle``; return driver nodes by index.
@@ -396,4 +397,8 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
         drv.cuGraphDestroy(handle)
         unregister(lowering.host_keys)
         raise
+    finally:
+        # The executable's updates use this state: they ask the memory types anew (memory may be freed and
+        # allocated again meanwhile).
+        lowering.state.memory_types = None
     return LoweredGraph(handle, graph, dnodes, lowering)

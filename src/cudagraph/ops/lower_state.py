@@ -54,9 +54,11 @@ class LowerState:
     functions : dict
         ``id(KernelInfo) -> CUfunction``: library kernels resolved for ``ctx``
         once per run, for stream launches.
-    memory_types : dict
-        ``address -> CUmemorytype`` of the copy endpoints read so far: each
-        address is asked of the driver once per construction.
+    memory_types : dict or None
+        ``address -> CUmemorytype`` of the copy endpoints read so far while a
+        driver graph is constructed (each address is asked of the driver once
+        per construction); ``None`` otherwise: the executable's later updates
+        ask again, as memory may be freed and allocated anew meanwhile.
     """
 
     __slots__ = ("ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "memory_types", "_keep", "_device")
@@ -69,7 +71,7 @@ class LowerState:
         self.freed: set[int] = set()  # id(AllocNode) freed by an eager run
         self.eager = eager
         self.functions: dict[int, Any] = {}  # id(KernelInfo) -> CUfunction in ctx (stream launches)
-        self.memory_types: dict[int, Any] = {}
+        self.memory_types: dict[int, Any] | None = None
         self._keep: list[Any] = []  # graphs and conditions named by id above
         self._device: Any = None
 

@@ -80,14 +80,14 @@ def memory_type(ptr: int, what: str = "operand") -> Any:
 
 def endpoint(value: Any, bindings: dict[str, Any], what: str, state: LowerState | None) -> tuple[int, Any]:
     """``(address, CUmemorytype)`` of a copy operand; graph allocations are device memory. An address is asked
-    of the driver once per construction (``state.memory_types``)."""
+    of the driver once per construction (``state.memory_types``), at every update."""
     ptr = pointer_value(value, bindings, what, state)
     t = type(value)
     if t is AllocNode or t is AllocOffset:
         return ptr, require_driver().CUmemorytype.CU_MEMORYTYPE_DEVICE
-    if state is None:
+    known = None if state is None else state.memory_types
+    if known is None:
         return ptr, memory_type(ptr, what)
-    known = state.memory_types
     kind = known.get(ptr)
     if kind is None:
         kind = known[ptr] = memory_type(ptr, what)

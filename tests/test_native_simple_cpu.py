@@ -111,7 +111,8 @@ def lower(graph: cg.Graph, path: str, monkeypatch: pytest.MonkeyPatch, rec: Reco
         monkeypatch.setattr(_explicit, "kernel_loop", lambda graph, params: None)
     lowering = _explicit.Lowering(drv.CUcontext(CTX), {"p": 0x7F00_0000_4000}, [])
     lowering.add = rec.record_bindings
-    lowering.lower_graph(graph, drv.CUgraph(0x5000))
+    with lowering.state.constructing():  # as explicit.lower builds
+        lowering.lower_graph(graph, drv.CUgraph(0x5000))
     return rec
 
 
@@ -215,6 +216,20 @@ def test_construction_ends_its_memory_types_with_it(monkeypatch):
     lowered = _explicit.lower(g, {}, [])
     assert rec.queries == [DEVICE, DEVICE + 0x100] and len(rec.params) == 5
     assert lowered.state.memory_types is None
+
+
+def test_memory_types_are_remembered_only_inside_a_construction():
+    """A state outlives its construction (an executable's updates read it): outside ``constructing()``,
+    and after one that failed, it remembers no memory type."""
+    from cudagraph.ops.lower_state import LowerState
+
+    state = LowerState(drv.CUcontext(CTX))
+    assert state.memory_types is None
+    with pytest.raises(KeyError), state.constructing():
+        assert state.memory_types == {}
+        state.memory_types[DEVICE] = "UNIFIED"
+        raise KeyError("a failed construction")
+    assert state.memory_types is None
 
 
 def test_a_loop_asks_memory_types_again_at_each_run(monkeypatch):

@@ -183,7 +183,7 @@ class _NodeSetter:
         body = create_graph(node)
         try:
             lowering = Lowering(exe._context(), self.bindings, exe._sink)
-            with PACKING_LOCK:
+            with PACKING_LOCK, lowering.state.constructing():
                 lowering.lower_graph(node.body, body, track=False)
             exe._lowered.host_keys.extend(lowering.host_keys)
             (err,) = drv.cuGraphExecChildGraphNodeSetParams(exe._exec, driver_node, body)

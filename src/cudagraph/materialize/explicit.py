@@ -93,7 +93,6 @@ class Lowering:
         # (nodes, driver nodes) of each tracked graph; merged into the map on demand.
         self.tracked: list[tuple[list[Node], Sequence[Any]]] = []
         self.state = LowerState(ctx)
-        self.state.memory_types = {}  # a copy's endpoints asked once during the construction (see lower())
 
     def lower_graph(self, graph: Graph, handle: Any, track: bool = True) -> DriverNodes:
         """Add every node of ``graph`` to the driver graph ``handle``; return driver nodes by index.
@@ -391,14 +390,10 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
     lowering = Lowering(ctx, bindings, sink)
     try:
         # Kernel argument buffers are shared per kernel: one lowering at a time.
-        with PACKING_LOCK:
+        with PACKING_LOCK, lowering.state.constructing():
             dnodes = lowering.lower_graph(graph, handle)
     except BaseException:
         drv.cuGraphDestroy(handle)
         unregister(lowering.host_keys)
         raise
-    finally:
-        # The executable's updates use this state: they ask the memory types anew (memory may be freed and
-        # allocated again meanwhile).
-        lowering.state.memory_types = None
     return LoweredGraph(handle, graph, dnodes, lowering)

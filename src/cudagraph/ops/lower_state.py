@@ -9,6 +9,8 @@ an argument where allocation addresses or condition handles are read.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -55,10 +57,10 @@ class LowerState:
         ``id(KernelInfo) -> CUfunction``: library kernels resolved for ``ctx``
         once per run, for stream launches.
     memory_types : dict or None
-        ``address -> CUmemorytype`` of the copy endpoints read so far while a
-        driver graph is constructed (each address is asked of the driver once
-        per construction); ``None`` otherwise: the executable's later updates
-        ask again, as memory may be freed and allocated anew meanwhile.
+        ``address -> CUmemorytype`` of the copy endpoints read so far inside
+        :meth:`constructing` (each address is asked of the driver once per
+        construction); ``None`` otherwise: the executable's later updates ask
+        again, as memory may be freed and allocated anew meanwhile.
     """
 
     __slots__ = ("ctx", "graphs", "conds", "allocs", "freed", "eager", "functions", "memory_types", "_keep", "_device")
@@ -74,6 +76,15 @@ class LowerState:
         self.memory_types: dict[int, Any] | None = None
         self._keep: list[Any] = []  # graphs and conditions named by id above
         self._device: Any = None
+
+    @contextmanager
+    def constructing(self) -> Iterator[None]:
+        """Remember the memory types of copy endpoints (:attr:`memory_types`) while a driver graph is built."""
+        self.memory_types = {}
+        try:
+            yield
+        finally:
+            self.memory_types = None
 
     def register_graph(self, graph: Any, handle: Any) -> None:
         """Record that ``graph`` is being built into the driver graph ``handle``."""

@@ -50,6 +50,7 @@ def test_fills_copies_and_empty_nodes_each_way(gpu, stream, monkeypatch):
     g.memcpy(pin, b, after=c3)  # device -> pinned host
     g.empty()
     exe = g.instantiate()
+    assert exe._lowered.state.memory_types is None  # remembered only while the driver graph was built
     for _ in range(2):
         host_out[:] = 0
         exe.launch(stream)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -98,8 +100,12 @@ def test_graph_capture_function(gpu, kernels, device):
     cfg = LaunchConfig(grid=1, block=N)
 
     def body(s):
-        launch(s, cfg, kernels.scale_add, x, np.float32(3.0), np.float32(0.0), np.int32(N))
-        launch(s, cfg, kernels.scale_add, x, np.float32(1.0), np.float32(1.0), np.int32(N))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # a cuda.core Stream, as cuda.core 1.2 asks
+            core = s.core()
+            launch(core, cfg, kernels.scale_add, x, np.float32(3.0), np.float32(0.0), np.int32(N))
+        assert int(core.handle) == int(s.handle)
+        launch(core, cfg, kernels.scale_add, x, np.float32(1.0), np.float32(1.0), np.int32(N))
 
     g = cg.Graph.capture(body)
     assert [n.kind for n in g.nodes] == ["kernel", "kernel"]
@@ -176,7 +182,11 @@ def test_capture_region_with_cupy_ops(gpu, kernels, stream):
     g = cg.Graph("elementwise")
     scale = g.kernel(kernels.scale_add, 1, 256, (a, np.float32(2.0), np.float32(0.0), np.int32(256)))
     with g.capture(after=scale, name="ops") as region_stream:
-        with region_stream.cupy():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # no deprecated CuPy stream wrapper
+            cupy_stream = region_stream.cupy()
+        assert cupy_stream.ptr == int(region_stream.handle)
+        with cupy_stream:
             cupy.multiply(a, b, out=c)
             cupy.add(c, a, out=c)
     node = g.nodes[-1]
@@ -255,7 +265,7 @@ def test_capture_region_body_exception_propagates(gpu, kernels, stream):
     buf = gpu.upload(np.zeros(256, np.float32))
     with g.capture(after=first, name="ok") as s:
         cfg = LaunchConfig(grid=1, block=256)
-        launch(s, cfg, kernels.scale_add, buf, np.float32(1.0), np.float32(3.0), np.int32(256))
+        launch(s.core(), cfg, kernels.scale_add, buf, np.float32(1.0), np.float32(3.0), np.int32(256))
     out = np.zeros(256, np.float32)
     g.memcpy(out, buf, 256 * 4, after=g.nodes[-1])
     with g.instantiate() as exe:

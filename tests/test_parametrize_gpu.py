@@ -322,7 +322,8 @@ def test_exact_mode_keeps_a_scalar_that_equals_the_address(gpu, nvrtc, device):
     tag = np.int64(int(x1.handle))  # a constant that happens to equal x1's address
 
     def fn(s: Any, x: Any, y: Any) -> None:
-        launch(s, cfg, k, y, x, tag, tags, np.int32(N))
+        # a capture region's stream (lift_exact) as a cuda.core Stream; a cuda.core GraphBuilder as it is
+        launch(s.core() if hasattr(s, "core") else s, cfg, k, y, x, tag, tags, np.int32(N))
 
     exact = cg.lift_exact(fn, {"x": (x1, x2), "y": (y1, y2)})
     (report,) = exact.parametrizations

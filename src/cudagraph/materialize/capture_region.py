@@ -19,9 +19,11 @@ __all__ = ["CaptureRegion", "CaptureStream", "capture_function"]
 class CaptureStream:
     """The stream a capture region records on.
 
-    It has ``__cuda_stream__`` (so cuda.core accepts it) and ``handle``;
-    :meth:`cupy` and :meth:`torch` return the same stream wrapped for those
-    libraries, to use as ``with region.cupy(): ...``.
+    It has ``__cuda_stream__`` and ``handle``, and :func:`cudagraph.launch` and
+    the other free functions take it as it is; :meth:`core`, :meth:`cupy` and
+    :meth:`torch` return the same stream wrapped for those libraries
+    (``launch(s.core(), ...)`` with cuda.core, ``with s.cupy(): ...``), valid
+    while the capture lasts.
 
     Attributes
     ----------
@@ -42,10 +44,25 @@ class CaptureStream:
     def __int__(self) -> int:
         return int(self.handle)
 
+    def core(self) -> Any:
+        """The stream as a ``cuda.core`` ``Stream`` (``Stream.from_handle``), for ``cuda.core.launch`` and
+        cuda.core's other calls, which deprecate being handed other ``__cuda_stream__`` objects (cuda.core
+        1.2)."""
+        from cuda.core import Stream
+
+        return Stream.from_handle(int(self.handle))
+
     def cupy(self) -> Any:
-        """The stream as a ``cupy.cuda.ExternalStream`` (use it as a context manager)."""
+        """The stream as a CuPy stream (use it as a context manager).
+
+        ``cupy.cuda.Stream.from_external`` (CuPy 14, through ``__cuda_stream__``), else a
+        ``cupy.cuda.ExternalStream``, which CuPy 14 deprecates.
+        """
         import cupy
 
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        if from_external is not None:
+            return from_external(self)
         return cupy.cuda.ExternalStream(int(self.handle))
 
     def torch(self) -> Any:

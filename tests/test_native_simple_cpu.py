@@ -94,6 +94,14 @@ class Recorder:
         return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
+def simple_loop(rec: Recorder) -> Any:
+    """A compiled loop over ``rec``'s ``cuGraphAddNode_v2`` that adds fills, copies and empty nodes, their memory
+    types read from ``rec`` (the caller holds ``rec``: the loop calls it by address)."""
+    loop = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node)
+    loop.simple(CTX, rec.address(rec.attributes), 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    return loop
+
+
 def lower(graph: cg.Graph, path: str, monkeypatch: pytest.MonkeyPatch, rec: Recorder | None = None) -> Recorder:
     """Lower ``graph`` through ``path``: ``"native"`` (the compiled loop with simple kinds) or ``"bindings"``."""
     rec = rec or Recorder()
@@ -236,8 +244,7 @@ def test_a_loop_asks_memory_types_again_at_each_run(monkeypatch):
     """A loop kept across runs (an executable's setter is) forgets the memory types it read: between two runs
     the memory at an address may be freed and allocated again, as host memory this time."""
     rec = Recorder()
-    loop = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node)
-    loop.simple(CTX, rec.address(rec.attributes), 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    loop = simple_loop(rec)
     g = cg.Graph("copies")
     a = g.memcpy(DEVICE + 0x100, DEVICE, 16)
     g.memcpy(DEVICE + 0x200, DEVICE, 16, after=a)
@@ -273,8 +280,7 @@ def test_python_code_run_by_a_query_cannot_break_the_loop(monkeypatch):
     """The driver's memory-type query is a Python callback here: it empties the lists the loop reads and
     tries to use the loop; the loop refuses the call, keeps its node and stops safely."""
     rec = Recorder()
-    loop = native.KernelLoop(rec.address(rec.add), 0x5000, 1, KernelNode, Node)
-    loop.simple(CTX, rec.address(rec.attributes), 1 << 16, MemsetNode, MemcpyNode, EmptyNode)
+    loop = simple_loop(rec)
     g = cg.Graph("hostile")
     a = g.memcpy(DEVICE + 64, DEVICE, 16)
     g.memcpy(DEVICE + 128, DEVICE, 16, after=a)

@@ -232,6 +232,8 @@ typedef union {
     };
     Py_ssize_t at[3];
 } cg_memcpy_slots;
+_Static_assert(sizeof(cg_memcpy_slots) <= sizeof(cg_memset_slots),
+               "a fill has the most slots: Layout's diff reads either kind into an array of a fill's size");
 
 /* NATIVE_SLOTS["executable"]: the state of an Executable that its compiled binds read and write. */
 typedef union {

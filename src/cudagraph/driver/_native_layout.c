@@ -302,7 +302,7 @@ simple_verdict(Layout *self, PyObject *node, PyObject *s, PyObject *states, Py_s
 {
     const Py_ssize_t *at = Py_TYPE(node) == self->memset_type ? self->ms.at : self->mc.at;
     Py_ssize_t k = Py_TYPE(node) == self->memset_type ? CG_SLOT_COUNT(self->ms) : CG_SLOT_COUNT(self->mc);
-    PyObject *seen[CG_SLOT_COUNT(self->ms)];
+    PyObject *seen[CG_SLOT_COUNT(self->ms)]; /* (the larger kind: see cg_memcpy_slots) */
     if (!PyTuple_CheckExact(s) || PyTuple_GET_SIZE(s) != k)
         return -1;
     int identical = 1, same = 1;

@@ -15,14 +15,23 @@ interleaved repeats:
 - both instantiated (``g.instantiate()`` with validation; ``GraphDefinition.instantiate()``), end to end;
 - cudagraph *update*: ``exe.update(g2)`` with ``g2`` the same chain with other values (fills of another
   value, device copies the other way, host copies into the other Buffer; empty nodes and callbacks
-  unchanged): one ``cuGraphExecNodeSetParams`` per changed node.
+  unchanged): one ``cuGraphExecNodeSetParams`` per changed node;
+- the chain run eagerly, no graph (host time of the call, the stream synchronized after the timing):
+  cudagraph's ``g.run(stream)`` against the same stream calls made by a Python loop through
+  ``cuda.bindings`` (``cuMemsetD32Async``, ``cuMemcpyAsync``, the address read from the Buffer at each
+  call, as a user writes it; none for empty nodes and callbacks).
 
 The ratio is cudagraph define + lower over cuda.core's builder calls (lower is better).
 
 ``--keep 0`` makes every construction build its ``CUgraphNodeParams`` afresh (no reused structures,
 ``cudagraph.driver.node_params_pool``): what the reuse buys.
 
-Run: ``python bench/node_kinds.py [--nodes 500] [--repeats 5] [--keep 0]``.
+Then, unless ``--no-busy``: the eager runs of a chain of 200 fills and of 200 device copies, alone and beside
+another thread that runs Python the whole time (ms, one run each, the stream synchronized inside): each
+release of the GIL hands it to that thread for its switch interval (5 ms); ``cuda.bindings`` releases it
+in every call.
+
+Run: ``python bench/node_kinds.py [--nodes 500] [--repeats 5] [--keep 0] [--no-busy]``.
 """
 
 from __future__ import annotations
@@ -36,14 +45,24 @@ from typing import Any
 
 import numpy as np
 
-from _common import fmt, import_cudagraph, no_gc, versions
+from _common import busy_python_thread, fmt, import_cudagraph, no_gc, versions
 
 KINDS = ("memset", "memset-np", "memcpy", "memcpy-h2d", "empty", "host")
 #: The host memory of the ``memcpy-h2d`` chains: a numpy array of 4096 bytes (pageable).
 _HOST = np.zeros(1024, np.float32)
 #: The kinds cuda.core could not build in this run (said once each).
 _REFUSED: set[str] = set()
-COLUMNS = ("define", "lower", "define+lower", "cuda.core builder", "cudagraph e2e", "cuda.core e2e", "update")
+COLUMNS = (
+    "define",
+    "lower",
+    "define+lower",
+    "cuda.core builder",
+    "cudagraph e2e",
+    "cuda.core e2e",
+    "update",
+    "g.run",
+    "cuda.bindings run",
+)
 
 
 def _noop(*_: Any) -> None:  # (cuda.core passes its user data)
@@ -93,8 +112,78 @@ def define_core(kind: str, n: int, a: Any, b: Any) -> Any:
     return gd
 
 
-def sample(cg: Any, kind: str, n: int, a: Any, b: Any) -> dict[str, float]:
-    """One repeat of every column for ``kind``: seconds per node."""
+def run_bindings(kind: str, n: int, a: Any, b: Any, h: Any) -> None:
+    """The stream calls of the chain of ``kind`` through ``cuda.bindings``, on the stream handle ``h``."""
+    from cuda.bindings import driver
+
+    for i in range(n):
+        if kind == "memset":
+            driver.cuMemsetD32Async(int(a.handle), i & 0xFF, 1024, h)
+        elif kind == "memset-np":
+            driver.cuMemsetD32Async(int(a.handle), int(np.float32(i).view(np.uint32)), 1024, h)
+        elif kind == "memcpy":
+            driver.cuMemcpyAsync(int(b.handle), int(a.handle), 4096, h)
+        elif kind == "memcpy-h2d":
+            driver.cuMemcpyAsync(int(a.handle), _HOST.ctypes.data, 4096, h)
+
+
+def sample_runs(cg: Any, kind: str, n: int, a: Any, b: Any, stream: Any) -> dict[str, float]:
+    """The eager columns for ``kind`` (seconds per node): ``g.run`` and, for fills and copies, the bindings loop."""
+    from cuda.bindings import driver
+
+    g = define_ours(cg, kind, n, a, b)
+    out: dict[str, float] = {}
+    with no_gc():
+        stream.sync()
+        t0 = time.perf_counter()
+        g.run(stream)
+        t1 = time.perf_counter()
+        stream.sync()
+        out["g.run"] = (t1 - t0) / n
+        if kind in ("memset", "memset-np", "memcpy", "memcpy-h2d"):
+            h = driver.CUstream(int(stream.handle))
+            t0 = time.perf_counter()
+            run_bindings(kind, n, a, b, h)
+            t1 = time.perf_counter()
+            stream.sync()
+            out["cuda.bindings run"] = (t1 - t0) / n
+    return out
+
+
+def busy_runs(cg: Any, a: Any, b: Any, stream: Any, n: int = 200) -> str:
+    """The table of eager runs of ``n`` fills and ``n`` copies alone and beside a busy Python thread (ms)."""
+    from cuda.bindings import driver
+
+    h = driver.CUstream(int(stream.handle))
+    runs: dict[str, Callable[[], Any]] = {}
+    for kind in ("memset", "memcpy"):
+        g = define_ours(cg, kind, n, a, b)
+        runs[f"cudagraph g.run(s), {n} x {kind}"] = lambda g=g: g.run(stream)
+        runs[f"cuda.bindings loop, {n} x {kind}"] = lambda kind=kind: run_bindings(kind, n, a, b, h)
+    alone: dict[str, float] = {}
+    for name, run in runs.items():
+        run()  # (warm)
+        stream.sync()
+        samples = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            run()
+            stream.sync()
+            samples.append(time.perf_counter() - t0)
+        alone[name] = statistics.median(samples) * 1e3
+    lines = ["| eager run | alone ms | beside a busy Python thread ms | ratio |", "|---|---:|---:|---:|"]
+    with busy_python_thread():
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            run()
+            stream.sync()
+            busy = (time.perf_counter() - t0) * 1e3
+            lines.append(f"| {name} | {alone[name]:.2f} | {busy:.2f} | {busy / alone[name]:.1f}x |")
+    return "\n".join(lines)
+
+
+def sample(cg: Any, kind: str, n: int, a: Any, b: Any, stream: Any = None) -> dict[str, float]:
+    """One repeat of every column for ``kind``: seconds per node (the eager ones where ``stream`` is given)."""
     from cudagraph.materialize.explicit import lower
 
     out: dict[str, float] = {}
@@ -134,6 +223,8 @@ def sample(cg: Any, kind: str, n: int, a: Any, b: Any) -> dict[str, float]:
         if kind not in _REFUSED:
             _REFUSED.add(kind)
             print(f"cuda.core {kind} chain failed: {type(exc).__name__}: {exc}", flush=True)
+    if stream is not None:
+        out.update(sample_runs(cg, kind, n, a, b, stream))
     del g
     gc.collect()
     return out
@@ -153,12 +244,14 @@ def table(rows: dict[str, dict[str, Sequence[float]]]) -> str:
     return "\n".join(lines)
 
 
-def measure(cg: Any, kinds: Sequence[str], n: int, repeats: int, a: Any, b: Any) -> dict[str, dict[str, list[float]]]:
+def measure(
+    cg: Any, kinds: Sequence[str], n: int, repeats: int, a: Any, b: Any, stream: Any = None
+) -> dict[str, dict[str, list[float]]]:
     """Every kind, ``repeats`` times after one warm-up, kinds interleaved within a repeat."""
     rows: dict[str, dict[str, list[float]]] = {k: {c: [] for c in COLUMNS} for k in kinds}
     for rep in range(repeats + 1):
         for kind in kinds:
-            s = sample(cg, kind, n, a, b)
+            s = sample(cg, kind, n, a, b, stream)
             if rep:
                 for c, v in s.items():
                     rows[kind][c].append(v)
@@ -170,6 +263,7 @@ def main(argv: Sequence[str] | None = None, run: Callable[..., Any] = measure) -
     ap.add_argument("--nodes", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", type=int, default=None, help="reused CUgraphNodeParams kept (0: none)")
+    ap.add_argument("--no-busy", action="store_true", help="leave out the runs beside a busy Python thread")
     opts = ap.parse_args(argv)
     import_cudagraph()
     if opts.keep is not None:
@@ -191,7 +285,10 @@ def main(argv: Sequence[str] | None = None, run: Callable[..., Any] = measure) -
         print(f"{k:>26}: {v}")
     keep = "" if opts.keep is None else f", reused CUgraphNodeParams kept: {opts.keep}"
     print(f"\nchains of {opts.nodes} nodes, median of {opts.repeats} repeats (+1 warm-up), µs per node{keep}\n")
-    print(table(run(cg, KINDS, opts.nodes, opts.repeats, a, b)))
+    print(table(run(cg, KINDS, opts.nodes, opts.repeats, a, b, stream)))
+    if not opts.no_busy:
+        print()
+        print(busy_runs(cg, a, b, stream))
     return 0
 
 

@@ -152,3 +152,59 @@ def test_fills_and_copies_defined_in_c_compute_what_numpy_says(gpu, stream):
     exe.close()
     if COMPILED_OPS:
         assert {k: COMPILED_OPS[k].taken - before[k] for k in ("memset", "memcpy")} == {"memset": 4, "memcpy": 3}
+
+
+def test_graph_run_issues_fills_and_copies_from_c(gpu, stream, monkeypatch):
+    from cudagraph.ops.kinds.copy import MemcpyOps
+    from cudagraph.ops.kinds.memset import MemsetOps
+
+    python_issues: list[str] = []
+    for ops in (MemsetOps, MemcpyOps):
+        real = ops.issue
+
+        def counted(self, node, s, run, real=real):  # type: ignore[no-untyped-def]
+            python_issues.append(node.label)
+            return real(self, node, s, run)
+
+        monkeypatch.setattr(ops, "issue", counted)
+    a, b, c = gpu.alloc(N * 4), gpu.alloc(N * 4), gpu.alloc(N * 4)
+    host_in = np.arange(N, dtype=np.float32) * 0.5
+    host_out = np.zeros(N, np.float32)
+    pin, pin_view = gpu.pinned(N * 4)
+    g = cg.Graph("eager")
+    f0 = g.memset(b, 0)  # 1-byte fill of every byte
+    f1 = g.memset(a, np.float32(1.0), after=f0)  # 4-byte fill
+    f2 = g.memset(int(b.handle) + 192, 0x40, count=8, after=f1)  # 1-byte fill at an offset
+    f3 = g.memset(b, 0x4000, width=4, height=3, pitch=64, element_size=2, after=f2)  # 2-D, 2-byte
+    f4 = g.memset(int(c.handle) + 2048, 0x3F800000, width=2, height=4, pitch=256, element_size=4, after=f3)
+    c1 = g.memcpy(int(c.handle), a, 256, after=f4)  # device -> device
+    c2 = g.memcpy(int(c.handle) + 512, b, 256, after=c1)
+    c3 = g.memcpy(int(a.handle) + 1024, host_in, nbytes=64, after=c2)  # pageable host -> device
+    c4 = g.memcpy(host_out, a, after=g.join(c3))  # device -> pageable host
+    g.memcpy(pin, c, after=c4)  # device -> pinned host
+    expect_b = np.zeros(N * 4, np.uint8)
+    expect_b[192:200] = 0x40
+    for row in range(3):
+        expect_b[row * 64 : row * 64 + 8] = np.frombuffer(np.full(4, 0x4000, "<u2").tobytes(), np.uint8)
+    expect_a = np.ones(N, np.float32)
+    expect_a[256:272] = host_in[:16]
+    for _ in range(2):  # a second run asks the memory types again
+        gpu.write(c, np.zeros(N, np.float32))
+        host_out[:] = 0
+        pin_view[:] = 0
+        g.run(stream)
+        stream.sync()
+        expect_c = np.zeros(N * 4, np.uint8)
+        expect_c[:256] = np.ones(64, np.float32).view(np.uint8)
+        expect_c[512:768] = expect_b[:256]
+        for row in range(4):
+            expect_c[2048 + row * 256 : 2048 + row * 256 + 8] = np.ones(2, np.float32).view(np.uint8)
+        np.testing.assert_array_equal(gpu.read(a, N), expect_a)
+        np.testing.assert_array_equal(gpu.read(b, N).view(np.uint8), expect_b)
+        np.testing.assert_array_equal(gpu.read(c, N).view(np.uint8), expect_c)
+        np.testing.assert_array_equal(host_out, expect_a)
+        np.testing.assert_array_equal(pin_view, expect_c)
+    if NATIVE is None:
+        assert len(python_issues) == 2 * 10  # the kinds' issue made every call
+    else:
+        assert python_issues == []  # the compiled launcher made them all

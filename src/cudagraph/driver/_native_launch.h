@@ -46,8 +46,33 @@ typedef struct {
     unsigned long long used; /* the launcher's tick when last found or remembered */
 } ConfigEntry;
 
-/* The driver calls whose refusal StreamLauncher.failed names (rc holds the CUresult). */
-enum { CALL_LAUNCH, CALL_CAPTURE_INFO, CALL_UPDATE_DEPS, CALL_COUNT };
+/* The driver calls whose refusal StreamLauncher.failed names (rc holds the CUresult); from CALL_MEMSET_D8 on,
+ * in the order of the entry points StreamLauncher.simple takes (the stream calls of fills and copies). */
+enum {
+    CALL_LAUNCH,
+    CALL_CAPTURE_INFO,
+    CALL_UPDATE_DEPS,
+    CALL_MEMSET_D8,
+    CALL_MEMSET_D16,
+    CALL_MEMSET_D32,
+    CALL_MEMSET_D2D8,
+    CALL_MEMSET_D2D16,
+    CALL_MEMSET_D2D32,
+    CALL_MEMCPY,
+    CALL_COUNT
+};
+#define STREAM_OPS (CALL_COUNT - CALL_MEMSET_D8)
+
+/* CUresult cuMemsetD{8,16,32}Async(CUdeviceptr, value, size_t count, CUstream), one type per value width */
+typedef int (*cg_memset8_fn)(unsigned long long, unsigned char, size_t, void *);
+typedef int (*cg_memset16_fn)(unsigned long long, unsigned short, size_t, void *);
+typedef int (*cg_memset32_fn)(unsigned long long, unsigned int, size_t, void *);
+/* CUresult cuMemsetD2D{8,16,32}Async(CUdeviceptr, size_t pitch, value, size_t width, size_t height, CUstream) */
+typedef int (*cg_memset2d8_fn)(unsigned long long, size_t, unsigned char, size_t, size_t, void *);
+typedef int (*cg_memset2d16_fn)(unsigned long long, size_t, unsigned short, size_t, size_t, void *);
+typedef int (*cg_memset2d32_fn)(unsigned long long, size_t, unsigned int, size_t, size_t, void *);
+/* CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream) */
+typedef int (*cg_memcpy_async_fn)(unsigned long long, unsigned long long, size_t, void *);
 
 /* The launches issue() makes together (_native_issue.c). */
 typedef struct cg_issue_batch cg_issue_batch;
@@ -72,6 +97,8 @@ typedef struct {
     void **want, **cur; /* capture: the dependencies wanted, and the stream's (sorted) */
     size_t want_cap, cur_cap, ncur;
     cg_issue_batch *batch; /* issue(): allocated by its first call */
+    cg_simple_kinds simple;     /* the fill, copy and empty node kinds issue() takes (simple(); none before) */
+    void *ops[STREAM_OPS];      /* their stream calls, CALL_MEMSET_D8 on (NULL: that call goes through Python) */
 } StreamLauncher;
 
 /* The run's state across nodes: the kernel in use, its buffer taken (cg_lk_take), and the argument
@@ -129,6 +156,9 @@ int cg_run_args(PyObject *const *argv, const char *what, Py_ssize_t *start, void
 /* _native_issue.c: StreamLauncher.issue, and the freeing of its batch (empty) */
 PyObject *cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);
 extern const char cg_launcher_issue_doc[];
+/* StreamLauncher.simple: the fill, copy and empty node kinds issue() takes, and their stream calls */
+PyObject *cg_launcher_simple(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);
+extern const char cg_launcher_simple_doc[];
 void cg_issue_batch_free(cg_issue_batch *b);
 
 /* _native_capture.c: StreamLauncher.capture */

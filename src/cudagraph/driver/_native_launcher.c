@@ -22,6 +22,7 @@ launcher_clear_refs(StreamLauncher *self)
         Py_CLEAR(self->configs[i].grid);
         Py_CLEAR(self->configs[i].block);
     }
+    cg_simple_clear(&self->simple);
 }
 
 static void
@@ -48,7 +49,7 @@ launcher_traverse(StreamLauncher *self, visitproc visit, void *arg)
         Py_VISIT(self->configs[i].grid);
         Py_VISIT(self->configs[i].block);
     }
-    return 0;
+    return cg_simple_visit(&self->simple, visit, arg);
 }
 
 static int
@@ -545,8 +546,11 @@ launcher_get_rc(StreamLauncher *self, void *closure)
 static PyObject *
 launcher_get_failed(StreamLauncher *self, void *closure)
 {
-    static const char *const names[CALL_COUNT] = {"cuLaunchKernel", "cuStreamGetCaptureInfo",
-                                                  "cuStreamUpdateCaptureDependencies"};
+    static const char *const names[CALL_COUNT] = {
+        "cuLaunchKernel",    "cuStreamGetCaptureInfo", "cuStreamUpdateCaptureDependencies",
+        "cuMemsetD8Async",   "cuMemsetD16Async",       "cuMemsetD32Async",
+        "cuMemsetD2D8Async", "cuMemsetD2D16Async",     "cuMemsetD2D32Async",
+        "cuMemcpyAsync"};
     return PyUnicode_FromString(names[self->failed >= 0 && self->failed < CALL_COUNT ? self->failed : 0]);
 }
 
@@ -559,6 +563,7 @@ launcher_get_captures(StreamLauncher *self, void *closure)
 static PyMethodDef launcher_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launcher_launch, METH_FASTCALL, launch_doc},
     {"issue", (PyCFunction)(void (*)(void))cg_launcher_issue, METH_FASTCALL, cg_launcher_issue_doc},
+    {"simple", (PyCFunction)(void (*)(void))cg_launcher_simple, METH_FASTCALL, cg_launcher_simple_doc},
     {"capture", (PyCFunction)(void (*)(void))cg_launcher_capture, METH_FASTCALL, cg_launcher_capture_doc},
     {"learn_target", (PyCFunction)(void (*)(void))launcher_learn_target, METH_FASTCALL, learn_target_doc},
     {"remember_config", (PyCFunction)(void (*)(void))launcher_remember_config, METH_FASTCALL, remember_config_doc},

@@ -48,13 +48,16 @@ pointer_attribute              cudagraph.driver.calls.pointer_attribute
 LaunchKernel.pack              cudagraph.driver.kernel_args.KernelInfo.pack
 StreamLauncher.launch          cudagraph.frontends.launch._launch_stream
 StreamLauncher.issue           cudagraph.ops.kinds.kernel.KernelOps.issue
+StreamLauncher.simple          cudagraph.materialize.eager.issue_node
 StreamLauncher.capture         cudagraph.materialize.capture._replay
 =============================  ====================================================================
 
 (``KernelLoop``'s twin is the class of the same interface that makes the same
 calls through ``cuda.bindings``; ``set_kernel_node``'s is the ``cuda.bindings`` branch of its caller;
 ``BindMethod`` and ``BindManyMethod`` wrap their twins, the Python methods, as ``__wrapped__``;
-``StreamLauncher.issue``'s twin is called on each node it would launch; the stream launches are set up in
+``StreamLauncher.issue``'s twin is called on each node it would launch; the fills, 1-D copies and empty
+nodes that ``StreamLauncher.simple`` teaches it have their kinds' ``issue`` (``MemsetOps``, ``MemcpyOps``,
+``EmptyOps``) as twins, reached through ``issue_node``; the stream launches are set up in
 ``stream_launch.py``.)
 
 The compiled module reads Python objects only through the ``__slots__`` named
@@ -146,6 +149,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "LaunchKernel.pack": "cudagraph.driver.kernel_args:KernelInfo.pack",
         "StreamLauncher.launch": "cudagraph.frontends.launch:_launch_stream",
         "StreamLauncher.issue": "cudagraph.ops.kinds.kernel:KernelOps.issue",
+        "StreamLauncher.simple": "cudagraph.materialize.eager:issue_node",
         "StreamLauncher.capture": "cudagraph.materialize.capture:_replay",
     }
 )

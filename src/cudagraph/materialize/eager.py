@@ -1,8 +1,9 @@
 """The eager materializer: run a definition on a stream with no graph.
 
 Each node is issued by its kind's ops (:meth:`~cudagraph.ops.kinds.base.KindOps.issue`)
-as the stream calls that do its work, in topological order; runs of kernel nodes
-are launched from C where the compiled module is built (see :meth:`StreamIssue.issue_graph`).
+as the stream calls that do its work, in topological order; runs of kernel, fill,
+1-D copy and empty nodes are issued from C where the compiled module is built (see
+:meth:`StreamIssue.issue_graph`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
 from ..errors import HostCallbackError
+from ..ops.compiled_kinds import add_stream_kinds
 from ..ops.lower_state import LowerState
 from ..ops.registry import ops_for
 
 __all__ = ["StreamIssue", "issue_node", "run"]
+
+#: The compiled launcher last taught the fills and copies (tests swap the module's launcher).
+_TAUGHT: list[Any] = [None]
 
 
 class StreamIssue:
@@ -50,10 +55,11 @@ class StreamIssue:
     def issue_graph(self, graph: Graph, stream: Any) -> None:
         """Issue every node of ``graph`` on the stream handle ``stream``, in topological order.
 
-        Runs of kernel nodes go to the compiled ``StreamLauncher.issue`` where it is available
-        (:data:`cudagraph.driver.stream_launch.LAUNCHER`); every node it hands back is issued by its
-        kind's ops (a kernel node's, its twin, prepares the kernel and learns its argument kinds, so
-        that the compiled loop takes the next nodes of that kernel).
+        Runs of kernel, fill, 1-D copy and empty nodes go to the compiled ``StreamLauncher.issue``
+        where it is available (:data:`cudagraph.driver.stream_launch.LAUNCHER`; taught the fills and
+        copies by :func:`~cudagraph.ops.compiled_kinds.add_stream_kinds`); every node it hands back is
+        issued by its kind's ops (a kernel node's, its twin, prepares the kernel and learns its argument
+        kinds, so that the compiled loop takes the next nodes of that kernel).
         """
         order = graph.topological_order()
         fast = stream_launch.LAUNCHER
@@ -61,12 +67,15 @@ class StreamIssue:
             for node in order:
                 ops_for(node).issue(node, stream, self)
             return
+        if fast is not _TAUGHT[0]:  # (a launcher is taught the fills and copies once)
+            add_stream_kinds(fast)
+            _TAUGHT[0] = fast
         h = int(stream)
         i, total = 0, len(order)
         while i < total:
             i = fast.issue(order, i, h)
             if fast.rc:
-                raise_error(require_driver().CUresult(fast.rc), "cuLaunchKernel", order[i])
+                raise_error(require_driver().CUresult(fast.rc), fast.failed, order[i])
             if i < total:
                 ops_for(order[i]).issue(order[i], stream, self)
                 i += 1

@@ -19,10 +19,22 @@ from ..driver.c_entry import c_address
 from .operands import LOWEST_VALID_ADDRESS
 from .registry import OPS
 
-__all__ = ["ROLES", "add_simple_kinds", "compiled_classes"]
+__all__ = ["ROLES", "STREAM_CALLS", "add_simple_kinds", "add_stream_kinds", "compiled_classes"]
 
 #: What the compiled loop can write, in the order ``KernelLoop.simple`` takes the node classes.
 ROLES = ("memset", "memcpy", "empty")
+
+#: The stream calls of fills and 1-D copies, in the order ``StreamLauncher.simple`` takes their addresses
+#: (the calls the kinds' :meth:`~cudagraph.ops.kinds.base.KindOps.issue` make through ``cuda.bindings``).
+STREAM_CALLS = (
+    "cuMemsetD8Async",
+    "cuMemsetD16Async",
+    "cuMemsetD32Async",
+    "cuMemsetD2D8Async",
+    "cuMemsetD2D16Async",
+    "cuMemsetD2D32Async",
+    "cuMemcpyAsync",
+)
 
 
 @functools.cache  # (the table is built once, at import)
@@ -53,3 +65,22 @@ def add_simple_kinds(loop: Any, ctx: Any) -> None:
     attributes = c_address("cuPointerGetAttributes") or 0
     set_fn = c_address("cuGraphExecNodeSetParams") or 0
     loop.simple(context, attributes, LOWEST_VALID_ADDRESS, *compiled_classes(), set_fn)
+
+
+def add_stream_kinds(launcher: Any) -> None:
+    """Let the compiled ``StreamLauncher.issue`` (``Graph.run``) issue fills, 1-D copies and empty nodes itself.
+
+    It reads them as the compiled construction loop does (plain int operands; a copy's
+    ends asked their memory type through ``cuPointerGetAttributes``, from C) and makes
+    the kinds' stream calls (:data:`STREAM_CALLS`) in its batches, the GIL released
+    once per batch instead of once per call. A call whose entry point is missing, and
+    every operand it does not read, stay with the kinds' ``issue``.
+
+    Parameters
+    ----------
+    launcher : StreamLauncher
+        The compiled launcher (``cudagraph.driver.stream_launch.LAUNCHER``).
+    """
+    ops = tuple(c_address(name) or 0 for name in STREAM_CALLS)
+    attributes = c_address("cuPointerGetAttributes") or 0
+    launcher.simple(ops, 0, attributes, LOWEST_VALID_ADDRESS, *compiled_classes())

@@ -26,10 +26,10 @@ The ratio is cudagraph define + lower over cuda.core's builder calls (lower is b
 ``--keep 0`` makes every construction build its ``CUgraphNodeParams`` afresh (no reused structures,
 ``cudagraph.driver.node_params_pool``): what the reuse buys.
 
-Then, unless ``--no-busy``: the eager runs of a chain of 200 fills and of 200 device copies, alone and beside
-another thread that runs Python the whole time (ms, one run each, the stream synchronized inside): each
-release of the GIL hands it to that thread for its switch interval (5 ms); ``cuda.bindings`` releases it
-in every call.
+Then, unless ``--no-busy``: the eager runs of a chain of 200 fills and of 200 device copies (and their
+builds by the capture backend), alone and beside another thread that runs Python the whole time (ms, one
+run each, the stream synchronized inside): each release of the GIL hands it to that thread for its switch
+interval (5 ms); ``cuda.bindings`` releases it in every call.
 
 Run: ``python bench/node_kinds.py [--nodes 500] [--repeats 5] [--keep 0] [--no-busy]``.
 """
@@ -160,6 +160,9 @@ def busy_runs(cg: Any, a: Any, b: Any, stream: Any, n: int = 200) -> str:
         g = define_ours(cg, kind, n, a, b)
         runs[f"cudagraph g.run(s), {n} x {kind}"] = lambda g=g: g.run(stream)
         runs[f"cuda.bindings loop, {n} x {kind}"] = lambda kind=kind: run_bindings(kind, n, a, b, h)
+        runs[f"cudagraph instantiate(backend='capture') + close, {n} x {kind}"] = lambda g=g: g.instantiate(
+            backend="capture"
+        ).close()
     alone: dict[str, float] = {}
     for name, run in runs.items():
         run()  # (warm)

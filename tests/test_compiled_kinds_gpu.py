@@ -154,7 +154,8 @@ def test_fills_and_copies_defined_in_c_compute_what_numpy_says(gpu, stream):
         assert {k: COMPILED_OPS[k].taken - before[k] for k in ("memset", "memcpy")} == {"memset": 4, "memcpy": 3}
 
 
-def test_graph_run_issues_fills_and_copies_from_c(gpu, stream, monkeypatch):
+@pytest.mark.parametrize("how", ["run", "capture"])
+def test_eager_runs_and_captures_issue_fills_and_copies_from_c(gpu, stream, monkeypatch, how):
     from cudagraph.ops.kinds.copy import MemcpyOps
     from cudagraph.ops.kinds.memset import MemsetOps
 
@@ -188,11 +189,15 @@ def test_graph_run_issues_fills_and_copies_from_c(gpu, stream, monkeypatch):
         expect_b[row * 64 : row * 64 + 8] = np.frombuffer(np.full(4, 0x4000, "<u2").tobytes(), np.uint8)
     expect_a = np.ones(N, np.float32)
     expect_a[256:272] = host_in[:16]
+    exe = g.instantiate(backend="capture") if how == "capture" else None
     for _ in range(2):  # a second run asks the memory types again
         gpu.write(c, np.zeros(N, np.float32))
         host_out[:] = 0
         pin_view[:] = 0
-        g.run(stream)
+        if exe is None:
+            g.run(stream)
+        else:
+            exe.launch(stream)
         stream.sync()
         expect_c = np.zeros(N * 4, np.uint8)
         expect_c[:256] = np.ones(64, np.float32).view(np.uint8)
@@ -204,7 +209,9 @@ def test_graph_run_issues_fills_and_copies_from_c(gpu, stream, monkeypatch):
         np.testing.assert_array_equal(gpu.read(c, N).view(np.uint8), expect_c)
         np.testing.assert_array_equal(host_out, expect_a)
         np.testing.assert_array_equal(pin_view, expect_c)
+    if exe is not None:
+        exe.close()
     if NATIVE is None:
-        assert len(python_issues) == 2 * 10  # the kinds' issue made every call
+        assert len(python_issues) == (10 if how == "capture" else 2 * 10)  # the kinds' issue made every call
     else:
         assert python_issues == []  # the compiled launcher made them all

@@ -1,8 +1,10 @@
-"""``Graph.run``'s fills, 1-D copies and empty nodes issued by the compiled ``StreamLauncher.issue``, on the CPU.
+"""Fills, 1-D copies and empty nodes issued by the compiled ``StreamLauncher`` (``Graph.run``'s ``issue`` and the
+capture backend's ``capture``), on the CPU.
 
 The compiled launcher, taught these kinds by ``StreamLauncher.simple``, makes their
 stream calls (``cuMemsetD*Async``, ``cuMemcpyAsync``) itself, in the batches of its
-kernel launches; the reference is the kinds' own ``issue`` through ``cuda.bindings``.
+kernel launches (or node by node under capture, each after its dependencies); the
+reference is the kinds' own ``issue`` (and ``capture``) through ``cuda.bindings``.
 Every call either path makes lands in one recording fake driver (ctypes callbacks
 with the C signatures for the compiled path, Python functions for ``cuda.bindings``),
 kernels and fills in one list: the lists must be equal call for call, and the compiled
@@ -28,7 +30,7 @@ from cudagraph.driver import c_entry, stream_launch
 from cudagraph.errors import DriverError, OperandError
 from driver_fakes import INVALID_VALUE
 from test_native_simple_cpu import ATTR_PROTO, DEVICE, memory_type
-from test_stream_launch_cpu import K1, K2, Driver, install, k1_bytes, run_graph
+from test_stream_launch_cpu import K1, K2, Driver, install, k1_bytes, replay, run_graph
 
 drv = pytest.importorskip("cuda.bindings.driver")
 native = c_entry.NATIVE
@@ -63,10 +65,16 @@ class Ops:
 
     def _recorder(self, name: str) -> Any:
         def record(*args: Any) -> int:
+            d = self.d
             if self.refuse == name:
                 return INVALID_VALUE
             *values, stream = args
-            self.d.launches.append((name, *[int(v) for v in values], stream or 0))
+            d.launches.append((name, *[int(v) for v in values], stream or 0))
+            if d.capturing:  # as the fake's kernel launches: a captured node after the stream's dependencies
+                node = 0x1000 + len(d.made)
+                d.made.append(node)
+                d.edges += [(dep, node) for dep in d.deps]
+                d.deps = [node]
             return 0
 
         return record
@@ -301,3 +309,31 @@ def test_python_code_run_by_a_memory_type_query_finds_the_launcher_busy(monkeypa
     assert seen[:2] == ["simple: the launcher is issuing", 0]
     assert d.launches == [("cuMemcpyAsync", B, A, 16, 0x42), ("cuMemsetD32Async", C, 5, 4, 0x42)]
     assert ops.by_bindings == 0
+
+
+def test_the_capture_backend_captures_fills_copies_and_empty_nodes_the_same_both_ways(monkeypatch):
+    g = fills_and_copies()
+    first = g.nodes[0]
+    fan = [g.memset(C + 4 * i, i, count=1, element_size=4, after=first) for i in range(3)]  # three branches
+    g.memset(A, 1, count=4, element_size=4, after=g.join(*fan))  # joined by an empty node
+    seen = []
+    for path in ("compiled", "python"):
+        with monkeypatch.context() as m:
+            d, ops = install_ops(path, m)
+            _eager.stream_launcher()  # taught (the replay below reads the launcher as it is)
+            exits, mapped = replay(d, g)
+            seen.append((d.launches, d.edges, d.made, exits, mapped, ops.by_bindings))
+        stream_launch.forget()
+    (launches, edges, made, exits, mapped, by_bindings), python = seen[0], seen[1]
+    assert seen[0][:5] == python[:5]
+    assert by_bindings == 1 and python[5] == 3 * 9 + 5  # the compiled path made all but the parameter's fill
+    captured = [n for n in g.nodes if n.kind != "empty"]
+    assert len(made) == len(launches) == len(captured)
+    assert [mapped.get(id(n)) for n in captured] == made  # each call's node, in order
+    assert not any(id(n) in mapped for n in g.nodes if n.kind == "empty")
+    last = g.nodes[-1]
+    assert sorted(src for src, dst in edges if dst == mapped[id(last)]) == [mapped[id(n)] for n in fan]
+    assert {src for src, dst in edges if dst in {mapped[id(n)] for n in fan}} == {mapped[id(first)]}
+    param_fill = g.nodes[-len(fan) - 3]  # the parameter's fill, a leaf like the last node
+    assert param_fill.kind == "memset" and not param_fill.successors
+    assert exits == sorted([mapped[id(param_fill)], mapped[id(last)]])

@@ -1,6 +1,9 @@
 /*
- * StreamLauncher.capture: runs of kernel nodes under stream capture, each node's capture dependencies
- * set to its predecessors' driver nodes. Python twin: the loop of cudagraph.materialize.capture._replay.
+ * StreamLauncher.capture: runs of kernel nodes, and of the fill, 1-D copy and empty nodes simple() taught,
+ * under stream capture, each node's capture dependencies set to its predecessors' driver nodes. Python
+ * twin: the loop of cudagraph.materialize.capture._replay. The GIL is kept throughout: a call into a
+ * capturing stream only records a node (beside a busy Python thread each release would cost its switch
+ * interval, bench/materializers.py).
  */
 #include "_native_launch.h"
 
@@ -142,10 +145,10 @@ const char cg_launcher_capture_doc[] =
              "Under stream capture on the stream handle `stream`: for order[start:], while each node is\n"
              "one issue() takes, set the stream's capture dependencies to the exits of its predecessors\n"
              "(exits[p.index], tuples of driver node handles; `entry` for a root) unless they are\n"
-             "already those, launch it, and record the stream's dependencies after it (sorted) in\n"
-             "exits[node.index] and the captured node in raw[node.index]. Return the index of the first\n"
-             "node not done; `rc` holds the CUresult of a refused call (-1: no memory) and `failed` its\n"
-             "name.";
+             "already those, make its stream call (an empty node: none), and record the stream's\n"
+             "dependencies after it (sorted) in exits[node.index] and the captured node (the single\n"
+             "dependency after a call, else 0) in raw[node.index]. Return the index of the first node\n"
+             "not done; `rc` holds the CUresult of a refused call (-1: no memory) and `failed` its name.";
 
 PyObject *
 cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
@@ -162,6 +165,7 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
         return NULL;
     if (self->capture_info == NULL || !cg_launcher_enter(self))
         return PyLong_FromSsize_t(i);
+    cg_simple_forget(&self->simple); /* memory may have been freed and allocated again since the last call */
     PyObject *order = argv[0], *exits = argv[3], *raw = argv[4], *entry = argv[5];
     RunState run = {NULL, NULL, {NULL, 0}};
     int failed = CALL_CAPTURE_INFO;
@@ -171,7 +175,10 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
         Py_XSETREF(node, Py_NewRef(PyList_GET_ITEM(order, i)));
         unsigned int d[6], smem;
         Py_ssize_t nw = -1, at = -1;
-        if (cg_run_prepare(self, &run, node, d, &smem)) { /* (the last code that may run Python code) */
+        issue_launch op;
+        int simple = cg_simple_is(&self->simple, node);
+        /* (the last code that may run Python code) */
+        if (simple ? cg_issue_prepare(self, node, &op) : cg_run_prepare(self, &run, node, d, &smem)) {
             PyObject *index = SLOT(node, self->nd.index);
             at = index != NULL && PyLong_CheckExact(index) ? PyLong_AsSsize_t(index) : -1;
             if (at >= PyList_GET_SIZE(exits) || at >= PyList_GET_SIZE(raw))
@@ -188,8 +195,13 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
             if (rc)
                 break;
         }
-        failed = CALL_LAUNCH;
-        rc = cg_launcher_call(self, run.lk, d, smem, stream, 0); /* the GIL kept: it only records */
+        if (!simple) {
+            failed = CALL_LAUNCH;
+            rc = cg_launcher_call(self, run.lk, d, smem, stream, 0); /* the GIL kept: it only records */
+        } else if (op.op >= 0) {
+            failed = op.call;
+            rc = cg_issue_one(self, &op, stream);
+        }
         PyObject *after = NULL;
         void *single = NULL;
         if (!rc) {
@@ -198,6 +210,8 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
         }
         if (rc)
             break;
+        if (simple && op.op < 0) /* an empty node is captured as nothing: its successors follow its dependencies */
+            single = NULL;
         /* The collector may have run (the tuple allocated): the lists are checked again. */
         PyObject *h = PyLong_FromVoidPtr(single);
         if (h == NULL || at >= PyList_GET_SIZE(exits) || at >= PyList_GET_SIZE(raw)) {

@@ -29,22 +29,6 @@
 #define ISSUE_BYTES 8192
 #define ISSUE_PTRS 1024
 
-enum { OP_LAUNCH, OP_MEMSET, OP_MEMCPY };
-
-typedef struct {
-    int op, call;          /* OP_*, and the CALL_* made (named by StreamLauncher.failed when refused) */
-    Py_ssize_t index;      /* the node's position in the order */
-    /* OP_LAUNCH */
-    void *func;
-    unsigned int d[6], smem;
-    void **params;         /* into the batch's ptrs; NULL for a kernel without parameters */
-    PyObject *lk, *args;   /* held until launched (NULL for the other ops) */
-    /* OP_MEMSET (width elements of height rows, pitch bytes apart) and OP_MEMCPY (width bytes) */
-    unsigned long long dst, src;
-    size_t width, height, pitch;
-    unsigned int value;
-} issue_launch;
-
 struct cg_issue_batch {
     issue_launch l[ISSUE_LAUNCHES];
     int n;
@@ -84,12 +68,8 @@ batch_add(cg_issue_batch *b, const RunState *run, const unsigned int *d, unsigne
     return 1;
 }
 
-/* The stream call of the fill, copy or empty node `node` (held by the caller, of a kind simple() taught)
- * in *op: 1 (op->op is -1 for an empty node: nothing to issue), or 0 when Python issues it (an operand
- * cg_simple_write leaves to Python, a value wider than the fill's elements, a call without its entry
- * point). Runs no Python code but the memory-type queries (a driver call). */
-static int
-op_prepare(StreamLauncher *self, PyObject *node, issue_launch *op)
+int
+cg_issue_prepare(StreamLauncher *self, PyObject *node, issue_launch *op)
 {
     cg_graph_node_params p;
     if (!cg_simple_write(&self->simple, node, &p))
@@ -121,7 +101,7 @@ op_prepare(StreamLauncher *self, PyObject *node, issue_launch *op)
     return op->op < 0 || self->ops[op->call - CALL_MEMSET_D8] != NULL;
 }
 
-/* Add the fill or copy `op` (from op_prepare) at `index`: 1, or 0 when the batch is full. */
+/* Add the fill or copy `op` (from cg_issue_prepare) at `index`: 1, or 0 when the batch is full. */
 static int
 batch_add_op(cg_issue_batch *b, const issue_launch *op, Py_ssize_t index)
 {
@@ -133,9 +113,8 @@ batch_add_op(cg_issue_batch *b, const issue_launch *op, Py_ssize_t index)
     return 1;
 }
 
-/* Make the call of `l` on `stream` (the GIL released by the caller): its CUresult. */
-static int
-issue_one(StreamLauncher *self, const issue_launch *l, void *stream)
+int
+cg_issue_one(StreamLauncher *self, const issue_launch *l, void *stream)
 {
     if (l->op == OP_LAUNCH)
         return ((cg_launch_fn)self->launch)(l->func, l->d[0], l->d[1], l->d[2], l->d[3], l->d[4], l->d[5], l->smem,
@@ -169,7 +148,7 @@ batch_flush(StreamLauncher *self, cg_issue_batch *b, void *stream, Py_ssize_t *a
     if (count) {
         Py_BEGIN_ALLOW_THREADS
         for (; k < count; k++) {
-            rc = issue_one(self, &b->l[k], stream);
+            rc = cg_issue_one(self, &b->l[k], stream);
             if (rc)
                 break;
         }
@@ -214,7 +193,7 @@ issue_node(StreamLauncher *self, RunState *run, PyObject *node, Py_ssize_t i, vo
     cg_issue_batch *b = self->batch;
     if (cg_simple_is(&self->simple, node)) {
         issue_launch op;
-        if (!op_prepare(self, node, &op))
+        if (!cg_issue_prepare(self, node, &op))
             return 0;
         if (op.op >= 0 && !batch_add_op(b, &op, i) && (*rc = batch_flush(self, b, stream, at, call)) == 0)
             batch_add_op(b, &op, i); /* (an empty batch has room) */

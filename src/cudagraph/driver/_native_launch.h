@@ -77,6 +77,23 @@ typedef int (*cg_memcpy_async_fn)(unsigned long long, unsigned long long, size_t
 /* The launches issue() makes together (_native_issue.c). */
 typedef struct cg_issue_batch cg_issue_batch;
 
+/* One stream call of issue() or capture(): a kernel launch, a fill or a 1-D copy. */
+enum { OP_LAUNCH, OP_MEMSET, OP_MEMCPY };
+
+typedef struct {
+    int op, call;          /* OP_* (-1: nothing to call, an empty node), and the CALL_* made */
+    Py_ssize_t index;      /* the node's position in the order */
+    /* OP_LAUNCH */
+    void *func;
+    unsigned int d[6], smem;
+    void **params;         /* into the batch's ptrs; NULL for a kernel without parameters */
+    PyObject *lk, *args;   /* held until launched (NULL for the other ops) */
+    /* OP_MEMSET (width elements of height rows, pitch bytes apart) and OP_MEMCPY (width bytes) */
+    unsigned long long dst, src;
+    size_t width, height, pitch;
+    unsigned int value;
+} issue_launch;
+
 typedef struct {
     PyObject_HEAD
     int busy, rc, failed; /* rc, failed: the last issue() or capture() (launch() returns its own) */
@@ -156,6 +173,14 @@ int cg_run_args(PyObject *const *argv, const char *what, Py_ssize_t *start, void
 /* _native_issue.c: StreamLauncher.issue, and the freeing of its batch (empty) */
 PyObject *cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);
 extern const char cg_launcher_issue_doc[];
+/* The stream call of the fill, copy or empty node `node` (held by the caller, of a kind simple() taught)
+ * in *op: 1 (op->op is -1 for an empty node: nothing to call), or 0 when Python issues it (an operand
+ * cg_simple_write leaves to Python, a value wider than the fill's elements, a call without its entry
+ * point). Runs no Python code but the memory-type queries (a driver call). */
+int cg_issue_prepare(StreamLauncher *self, PyObject *node, issue_launch *op);
+/* Make the call of `op` (op->op >= 0) on `stream`: its CUresult. Runs no Python code (the GIL is the caller's
+ * to release). */
+int cg_issue_one(StreamLauncher *self, const issue_launch *op, void *stream);
 /* StreamLauncher.simple: the fill, copy and empty node kinds issue() takes, and their stream calls */
 PyObject *cg_launcher_simple(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc);
 extern const char cg_launcher_simple_doc[];

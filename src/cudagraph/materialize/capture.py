@@ -12,9 +12,10 @@ they are what its successors depend on, and the single one after a node's one
 call is the driver node made for it, kept so that the executable can update
 nodes like an explicitly built one. Child graphs are replayed inline.
 
-Runs of kernel nodes go to the compiled ``StreamLauncher.capture``
-(:data:`cudagraph.driver.stream_launch.LAUNCHER`), which makes the same three
-driver calls per node from C; the loop of :func:`_replay` is its Python twin.
+Runs of kernel, fill, 1-D copy and empty nodes go to the compiled
+``StreamLauncher.capture`` (:data:`cudagraph.driver.stream_launch.LAUNCHER`),
+which makes the same driver calls per node from C; the loop of :func:`_replay`
+is its Python twin.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any, overload
 from ..definition.bindings import node_params_uses
 from ..definition.graph import Graph
 from ..definition.nodes import Node
-from ..driver import stream_launch
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
@@ -34,7 +34,7 @@ from ..ops.lower_state import LowerState
 from ..ops.registry import ops_for
 from .capture_region import pause_collector, resume_collector
 from .driver_edges import driver_preds
-from .eager import StreamIssue
+from .eager import StreamIssue, stream_launcher
 from .explicit import DriverNodes, LoweredGraph, Lowering
 
 __all__ = ["capture_lower"]
@@ -58,7 +58,7 @@ class _Replay:
         self.cur: list[int] = []  # the stream's capture dependencies, sorted
         self.fresh = False  # whether `cur` was read after the node being issued
         self.raw: list[int] = []  # the driver node of each node of the graph being replayed, by index
-        fast = stream_launch.LAUNCHER
+        fast = stream_launcher()
         self.fast = fast if fast is not None and fast.captures else None
 
     def close(self) -> None:

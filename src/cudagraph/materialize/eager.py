@@ -23,7 +23,7 @@ from ..ops.compiled_kinds import add_stream_kinds
 from ..ops.lower_state import LowerState
 from ..ops.registry import ops_for
 
-__all__ = ["StreamIssue", "issue_node", "run"]
+__all__ = ["StreamIssue", "issue_node", "run", "stream_launcher"]
 
 #: The compiled launcher last taught the fills and copies (tests swap the module's launcher).
 _TAUGHT: list[Any] = [None]
@@ -62,14 +62,11 @@ class StreamIssue:
         kinds, so that the compiled loop takes the next nodes of that kernel).
         """
         order = graph.topological_order()
-        fast = stream_launch.LAUNCHER
+        fast = stream_launcher()
         if fast is None:
             for node in order:
                 ops_for(node).issue(node, stream, self)
             return
-        if fast is not _TAUGHT[0]:  # (a launcher is taught the fills and copies once)
-            add_stream_kinds(fast)
-            _TAUGHT[0] = fast
         h = int(stream)
         i, total = 0, len(order)
         while i < total:
@@ -79,6 +76,16 @@ class StreamIssue:
             if i < total:
                 ops_for(order[i]).issue(order[i], stream, self)
                 i += 1
+
+
+def stream_launcher() -> Any:
+    """The compiled ``StreamLauncher`` (:data:`cudagraph.driver.stream_launch.LAUNCHER`), taught the fills, 1-D
+    copies and empty nodes (:func:`~cudagraph.ops.compiled_kinds.add_stream_kinds`) once; ``None`` without it."""
+    fast = stream_launch.LAUNCHER
+    if fast is not None and fast is not _TAUGHT[0]:
+        add_stream_kinds(fast)
+        _TAUGHT[0] = fast
+    return fast
 
 
 def issue_node(node: Node, stream: Any, run: StreamIssue) -> None:

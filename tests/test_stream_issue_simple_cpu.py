@@ -167,19 +167,8 @@ def test_fills_copies_and_empty_nodes_make_the_same_calls_both_ways(monkeypatch)
     assert c.launches == p.launches
     names = [x[0] for x in c.launches]
     assert len(names) == 1 + 3 * 11 + 1  # every node but the empty ones is one call
-    assert names[1:12] == [
-        "cuMemsetD8Async",
-        "cuMemsetD16Async",
-        "cuMemsetD32Async",
-        "cuMemsetD2D8Async",
-        "cuMemsetD2D16Async",
-        "cuMemsetD2D32Async",
-        0x72,
-        "cuMemcpyAsync",
-        "cuMemcpyAsync",
-        "cuMemcpyAsync",
-        0x71,
-    ]
+    fills = list(PROTOS)[:6]  # every width, 1-D then 2-D: the order of the fills in the graph
+    assert names[1:12] == [*fills, 0x72, "cuMemcpyAsync", "cuMemcpyAsync", "cuMemcpyAsync", 0x71]
     assert c.launches[1] == ("cuMemsetD8Async", A, 0xAB, 16, 0x42)
     assert c.launches[3] == ("cuMemsetD32Async", C, 0x3F800000, 32, 0x42)
     assert c.launches[6] == ("cuMemsetD2D32Async", C, 16, 0xFFFFFFFF, 4, 5, 0x42)

@@ -326,3 +326,33 @@ def test_the_capture_backend_captures_fills_copies_and_empty_nodes_the_same_both
     param_fill = g.nodes[-len(fan) - 3]  # the parameter's fill, a leaf like the last node
     assert param_fill.kind == "memset" and not param_fill.successors
     assert exits == sorted([mapped[id(param_fill)], mapped[id(last)]])
+
+
+def test_a_launcher_busy_when_first_needed_is_taught_at_a_later_run(monkeypatch):
+    g = cg.Graph("later")
+    g.memset(C, 3, count=4, element_size=4, after=g.memcpy(B, A, nbytes=16))
+    d, ops = install_ops("compiled", monkeypatch)
+    launcher = _eager.stream_launcher()
+    seen: list[Any] = []
+    query = ops._attributes
+
+    def teach_while_busy(count: int, attrs: Any, data: Any, ptr: int) -> int:
+        if not seen:  # (the launcher is issuing the copy: busy)
+            _eager._TAUGHT[0] = None
+            seen.append((_eager.stream_launcher(), _eager._TAUGHT[0]))
+        return query(count, attrs, data, ptr)
+
+    ops.attributes = ATTR_PROTO(teach_while_busy)
+    launcher.simple(
+        tuple(ops.address(n) for n in PROTOS),
+        0,
+        ops.address("cuPointerGetAttributes"),
+        1 << 16,
+        *_compiled_kinds.compiled_classes(),
+    )
+    _eager._TAUGHT[0] = launcher
+    run_graph(d, g)
+    assert seen == [(launcher, None)]  # refused while busy: no error, not marked taught
+    assert d.launches == [("cuMemcpyAsync", B, A, 16, 0x42), ("cuMemsetD32Async", C, 3, 4, 0x42)]
+    run_graph(d, g)  # taught again at the next run
+    assert _eager._TAUGHT[0] is launcher and ops.by_bindings == 0 and len(d.launches) == 4

@@ -83,7 +83,10 @@ def stream_launcher() -> Any:
     copies and empty nodes (:func:`~cudagraph.ops.compiled_kinds.add_stream_kinds`) once; ``None`` without it."""
     fast = stream_launch.LAUNCHER
     if fast is not None and fast is not _TAUGHT[0]:
-        add_stream_kinds(fast)
+        try:
+            add_stream_kinds(fast)
+        except RuntimeError:  # busy in another thread's cg.launch: fills and copies go through Python this time
+            return fast
         _TAUGHT[0] = fast
     return fast
 

@@ -69,7 +69,7 @@ def test_fills_copies_and_empty_nodes_each_way(gpu, stream, monkeypatch):
         assert python_adds == []  # the compiled loop wrote them all
 
 
-def test_a_parameter_operand_goes_through_python(gpu, stream, monkeypatch):
+def test_a_parameter_operand_is_resolved_from_the_bindings_in_c(gpu, stream, monkeypatch):
     python_adds = python_path_adds(monkeypatch)
     a, b = gpu.alloc(N * 4), gpu.alloc(N * 4)
     g = cg.Graph("param")
@@ -80,9 +80,17 @@ def test_a_parameter_operand_goes_through_python(gpu, stream, monkeypatch):
     exe.launch(stream)
     stream.sync()
     np.testing.assert_array_equal(gpu.read(b, N), np.full(N, 4.0, np.float32))
+    assert python_adds == ([] if NATIVE is not None else ["memset#0 'fill'", "memcpy#1 'copy_out'"])
+    outs = [gpu.alloc(N * 4) for _ in range(3)]
+    exe.launch(stream, out=outs[0])  # rebound: the copy's destination set anew
+    g.run(stream, out=outs[1])  # eagerly, the parameter bound by the run
+    captured = g.instantiate(backend="capture", out=outs[2])
+    captured.launch(stream)
+    stream.sync()
+    for o in outs:
+        np.testing.assert_array_equal(gpu.read(o, N), np.full(N, 4.0, np.float32))
+    captured.close()
     exe.close()
-    expected = ["memcpy#1 'copy_out'"] if NATIVE is not None else ["memset#0 'fill'", "memcpy#1 'copy_out'"]
-    assert python_adds == expected
 
 
 def test_updates_of_fills_and_copies_are_set_from_c(gpu, stream, monkeypatch):

@@ -135,10 +135,21 @@ def build(role: str, cls: type) -> Any:
         return native.KernelLoop(ADDRESS, 1, 1, cls, Node)
     if role == "node":
         return native.Layout(type("K", (cls,), {"__slots__": KernelNode.__slots__}), cls)
-    if role in ("memset_node", "memcpy_node"):  # KernelLoop.simple reads both
-        kinds = {r: cls if r == role else resolve(c_entry.SLOT_OWNERS[r]) for r in ("memset_node", "memcpy_node")}
+    simple = ("memset_node", "memcpy_node", "parameter", "parameter_at")
+    if role in simple:  # KernelLoop.simple reads all four
+        kinds = {r: cls if r == role else resolve(c_entry.SLOT_OWNERS[r]) for r in simple}
         loop = native.KernelLoop(ADDRESS, 1, 1, KernelNode, Node)
-        return loop.simple(1, 0, 1 << 16, kinds["memset_node"], kinds["memcpy_node"], EmptyNode)
+        return loop.simple(
+            1,
+            0,
+            1 << 16,
+            kinds["memset_node"],
+            kinds["memcpy_node"],
+            EmptyNode,
+            0,
+            *[kinds["parameter"], kinds["parameter_at"]],
+            None,
+        )
     owners = {r: resolve(c_entry.SLOT_OWNERS[r]) for r in ("executable", "bind_plan")}
     if role in owners:
         owners[role] = cls

@@ -25,6 +25,7 @@ import cudagraph.materialize.explicit as _explicit
 import cudagraph.ops.compiled_kinds as _compiled_kinds
 import cudagraph.ops.operands as _operands
 from cudagraph.definition.nodes import EmptyNode, KernelNode, MemcpyNode, MemsetNode, Node
+from cudagraph.definition.param_offset import ParamAt
 from cudagraph.driver import c_entry as _c_entry
 from cudagraph.errors import DriverError, OperandError
 from cudagraph.executable.updating import _STALE
@@ -182,19 +183,32 @@ def test_the_bytes_decode_to_the_definition(monkeypatch):
     assert rec.params[7][16:] == rec.params[9][16:] == bytes(240)
 
 
-def test_nodes_the_loop_cannot_write_go_through_python(monkeypatch):
+def test_parameter_operands_are_resolved_from_the_lowering_bindings(monkeypatch):
     g = cg.Graph("mixed")
     p = g.param("p")
-    a = g.memset(p, 1, count=16)  # a parameter: resolved in Python
-    b = g.memset(DEVICE, 2, count=16, after=a)
+    a = g.memset(p, 1, count=16)  # a parameter: the lowering's binding
+    b = g.memset(ParamAt(p, 64), 2, count=16, after=a)  # a parameter plus an offset (g.parametrize makes them)
     c = g.memcpy(p, DEVICE, 16, after=b)
-    g.memcpy(DEVICE + 64, DEVICE, 16, after=c)
+    d = g.memcpy(DEVICE + 64, ParamAt(p, 128), 16, after=c)
+    g.record(EVENT, after=d)  # a kind the loop does not write
+    python_adds: list[str] = []
+    real = _explicit.Lowering._add_node
+
+    def counted(self, loop, node, handle, dn, raw):  # type: ignore[no-untyped-def]
+        python_adds.append(node.kind)
+        return real(self, loop, node, handle, dn, raw)
+
+    monkeypatch.setattr(_explicit.Lowering, "_add_node", counted)
     with monkeypatch.context() as m:
         ours = lower(g, "native", m)
+    assert python_adds == ["record"]
     with monkeypatch.context() as m:
         theirs = lower(g, "bindings", m)
-    assert ours.params == theirs.params and len(ours.params) == 4
-    assert MEMSET.unpack_from(ours.params[0], 16)[0] == 0x7F00_0000_4000  # the parameter's value
+    assert ours.params == theirs.params and len(ours.params) == 5
+    bound = 0x7F00_0000_4000
+    assert [MEMSET.unpack_from(x, 16)[0] for x in ours.params[:2]] == [bound, bound + 64]
+    assert END.unpack_from(ours.params[2], 32 + 88)[4:7] == (4, 0, bound)  # the copy's destination, device memory
+    assert END.unpack_from(ours.params[3], 32)[4:7] == (4, 0, bound + 128)  # the source at the offset
 
 
 def test_without_the_attribute_entry_point_copies_stay_with_python(monkeypatch):
@@ -442,14 +456,15 @@ EVENT = drv.CUevent(0xE7E7)
 
 def random_simple_graph(rng: random.Random, size: int) -> cg.Graph:
     """``size`` nodes with up to three random predecessors: fills (of every element size, some of a
-    parameter), copies each way, empty nodes and event records (whose parameters Python always makes)."""
+    parameter), copies each way (some from or to a parameter at an offset), empty nodes and event records
+    (whose parameters Python always makes)."""
     g = cg.Graph("r")
     p = g.param("p")
     nodes: list[Any] = []
     for i in range(size):
         k = rng.randint(0, min(3, i))
         after = rng.sample(nodes, k) or None
-        kind = rng.choice("ffccepx")
+        kind = rng.choice("ffccepqx")
         if kind == "f":
             value = rng.choice([0, 7, -1, np.float32(0.5), np.uint16(3), np.int32(-9)])
             nodes.append(g.memset(DEVICE + 64 * rng.randint(0, 8), value, count=rng.randint(1, 16), after=after))
@@ -461,6 +476,10 @@ def random_simple_graph(rng: random.Random, size: int) -> cg.Graph:
             nodes.append(g.empty(after=after))
         elif kind == "p":
             nodes.append(g.memset(p, 1, count=4, after=after))
+        elif kind == "q":  # a copy from or to a parameter at an offset
+            ends = [ParamAt(p, 8 * rng.randint(0, 4)), DEVICE + 0x100 * rng.randint(0, 4)]
+            rng.shuffle(ends)
+            nodes.append(g.memcpy(ends[0], ends[1], 8, after=after))
         else:
             nodes.append(g.record(EVENT, after=after))
     return g

@@ -27,7 +27,10 @@ import cudagraph.ops.kinds.copy as _copy
 import cudagraph.ops.kinds.memset as _memset
 import cudagraph.ops.operands as _operands
 from cudagraph.driver import c_entry, stream_launch
+from cudagraph.driver.kernel_args import PACKING_LOCK
 from cudagraph.errors import DriverError, OperandError
+from cudagraph.materialize.eager import StreamIssue
+from cudagraph.ops.lower_state import LowerState
 from driver_fakes import INVALID_VALUE
 from test_native_simple_cpu import ATTR_PROTO, DEVICE, memory_type
 from test_stream_launch_cpu import K1, K2, Driver, install, k1_bytes, replay, run_graph
@@ -157,7 +160,7 @@ def fills_and_copies(n: int = 3) -> cg.Graph:
         prev = g.memcpy(HOST, C, nbytes=32, after=prev)  # device to host
         prev = g.join(prev, g.empty(after=prev))
         prev = g.kernel(K1, 1, 32, (B, np.float32(i), np.int32(i)), after=prev)
-    g.memset(g.param("x"), 0, count=4, element_size=4, after=prev)  # a parameter: the kinds' issue
+    g.memset(g.param("x"), 0, count=4, element_size=4, after=prev)  # a parameter, bound by the run
     return g
 
 
@@ -175,8 +178,8 @@ def test_fills_copies_and_empty_nodes_make_the_same_calls_both_ways(monkeypatch)
     assert c.launches[9] == ("cuMemcpyAsync", A, HOST, 64, 0x42)
     assert c.launches[11][5] == k1_bytes(B, 0.0, 0)
     assert c.launches[-1] == ("cuMemsetD32Async", 0xF000, 0, 4, 0x42)  # the parameter bound to 0xF000
-    # the twin makes every fill and copy through cuda.bindings; the compiled launcher only the parameter's
-    assert pops.by_bindings == 3 * 9 + 1 and cops.by_bindings == 1
+    # the twin makes every fill and copy through cuda.bindings; the compiled launcher none
+    assert pops.by_bindings == 3 * 9 + 1 and cops.by_bindings == 0
 
 
 def test_a_copy_asks_each_end_its_memory_type_once_a_run(monkeypatch):
@@ -315,7 +318,7 @@ def test_the_capture_backend_captures_fills_copies_and_empty_nodes_the_same_both
         stream_launch.forget()
     (launches, edges, made, exits, mapped, by_bindings), python = seen[0], seen[1]
     assert seen[0][:5] == python[:5]
-    assert by_bindings == 1 and python[5] == 3 * 9 + 5  # the compiled path made all but the parameter's fill
+    assert by_bindings == 0 and python[5] == 3 * 9 + 5  # the compiled path made them all
     captured = [n for n in g.nodes if n.kind != "empty"]
     assert len(made) == len(launches) == len(captured)
     assert [mapped.get(id(n)) for n in captured] == made  # each call's node, in order
@@ -356,3 +359,65 @@ def test_a_launcher_busy_when_first_needed_is_taught_at_a_later_run(monkeypatch)
     assert d.launches == [("cuMemcpyAsync", B, A, 16, 0x42), ("cuMemsetD32Async", C, 3, 4, 0x42)]
     run_graph(d, g)  # taught again at the next run
     assert _eager._TAUGHT[0] is launcher and ops.by_bindings == 0 and len(d.launches) == 4
+
+
+def parametrized() -> cg.Graph:
+    """Fills and copies whose operands ``g.parametrize`` turned into ``x`` plus offsets (and one it left)."""
+    g = cg.Graph("ranges")
+    f = g.memset(A + 0x1000, 7, count=4, element_size=4)
+    c = g.memcpy(B + 0x8000, A + 0x1080, nbytes=32, after=f)
+    c2 = g.memcpy(A + 0x1100, HOST, nbytes=8, after=c)
+    g.memset(C, 1, count=2, element_size=2, after=c2)  # outside the range: stays an int
+    report = g.parametrize(x=(A, 0x2000))
+    assert sorted(r.offset for r in report) == [0x1000, 0x1080, 0x1100]
+    return g
+
+
+@pytest.mark.parametrize("how", ["run", "capture"])
+def test_parameter_operands_at_offsets_are_resolved_from_the_bindings_both_ways(monkeypatch, how):
+    g = parametrized()
+    seen = []
+    for path in ("compiled", "python"):
+        with monkeypatch.context() as m:
+            d, ops = install_ops(path, m)
+            m.setattr(_eager, "_TAUGHT", [None])
+            _eager.stream_launcher()
+            if how == "run":
+                run_graph(d, g)  # x bound to 0xF000 (run_graph's bindings)
+            else:
+                replay(d, g)
+            seen.append((list(d.launches), ops.by_bindings))
+        stream_launch.forget()
+    (c, c_bindings), (p, p_bindings) = seen
+    x = 0xF000  # (run_graph's and replay's binding: x + 0x1000 is the lowest address an allocation can have)
+    expected = [
+        ("cuMemsetD32Async", x + 0x1000, 7, 4, 0x42),
+        ("cuMemcpyAsync", B + 0x8000, x + 0x1080, 32, 0x42),
+        ("cuMemcpyAsync", x + 0x1100, HOST, 8, 0x42),
+        ("cuMemsetD16Async", C, 1, 2, 0x42),
+    ]
+    assert c == p == expected
+    assert c_bindings == 0 and p_bindings == 4
+
+
+def test_a_parameter_the_bindings_leave_out_or_bind_to_a_non_int_goes_to_the_twin(monkeypatch):
+    g = cg.Graph("unbound")
+    g.memset(g.param("x"), 5, count=1, element_size=4)
+    d, _ = install_ops("compiled", monkeypatch)
+    launcher = _eager.stream_launcher()
+
+    for bindings, twin in (({"x": 0xF000}, 0), ({"x": np.uint64(0xF000)}, 1), ({}, None), (None, None)):
+        d.launches.clear()
+        with PACKING_LOCK:
+            run = StreamIssue(bindings or {}, [], [], LowerState("ctx", eager=True))
+            order = g.topological_order()
+            stopped = launcher.issue(order, 0, 0x42, bindings)
+        if twin == 0:
+            assert stopped == 1 and d.launches == [("cuMemsetD32Async", 0xF000, 5, 1, 0x42)]
+        else:
+            assert stopped == 0 and d.launches == []  # handed back: the twin resolves it, or names the error
+            if twin == 1:
+                run.issue_graph(g, 0x42)
+                assert d.launches == [("cuMemsetD32Async", 0xF000, 5, 1, 0x42)]
+    with pytest.raises(TypeError, match="bindings"):
+        launcher.issue([], 0, 0x42, [("x", 1)])

@@ -232,6 +232,14 @@ typedef union {
     };
     Py_ssize_t at[3];
 } cg_memcpy_slots;
+/* NATIVE_SLOTS["parameter"] (Param: its name) and ["parameter_at"] (ParamAt: the Param and the byte offset into it). */
+typedef union {
+    struct {
+        Py_ssize_t name, at_param, at_offset;
+    };
+    Py_ssize_t at[3];
+} cg_param_slots;
+
 _Static_assert(sizeof(cg_memcpy_slots) <= sizeof(cg_memset_slots),
                "a fill has the most slots: Layout's diff reads either kind into an array of a fill's size");
 
@@ -298,9 +306,9 @@ int cg_resolve_node_types(PyObject *ktype, PyObject *ntype, cg_kernel_slots *kn,
 
 /* ------------------------------------------------------------------ _native_simple.c
  *
- * Fills, 1-D copies and empty nodes whose operands are plain ints, written into a CUgraphNodeParams in C
- * (a KernelLoop adds them in its run). Python twins: the kinds' `params` (cudagraph.ops.kinds.memset,
- * .copy, .structure), through cuda.bindings.
+ * Fills, 1-D copies and empty nodes whose operands are plain ints (or parameters bound to plain ints), written
+ * into a CUgraphNodeParams in C (a KernelLoop adds them in its run, a StreamLauncher issues them). Python twins:
+ * the kinds' `params` (cudagraph.ops.kinds.memset, .copy, .structure), through cuda.bindings.
  */
 
 #define CG_SEEN_TYPES 4
@@ -313,6 +321,9 @@ typedef struct {
     cg_pointer_attributes_fn attributes;  /* NULL: copies go through Python (their memory types unread) */
     unsigned long long lowest;            /* below it no allocation lies: a copy from there goes through Python */
     void *set_fn;                         /* cuGraphExecNodeSetParams (a loop that sets nodes); NULL: none */
+    PyTypeObject *param_type, *param_at_type; /* Param and ParamAt (exact); NULL: parameter operands go to Python */
+    cg_param_slots pm;
+    PyObject *bindings; /* dict: a parameter's name -> its address (an exact int), held; NULL: none */
     /* The memory types last read in this run (cg_simple_forget at each run's start): a chain of copies between
      * the same buffers asks the driver once per end, not once per node. */
     unsigned long long seen_ptr[CG_SEEN_TYPES];
@@ -323,8 +334,12 @@ typedef struct {
 typedef int (*cg_set_node_fn)(void *, void *, cg_graph_node_params *);
 
 /* Know the kinds from simple()'s arguments (ctx, attributes, lowest, memset_type, memcpy_type, empty_type[,
- * set_fn]): 0, or -1 with an exception set. May run Python code (resolving the slots). */
+ * set_fn[, param_type, param_at_type, bindings]]; the last three may be None): 0, or -1 with an exception set.
+ * May run Python code (resolving the slots). */
 int cg_simple_know(cg_simple_kinds *s, PyObject *const *argv, Py_ssize_t argc);
+/* Hold `bindings` (a dict, or NULL / None: none) as the parameters' addresses from now on: 0, or -1 with a
+ * TypeError. Releasing the dict held before may run Python code. */
+int cg_simple_bind(cg_simple_kinds *s, PyObject *bindings);
 /* Release the types held. */
 void cg_simple_clear(cg_simple_kinds *s);
 /* Forget the memory types read: memory may be freed and allocated again between two runs. */

@@ -141,23 +141,25 @@ capture_read(StreamLauncher *self, void *stream, PyObject **out, void **single)
 }
 
 const char cg_launcher_capture_doc[] =
-             "capture(order, start, stream, exits, raw, entry) -> int\n\n"
+             "capture(order, start, stream, exits, raw, entry, bindings=None) -> int\n\n"
              "Under stream capture on the stream handle `stream`: for order[start:], while each node is\n"
              "one issue() takes, set the stream's capture dependencies to the exits of its predecessors\n"
              "(exits[p.index], tuples of driver node handles; `entry` for a root) unless they are\n"
              "already those, make its stream call (an empty node: none), and record the stream's\n"
              "dependencies after it (sorted) in exits[node.index] and the captured node (the single\n"
              "dependency after a call, else 0) in raw[node.index]. Return the index of the first node\n"
-             "not done; `rc` holds the CUresult of a refused call (-1: no memory) and `failed` its name.";
+             "not done; `rc` holds the CUresult of a refused call (-1: no memory) and `failed` its name.\n"
+             "`bindings` (name -> int) resolves the parameter operands of fills and copies (see issue()).";
 
 PyObject *
 cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
 {
     void *stream;
-    if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1]) || !PyList_CheckExact(argv[3]) ||
-        !PyList_CheckExact(argv[4]) || !PyTuple_CheckExact(argv[5])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "capture(order: list, start: int, stream: int, exits: list, raw: list, entry: tuple)");
+    if ((argc != 6 && argc != 7) || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1]) ||
+        !PyList_CheckExact(argv[3]) || !PyList_CheckExact(argv[4]) || !PyTuple_CheckExact(argv[5]) ||
+        (argc == 7 && argv[6] != Py_None && !PyDict_CheckExact(argv[6]))) {
+        PyErr_SetString(PyExc_TypeError, "capture(order: list, start: int, stream: int, exits: list, raw: list, "
+                                         "entry: tuple, bindings: dict | None = None)");
         return NULL;
     }
     Py_ssize_t i;
@@ -166,6 +168,7 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
     if (self->capture_info == NULL || !cg_launcher_enter(self))
         return PyLong_FromSsize_t(i);
     cg_simple_forget(&self->simple); /* memory may have been freed and allocated again since the last call */
+    cg_simple_bind(&self->simple, argc == 7 ? argv[6] : NULL); /* (a dict or None: checked above) */
     PyObject *order = argv[0], *exits = argv[3], *raw = argv[4], *entry = argv[5];
     RunState run = {NULL, NULL, {NULL, 0}};
     int failed = CALL_CAPTURE_INFO;
@@ -231,6 +234,7 @@ cg_launcher_capture(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc
     }
     self->rc = rc;
     self->failed = failed;
+    cg_simple_bind(&self->simple, NULL); /* (the caller holds the dict: nothing is released here) */
     self->busy = 0;
     cg_run_end(&run);
     Py_XDECREF(node);

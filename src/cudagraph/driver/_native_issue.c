@@ -177,12 +177,13 @@ cg_issue_batch_free(cg_issue_batch *b)
 }
 
 const char cg_launcher_issue_doc[] =
-    "issue(order, start, stream) -> int\n\n"
+    "issue(order, start, stream, bindings=None) -> int\n\n"
     "Issue order[start:] on the stream handle `stream`, in order, while each is a KernelNode without\n"
     "launch attributes whose kernel has a LaunchKernel and whose arguments pack by learned kinds, or a\n"
-    "fill, 1-D copy or empty node of the kinds simple() taught with plain int operands, the GIL\n"
-    "released once per batch of calls; return the index of the first node not issued. A driver\n"
-    "refusal stops at that node with its CUresult in `rc` and the call in `failed`.";
+    "fill, 1-D copy or empty node of the kinds simple() taught whose operands are plain ints or\n"
+    "parameters that `bindings` (name -> int) binds, the GIL released once per batch of calls; return\n"
+    "the index of the first node not issued. A driver refusal stops at that node with its CUresult in\n"
+    "`rc` and the call in `failed`.";
 
 /* The next node of the run (held by the caller) into the batch: 1, or 0 when the caller issues it. A driver
  * refusal of a batch flushed to make room: its CUresult in *rc (then *at, *call say where). */
@@ -216,8 +217,9 @@ cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
 {
     void *stream;
     Py_ssize_t i;
-    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "issue(order: list, start: int, stream: int)");
+    if ((argc != 3 && argc != 4) || !PyList_CheckExact(argv[0]) || !PyLong_CheckExact(argv[1]) ||
+        (argc == 4 && argv[3] != Py_None && !PyDict_CheckExact(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError, "issue(order: list, start: int, stream: int, bindings: dict | None = None)");
         return NULL;
     }
     if (cg_run_args(argv, "issue", &i, &stream) < 0)
@@ -228,6 +230,7 @@ cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
         return PyLong_FromSsize_t(i);
     self->rc = 0;
     cg_simple_forget(&self->simple); /* memory may have been freed and allocated again since the last call */
+    cg_simple_bind(&self->simple, argc == 4 ? argv[3] : NULL); /* (a dict or None: checked above) */
     PyObject *order = argv[0];
     RunState run = {NULL, NULL, {NULL, 0}};
     Py_ssize_t at = -1;
@@ -246,27 +249,30 @@ cg_launcher_issue(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
         self->failed = call;
         i = at;
     }
+    cg_simple_bind(&self->simple, NULL); /* (the caller holds the dict: nothing is released here) */
     self->busy = 0;
     cg_run_end(&run);
     return PyLong_FromSsize_t(i);
 }
 
 const char cg_launcher_simple_doc[] =
-    "simple(ops, ctx, attributes, lowest, memset_type, memcpy_type, empty_type) -> None\n\n"
-    "Let issue() take fills, 1-D copies and empty nodes of these exact types (their slots NATIVE_SLOTS\n"
-    "['memset_node'] and ['memcpy_node']), read as KernelLoop.simple reads them (`ctx`, `attributes`:\n"
-    "cuPointerGetAttributes, `lowest`: see there). `ops` holds the addresses of cuMemsetD8Async,\n"
-    "cuMemsetD16Async, cuMemsetD32Async, cuMemsetD2D8Async, cuMemsetD2D16Async, cuMemsetD2D32Async and\n"
-    "cuMemcpyAsync, 0 where missing (the nodes needing that call go to Python). Called again, it replaces\n"
-    "what it was taught; not while issue() runs.";
+    "simple(ops, ctx, attributes, lowest, memset_type, memcpy_type, empty_type, param_type=None,\n"
+    "       param_at_type=None) -> None\n\n"
+    "Let issue() and capture() take fills, 1-D copies and empty nodes of these exact types (their slots\n"
+    "NATIVE_SLOTS['memset_node'] and ['memcpy_node']), read as KernelLoop.simple reads them (`ctx`,\n"
+    "`attributes`: cuPointerGetAttributes, `lowest`: see there; parameter operands, Param and ParamAt, by\n"
+    "the bindings each call is given). `ops` holds the addresses of cuMemsetD8Async, cuMemsetD16Async,\n"
+    "cuMemsetD32Async, cuMemsetD2D8Async, cuMemsetD2D16Async, cuMemsetD2D32Async and cuMemcpyAsync, 0\n"
+    "where missing (the nodes needing that call go to Python). Called again, it replaces what it was\n"
+    "taught; refused (RuntimeError) while the launcher is busy.";
 
 PyObject *
 cg_launcher_simple(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 7 || !PyTuple_CheckExact(argv[0]) || PyTuple_GET_SIZE(argv[0]) != STREAM_OPS) {
+    if ((argc != 7 && argc != 9) || !PyTuple_CheckExact(argv[0]) || PyTuple_GET_SIZE(argv[0]) != STREAM_OPS) {
         PyErr_Format(PyExc_TypeError,
                      "simple(ops: tuple of %d addresses, ctx, attributes, lowest, memset_type, memcpy_type, "
-                     "empty_type)",
+                     "empty_type, param_type=None, param_at_type=None)",
                      STREAM_OPS);
         return NULL;
     }
@@ -278,7 +284,15 @@ cg_launcher_simple(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_RuntimeError, "simple: the launcher is issuing");
         return NULL;
     }
-    if (cg_simple_know(&self->simple, argv + 1, 6) < 0) /* (may run Python code: before anything is set) */
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL)
+        return NULL;
+    /* (ctx, attributes, lowest, the three kinds, set_fn 0, the parameter types, no bindings: each call's) */
+    PyObject *know[10] = {argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], zero,
+                          argc == 9 ? argv[7] : Py_None, argc == 9 ? argv[8] : Py_None, Py_None};
+    int r = cg_simple_know(&self->simple, know, 10); /* (may run Python code: before anything is set) */
+    Py_DECREF(zero);
+    if (r < 0)
         return NULL;
     memcpy(self->ops, ops, sizeof ops);
     Py_RETURN_NONE;

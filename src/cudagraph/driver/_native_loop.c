@@ -561,11 +561,13 @@ loop_add_with(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 }
 
 PyDoc_STRVAR(loop_simple_doc,
-             "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type, set_fn=0) -> None\n\n"
+             "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type, set_fn=0, param_type=None,\n"
+             "       param_at_type=None, bindings=None) -> None\n\n"
              "Add (set: through cuGraphExecNodeSetParams at `set_fn`, 0: none) fills, 1-D copies and empty nodes\n"
-             "(those exact types) in run() too while their operands are plain ints: on the context `ctx`; a copy's\n"
-             "memory types read through cuPointerGetAttributes at `attributes` (0: copies are left to the caller),\n"
-             "an endpoint below `lowest` left to the caller.");
+             "(those exact types) in run() too while their operands are plain ints, or parameters (Param, ParamAt)\n"
+             "that the dict `bindings` binds to plain ints: on the context `ctx`; a copy's memory types read\n"
+             "through cuPointerGetAttributes at `attributes` (0: copies are left to the caller), an endpoint\n"
+             "below `lowest` left to the caller.");
 
 static PyObject *
 loop_know_simple(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)

@@ -96,6 +96,8 @@ NATIVE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
         # KernelLoop.simple: a fill's and a 1-D copy's operands (cg_memset_slots, cg_memcpy_slots)
         "memset_node": ("dst", "value", "element_size", "width", "height", "pitch"),
         "memcpy_node": ("dst", "src", "nbytes"),
+        "parameter": ("name",),
+        "parameter_at": ("param", "offset"),
         # BindMethod, BindManyMethod: the executable's state they read and write (cg_executable_slots)
         "executable": ("_exec", "_exec_addr", "_raw_bound", "_bindings", "_plans", "_lock", "update_calls", "_checks"),
         # BindMethod, BindManyMethod: a prepared rebinding plan of one name (cg_bind_plan_slots)
@@ -118,6 +120,8 @@ SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "node": "cudagraph.definition.nodes:Node",
         "memset_node": "cudagraph.definition.nodes:MemsetNode",
         "memcpy_node": "cudagraph.definition.nodes:MemcpyNode",
+        "parameter": "cudagraph.definition.param:Param",
+        "parameter_at": "cudagraph.definition.param_offset:ParamAt",
         "executable": "cudagraph.executable.executable:Executable",
         "launch": "cudagraph.executable.executable:Executable",
         "bind_plan": "cudagraph.executable.bind_plan:BindPlan",

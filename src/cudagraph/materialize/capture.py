@@ -109,7 +109,7 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
         while i < total:
             if fast is not None:  # the kernel nodes it can take, in a row
                 start = i
-                i = fast.capture(order, i, rp.handle, exits, raw, entry)
+                i = fast.capture(order, i, rp.handle, exits, raw, entry, rp.run.bindings)
                 if fast.rc:
                     if fast.rc < 0:
                         raise MemoryError("capture: out of memory")

@@ -70,7 +70,7 @@ class StreamIssue:
         h = int(stream)
         i, total = 0, len(order)
         while i < total:
-            i = fast.issue(order, i, h)
+            i = fast.issue(order, i, h, self.bindings)
             if fast.rc:
                 raise_error(require_driver().CUresult(fast.rc), fast.failed, order[i])
             if i < total:

@@ -119,7 +119,7 @@ class Lowering:
             if loop is None:
                 loop = KernelLoopTwin(handle, kp, dn, self.bindings)
             else:
-                add_simple_kinds(loop, self.ctx)  # fills, copies and empty nodes in the same C loop
+                add_simple_kinds(loop, self.ctx, self.bindings)  # fills, copies and empty nodes in the same C loop
             i, total = 0, len(order)
             while i < total:
                 i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row, of any kernel it knows

@@ -43,7 +43,8 @@ kernels is added in one pass. The interface, as ``Lowering.lower_graph`` uses it
 
 The compiled loop also adds fills, 1-D copies and empty nodes in ``run``
 when :func:`cudagraph.ops.compiled_kinds.add_simple_kinds` made them known to
-it and their operands are plain ints (their parameters written in C from the nodes' slots). The twin
+it and their operands are plain ints or bound parameters (their parameters written in C from the nodes'
+slots). The twin
 leaves them to the caller, which adds each with its kind's parameters
 (``Lowering._add_node``): the driver calls are the same.
 """

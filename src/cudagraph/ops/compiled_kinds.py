@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ..definition.param import Param
+from ..definition.param_offset import ParamAt
 from ..driver.c_entry import c_address
 from .operands import LOWEST_VALID_ADDRESS
 from .registry import OPS
@@ -44,7 +46,7 @@ def compiled_classes() -> tuple[type, ...]:
     return tuple(by_role[role] for role in ROLES)
 
 
-def add_simple_kinds(loop: Any, ctx: Any) -> None:
+def add_simple_kinds(loop: Any, ctx: Any, bindings: dict[str, Any] | None = None) -> None:
     """Let the compiled ``loop`` add (or set) fills, 1-D copies and empty nodes itself.
 
     Parameters
@@ -57,6 +59,10 @@ def add_simple_kinds(loop: Any, ctx: Any) -> None:
         leaves these kinds to the caller. A copy's memory types are read from
         C through ``cuPointerGetAttributes``; without that entry point copies
         stay with the caller too.
+    bindings : dict, optional
+        The parameters' values of this construction (name to address): operands
+        that are parameters bound to plain ints are resolved in C too; without
+        it they stay with the caller.
     """
     try:
         context = int(ctx)
@@ -64,14 +70,15 @@ def add_simple_kinds(loop: Any, ctx: Any) -> None:
         return
     attributes = c_address("cuPointerGetAttributes") or 0
     set_fn = c_address("cuGraphExecNodeSetParams") or 0
-    loop.simple(context, attributes, LOWEST_VALID_ADDRESS, *compiled_classes(), set_fn)
+    loop.simple(context, attributes, LOWEST_VALID_ADDRESS, *compiled_classes(), set_fn, Param, ParamAt, bindings)
 
 
 def add_stream_kinds(launcher: Any) -> None:
     """Let the compiled ``StreamLauncher.issue`` (``Graph.run``) issue fills, 1-D copies and empty nodes itself.
 
-    It reads them as the compiled construction loop does (plain int operands; a copy's
-    ends asked their memory type through ``cuPointerGetAttributes``, from C) and makes
+    It reads them as the compiled construction loop does (plain int operands, and
+    parameters by the bindings each call is given; a copy's ends asked their memory
+    type through ``cuPointerGetAttributes``, from C) and makes
     the kinds' stream calls (:data:`STREAM_CALLS`) in its batches, the GIL released
     once per batch instead of once per call. A call whose entry point is missing, and
     every operand it does not read, stay with the kinds' ``issue``.
@@ -83,4 +90,4 @@ def add_stream_kinds(launcher: Any) -> None:
     """
     ops = tuple(c_address(name) or 0 for name in STREAM_CALLS)
     attributes = c_address("cuPointerGetAttributes") or 0
-    launcher.simple(ops, 0, attributes, LOWEST_VALID_ADDRESS, *compiled_classes())
+    launcher.simple(ops, 0, attributes, LOWEST_VALID_ADDRESS, *compiled_classes(), Param, ParamAt)

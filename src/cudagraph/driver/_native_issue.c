@@ -54,6 +54,7 @@ batch_add(cg_issue_batch *b, const RunState *run, const unsigned int *d, unsigne
     memcpy(l->d, d, sizeof l->d);
     l->smem = smem;
     l->index = index;
+    l->params = NULL;
     l->lk = Py_NewRef((PyObject *)lk);
     l->args = Py_NewRef(run->packed);
     if (n) {

@@ -128,8 +128,8 @@ def fake_info(
     info.is_library_kernel = True
     info.name = f"{prefix}{handle:#x}"
     info.offsets, info.sizes = offsets, sizes
-    info.total = max(o + s for o, s in zip(offsets, sizes))
-    info._scratch = (ctypes.c_char * info.total)()
+    info.total = max((o + s for o, s in zip(offsets, sizes)), default=0)  # (0: a kernel without parameters)
+    info._scratch = (ctypes.c_char * max(info.total, 1))()
     info._scratch_addr = ctypes.addressof(info._scratch)
     info._ptrs = (ctypes.c_void_p * len(offsets))(*[info._scratch_addr + o for o in offsets])
     info.params_address = ctypes.addressof(info._ptrs)

@@ -421,3 +421,34 @@ def test_a_parameter_the_bindings_leave_out_or_bind_to_a_non_int_goes_to_the_twi
                 assert d.launches == [("cuMemsetD32Async", 0xF000, 5, 1, 0x42)]
     with pytest.raises(TypeError, match="bindings"):
         launcher.issue([], 0, 0x42, [("x", 1)])
+
+
+def test_a_kernel_without_parameters_is_launched_with_no_kernel_params_after_other_calls(monkeypatch):
+    import test_stream_launch_cpu as sl
+    from driver_fakes import fake_info
+
+    k0 = sl.CUkernel()
+    monkeypatch.setitem(sl.INFOS, id(k0), fake_info(0x73, (), ()))
+    monkeypatch.setitem(sl.SIZES, 0x73, ())
+    d, _ = install_ops("compiled", monkeypatch)
+    given: list[Any] = []
+    record = d._record
+
+    def record_params(func: int, dims: Any, smem: int, stream: int, params: Any) -> int:
+        given.append((func, params))
+        return record(func, dims, smem, stream, params)
+
+    monkeypatch.setattr(d, "_record", record_params)
+    first = cg.Graph("first")  # the batch's entries hold a launch with parameters, then a fill
+    prev = first.kernel(K1, 1, 32, (A, np.float32(1), np.int32(1)))
+    prev = first.kernel(K1, 1, 32, (A, np.float32(2), np.int32(2)), after=prev)
+    first.memset(A, 1, count=1, element_size=4, after=prev)
+    second = cg.Graph("second")  # a kernel without parameters takes the first entry, then the second
+    second.kernel(k0, 1, 32, (), after=second.kernel(k0, 1, 32, ()))
+    for g in (first, first, second, second):  # (each kernel learned on its first run)
+        run_graph(d, g)
+    assert [f for f, _ in given] == [0x71] * 4 + [0x73] * 4
+    k1_params = {p for f, p in given if f == 0x71}
+    k0_params = [p for f, p in given if f == 0x73]
+    # the twin's first launch passes its empty array; the compiled ones NULL, never an earlier entry's pointer
+    assert k0_params.count(None) == 3 and not k1_params & set(k0_params)

@@ -107,7 +107,7 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
     try:
         i = 0
         while i < total:
-            if fast is not None:  # the kernel nodes it can take, in a row
+            if fast is not None:  # the kernel, fill, copy and empty nodes it can take, in a row
                 start = i
                 i = fast.capture(order, i, rp.handle, exits, raw, entry, rp.run.bindings)
                 if fast.rc:

@@ -78,10 +78,11 @@ def add_stream_kinds(launcher: Any) -> None:
 
     It reads them as the compiled construction loop does (plain int operands, and
     parameters by the bindings each call is given; a copy's ends asked their memory
-    type through ``cuPointerGetAttributes``, from C) and makes
-    the kinds' stream calls (:data:`STREAM_CALLS`) in its batches, the GIL released
-    once per batch instead of once per call. A call whose entry point is missing, and
-    every operand it does not read, stay with the kinds' ``issue``.
+    type through ``cuPointerGetAttributes``, from C) and makes the kinds' stream
+    calls (:data:`STREAM_CALLS`) in its batches, the GIL released once per batch
+    instead of once per call; the capture backend's ``StreamLauncher.capture``
+    captures them the same way. A call whose entry point is missing, and every
+    operand it does not read, stay with the kinds' ``issue``.
 
     Parameters
     ----------

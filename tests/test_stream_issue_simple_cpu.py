@@ -132,6 +132,18 @@ def install_ops(path: str, monkeypatch: pytest.MonkeyPatch, entry_points: bool =
     return d, ops
 
 
+def teach_with_query(launcher: Any, ops: Ops, query: Any) -> None:
+    """Teach ``launcher`` the fills and copies of ``ops``, its memory types read by the Python ``query`` (held)."""
+    ops.attributes = ATTR_PROTO(query)
+    launcher.simple(
+        tuple(ops.address(n) for n in PROTOS),
+        0,
+        ops.address("cuPointerGetAttributes"),
+        1 << 16,
+        *_compiled_kinds.compiled_classes(),
+    )
+
+
 def both_ways(monkeypatch: pytest.MonkeyPatch, g: cg.Graph, **kw: Any) -> tuple[tuple[Driver, Ops], ...]:
     out = []
     for path in ("compiled", "python"):
@@ -286,14 +298,7 @@ def test_python_code_run_by_a_memory_type_query_finds_the_launcher_busy(monkeypa
         copy.nbytes = 999  # read before the query: the call made is the node as it was read
         return query(count, attrs, data, ptr)
 
-    ops.attributes = ATTR_PROTO(hostile)
-    launcher.simple(
-        tuple(ops.address(n) for n in PROTOS),
-        0,
-        ops.address("cuPointerGetAttributes"),
-        1 << 16,
-        *_compiled_kinds.compiled_classes(),
-    )
+    teach_with_query(launcher, ops, hostile)
     d.launches.clear()
     with monkeypatch.context() as m:
         m.setattr(_eager, "_TAUGHT", [launcher])  # (taught above, with the hostile query)
@@ -345,14 +350,7 @@ def test_a_launcher_busy_when_first_needed_is_taught_at_a_later_run(monkeypatch)
             seen.append((_eager.stream_launcher(), _eager._TAUGHT[0]))
         return query(count, attrs, data, ptr)
 
-    ops.attributes = ATTR_PROTO(teach_while_busy)
-    launcher.simple(
-        tuple(ops.address(n) for n in PROTOS),
-        0,
-        ops.address("cuPointerGetAttributes"),
-        1 << 16,
-        *_compiled_kinds.compiled_classes(),
-    )
+    teach_with_query(launcher, ops, teach_while_busy)
     _eager._TAUGHT[0] = launcher
     run_graph(d, g)
     assert seen == [(launcher, None)]  # refused while busy: no error, not marked taught

@@ -367,7 +367,7 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(Executable, "_set_node", set_node)
     # Every node goes through the recorded _set_node: the kernel writer takes none directly.
-    monkeypatch.setattr(KernelWriter, "run", lambda self, nodes, start, driver_nodes, teach=None: start)
+    monkeypatch.setattr(KernelWriter, "run", lambda self, nodes, start, driver_nodes, teach=None, bindings=None: start)
     monkeypatch.setattr(KernelWriter, "write", lambda self, *args: False)
     monkeypatch.setattr(_updating, "lower", lower)
     monkeypatch.setattr(_updating, "require_driver", lambda: rec["driver"])

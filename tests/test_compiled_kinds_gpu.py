@@ -223,3 +223,37 @@ def test_eager_runs_and_captures_issue_fills_and_copies_from_c(gpu, stream, monk
         assert len(python_issues) == (10 if how == "capture" else 2 * 10)  # the kinds' issue made every call
     else:
         assert python_issues == []  # the compiled launcher made them all
+
+
+def test_updates_of_fills_and_copies_of_parameters_are_set_from_c(gpu, stream, monkeypatch):
+    import cudagraph.executable.base as base
+
+    python_sets: list[str] = []
+    real = base.set_node_params
+
+    def counted(exec_handle, node, *args, **kwargs):  # type: ignore[no-untyped-def]
+        python_sets.append(node.label)
+        return real(exec_handle, node, *args, **kwargs)
+
+    monkeypatch.setattr(base, "set_node_params", counted)
+    a, b, c = gpu.alloc(N * 4), gpu.alloc(N * 4), gpu.alloc(N * 4)
+
+    def build_counted(value: float) -> cg.Graph:
+        g = cg.Graph("param steps")
+        out = g.param("out")
+        f = g.memset(out, np.float32(value), count=N)
+        g.memcpy(a, out, nbytes=N * 4, after=f)
+        return g
+
+    exe = build_counted(1.0).instantiate(out=b)
+    result = exe.update(build_counted(2.5), out=c)  # a new value and a new address for both nodes
+    assert result.mode == "per-node", result
+    assert python_sets == ([] if NATIVE is not None else ["memset#0 'memset'", "memcpy#1 'memcpy'"])
+    exe.launch(stream)
+    stream.sync()
+    np.testing.assert_array_equal(gpu.read(c, N), np.full(N, 2.5, np.float32))
+    np.testing.assert_array_equal(gpu.read(a, N), np.full(N, 2.5, np.float32))
+    exe.launch(stream, out=b)  # rebound: both nodes set anew
+    stream.sync()
+    np.testing.assert_array_equal(gpu.read(b, N), np.full(N, 2.5, np.float32))
+    exe.close()

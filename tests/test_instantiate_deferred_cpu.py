@@ -111,7 +111,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(_executable, "ensure_context", lambda: "ctx")
     monkeypatch.setattr(_base, "ensure_context", lambda: "ctx")
     monkeypatch.setattr(Executable, "_set_node", set_node)
-    monkeypatch.setattr(KernelWriter, "run", lambda self, nodes, start, driver_nodes, teach=None: start)
+    monkeypatch.setattr(KernelWriter, "run", lambda self, nodes, start, driver_nodes, teach=None, bindings=None: start)
     monkeypatch.setattr(KernelWriter, "write", lambda self, *args: False)
     yield rec
     for exe in rec["made"]:

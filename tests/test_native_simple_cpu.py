@@ -433,6 +433,55 @@ def test_per_node_updates_set_fills_and_copies_with_the_kinds_parameters(monkeyp
     assert fill == (DEVICE, 0, 0x40000000, 4, 2, 1, CTX)  # np.float32(2.0) at step 2
 
 
+def param_chain(value: int) -> cg.Graph:
+    """A fill of a parameter and a copy from it at an offset, beside a fill of a plain address."""
+    g = cg.Graph("params")
+    p = g.param("p")
+    f = g.memset(p, value, count=4, element_size=4)
+    c = g.memcpy(DEVICE + 0x2000, ParamAt(p, 64), 16, after=f)
+    g.memset(DEVICE, value, count=4, element_size=4, after=c)
+    return g
+
+
+@pytest.mark.parametrize("path", ["native", "bindings"])
+def test_per_node_updates_read_parameter_operands_from_the_update_bindings(monkeypatch, path):
+    import cudagraph.ops.kinds.kernel as _kernel_writer
+    from test_bind_plan_cpu import make_exe
+
+    seen: list[tuple[int, bytes]] = []
+    by_bindings: list[int] = []
+    rec = Recorder()
+
+    def set_c(exec_handle: int, dnode: int, params: int) -> int:
+        seen.append((dnode, ctypes.string_at(params, 256)))
+        return 0
+
+    def set_bindings(exec_handle: Any, dnode: Any, params: Any) -> tuple[Any]:
+        by_bindings.append(int(dnode))
+        seen.append((int(dnode), ctypes.string_at(params.getPtr(), 256)))
+        return (drv.CUresult.CUDA_SUCCESS,)
+
+    cb = SET_PROTO(set_c)
+    monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", set_bindings)
+    monkeypatch.setattr(_operands, "pointer_attribute", lambda attribute, ptr: rec.query(ptr))
+    if path == "native":
+        compiled_setter(monkeypatch, cb, rec)
+    else:
+        monkeypatch.setattr(_kernel_writer, "kernel_loop", lambda *a, **k: None)
+    p0, p1 = DEVICE + 0x8000, DEVICE + 0x9000
+    exe = make_exe(param_chain(1), p=p0)
+    exe._ctx = drv.CUcontext(CTX)
+    result = exe.update(param_chain(2), p=p1)  # every node changes: the values, and the parameter's address
+    assert result.mode == "per-node" and result.nodes_updated == 3
+    assert [d for d, _ in seen] == [0x100, 0x101, 0x102]
+    assert MEMSET.unpack_from(seen[0][1], 16)[:3] == (p1, 0, 2)  # the parameter's new address, the new value
+    assert END.unpack_from(seen[1][1], 32)[4:7] == (4, 0, p1 + 64)  # the copy's source at its offset
+    assert by_bindings == ([] if path == "native" else [0x100, 0x101, 0x102])
+    before = len(seen)
+    exe.update(param_chain(2), p=p1)  # nothing changed: nothing set
+    assert len(seen) == before
+
+
 def test_a_refused_update_names_the_copy(monkeypatch):
     cb = SET_PROTO(lambda e, d, p: INVALID_VALUE if d == 0x101 else 0)
     monkeypatch.setattr(drv, "cuGraphExecNodeSetParams", lambda *a: pytest.fail("the Python path ran"))

@@ -9,12 +9,11 @@
  * Python side introduced with use(), _native_kernels.c), packs the arguments by the kinds the Python side
  * learned for each sequence of argument types (cg_pack, _native_pack.c, the packer of stream launches too),
  * writes the parameters of the other kinds made known with simple() (_native_simple.c), and stops at the first
- * node it cannot handle (another node kind, launch attributes, a kernel not introduced yet, arguments of types
- * not seen yet, an operand that is not a plain int), handing it back to the Python loop, which names any error.
+ * node it cannot handle (another kind, launch attributes, a kernel not introduced yet, arguments of types not
+ * seen yet, an operand it cannot read), handing it back to the Python loop, which names any error.
  *
- * A loop is configured once (__init__ refuses a second call) and does not re-enter: a call made by Python code
- * it runs (int() of a handle, a type's __hash__, a driver callback) raises RuntimeError, so its state stays the
- * one the running call checked.
+ * A loop is configured once (__init__ refuses a second call) and does not re-enter: a call made by Python code it
+ * runs (int() of a handle, a type's __hash__, a driver callback) raises RuntimeError; its state stays as checked.
  */
 #include "_native.h"
 
@@ -393,9 +392,8 @@ loop_put(KernelLoop *self, PyObject *node, PyObject *raw)
     return loop_call(self, raw, at, n, self->params);
 }
 
-/* Set the fill, copy or empty node `node` (held by the caller) of the executable with the parameters simple()
- * lets the loop write, through cuGraphExecNodeSetParams. 1: done (or refused: self->rc); 0: it must go through
- * Python (no exception set). */
+/* Set the fill, copy or empty node `node` (held by the caller) through cuGraphExecNodeSetParams (see simple()).
+ * 1: done (or refused: self->rc); 0: it must go through Python (no exception set). */
 static int
 loop_set_simple(KernelLoop *self, PyObject *node, PyObject *raw)
 {
@@ -417,9 +415,8 @@ loop_set_simple(KernelLoop *self, PyObject *node, PyObject *raw)
     return 1;
 }
 
-/* Add the node `node` (held by the caller) with `params`, or (NULL) the fill, copy or empty node with the
- * parameters simple() lets the loop write. 1: done (or refused: self->rc); 0: it must go through Python (no
- * exception set). */
+/* Add the node `node` (held by the caller) with `params`, or (NULL) the fill, copy or empty node (see simple()).
+ * 1: done (or refused: self->rc); 0: it must go through Python (no exception set). */
 static int
 loop_add(KernelLoop *self, PyObject *node, PyObject *raw, void *params)
 {
@@ -439,11 +436,10 @@ PyDoc_STRVAR(loop_run_doc,
              "Add (or set) order[start:], one node after another, while each is a KernelNode without\n"
              "launch attributes whose kernel was introduced with use() and whose arguments are the tuple\n"
              "its buffer holds or can be packed by the learned kinds (the parameters are pointed at each\n"
-             "node's kernel, which `kernel` names after the call), or a node of a kind made known with\n"
-             "simple() whose operands are plain ints; return the index of the first node not done\n"
-             "(len(order) when all were). raw[i] is the driver handle (int) of the node of index i:\n"
-             "read for predecessors and written for each node added, or the node to set. A driver\n"
-             "failure stops the loop at that node with its CUresult in `rc`.");
+             "node's kernel, which `kernel` names after the call), or a node simple() lets it write;\n"
+             "return the index of the first node not done (len(order) when all were). raw[i] is the\n"
+             "driver handle (int) of the node of index i: read for predecessors and written for each\n"
+             "node added, or the node to set. A driver failure stops the loop there, its CUresult in `rc`.");
 
 static PyObject *
 loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
@@ -563,11 +559,10 @@ loop_add_with(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
 PyDoc_STRVAR(loop_simple_doc,
              "simple(ctx, attributes, lowest, memset_type, memcpy_type, empty_type, set_fn=0, param_type=None,\n"
              "       param_at_type=None, bindings=None) -> None\n\n"
-             "Add (set: through cuGraphExecNodeSetParams at `set_fn`, 0: none) fills, 1-D copies and empty nodes\n"
-             "(those exact types) in run() too while their operands are plain ints, or parameters (Param, ParamAt)\n"
-             "that the dict `bindings` binds to plain ints: on the context `ctx`; a copy's memory types read\n"
-             "through cuPointerGetAttributes at `attributes` (0: copies are left to the caller), an endpoint\n"
-             "below `lowest` left to the caller.");
+             "Add (set: through cuGraphExecNodeSetParams at `set_fn`) fills, 1-D copies and empty nodes (those exact\n"
+             "types) in run() too while their operands are plain ints or parameters `bindings` binds to ints: on the\n"
+             "context `ctx`; a copy's memory types read through cuPointerGetAttributes at `attributes` (0: copies\n"
+             "are left to the caller), an endpoint below `lowest` left to the caller.");
 
 static PyObject *
 loop_know_simple(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
@@ -650,6 +645,18 @@ loop_get_knows_simple(KernelLoop *self, void *closure)
     return PyBool_FromLong(self->simple.memset_type != NULL);
 }
 
+static PyObject *
+loop_get_bindings(KernelLoop *self, void *closure)
+{
+    return Py_NewRef(self->simple.bindings != NULL ? self->simple.bindings : Py_None);
+}
+
+static int
+loop_set_bindings(KernelLoop *self, PyObject *value, void *closure) /* (NULL, a deletion: none) */
+{
+    return cg_simple_bind(&self->simple, value);
+}
+
 static PyGetSetDef loop_getset[] = {
     {"kernel", (getter)loop_get_kernel, NULL, "The kernel whose function and buffer the parameters hold (None: none).",
      NULL},
@@ -658,6 +665,7 @@ static PyGetSetDef loop_getset[] = {
      "buffer in Python; set None when other code may have packed any kernel's buffer.",
      NULL},
     {"knows_simple", (getter)loop_get_knows_simple, NULL, "Whether simple() told the loop of other kinds.", NULL},
+    {"bindings", (getter)loop_get_bindings, (setter)loop_set_bindings, "Parameters' values: see simple().", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -286,7 +286,7 @@ class Updating(ExecutableBase):
             with PACKING_LOCK:
                 while done < len(changed):
                     try:  # (kernel nodes, fills, copies and empty nodes in C)
-                        done = writer.run(changed, done, driver_nodes, self._teach_simple)
+                        done = writer.run(changed, done, driver_nodes, self._teach_simple, bindings)
                     except DriverError as exc:  # the nodes before the one refused hold their new parameters
                         done = next((i for i in range(done, len(changed)) if changed[i] is exc.node), done)
                         raise

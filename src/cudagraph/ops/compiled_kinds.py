@@ -62,7 +62,8 @@ def add_simple_kinds(loop: Any, ctx: Any, bindings: dict[str, Any] | None = None
     bindings : dict, optional
         The parameters' values of this construction (name to address): operands
         that are parameters bound to plain ints are resolved in C too; without
-        it they stay with the caller.
+        it they stay with the caller (a setting loop is given each update's
+        bindings as its ``bindings`` attribute instead).
     """
     try:
         context = int(ctx)

@@ -198,8 +198,8 @@ class KindOps:
     #: The driver node type (``CUgraphNodeType`` member name) that :meth:`lift` reads, if any.
     lifts: ClassVar[str | None] = None
     #: The parameters the compiled construction loop writes itself for nodes of exactly this kind, from
-    #: their slots, while their operands are plain ints (``"memset"``, ``"memcpy"``, ``"empty"``: see
-    #: :mod:`cudagraph.ops.compiled_kinds`); :meth:`params` stays the reference.
+    #: their slots, while their operands are plain ints or bound parameters (``"memset"``, ``"memcpy"``,
+    #: ``"empty"``: see :mod:`cudagraph.ops.compiled_kinds`); :meth:`params` stays the reference.
     compiled: ClassVar[str | None] = None
 
     def params(self, node: Any, env: ParamsEnv) -> Any:

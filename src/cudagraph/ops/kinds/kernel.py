@@ -575,15 +575,21 @@ class KernelWriter:
         return p
 
     def run(
-        self, nodes: list[Node], start: int, driver_nodes: Sequence[Any], teach: Callable[[Any], None] | None = None
+        self,
+        nodes: list[Node],
+        start: int,
+        driver_nodes: Sequence[Any],
+        teach: Callable[[Any], None] | None = None,
+        bindings: dict[str, Any] | None = None,
     ) -> int:
         """Set ``nodes[start:]`` in C while it can; return the index of the first node not set.
 
         The compiled ``KernelLoop`` (set mode), twin of :meth:`write` on each
         kernel node and of ``cudagraph.ops.node_update.set_node_params`` on
-        each fill, 1-D copy and empty node whose operands are plain ints, once
-        ``teach(loop)`` told the loop of them (called while it does not know
-        them: :func:`~cudagraph.ops.compiled_kinds.add_simple_kinds`).
+        each fill, 1-D copy and empty node whose operands are plain ints (or
+        parameters that ``bindings`` binds to ints), once ``teach(loop)`` told
+        the loop of them (called while it does not know them:
+        :func:`~cudagraph.ops.compiled_kinds.add_simple_kinds`).
         ``driver_nodes[node.index]`` is the driver node of each node.
         Without the compiled module this sets nothing and returns ``start``.
 
@@ -602,6 +608,7 @@ class KernelWriter:
         if raw is None:
             raw = [int(d) for d in driver_nodes]
         loop.args = None  # other code (a PreparedKernel, a launch) may have packed the kernels' buffers since
+        loop.bindings = bindings  # (this update's, which the executable keeps: every run sets its own)
         while True:
             i: int = loop.run(nodes, start, raw)
             if loop.rc:

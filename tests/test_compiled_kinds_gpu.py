@@ -33,6 +33,21 @@ def python_path_adds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return adds
 
 
+def python_path_sets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The labels of the nodes updates set through the Python path (``set_node_params``), as they come."""
+    import cudagraph.executable.base as base
+
+    sets: list[str] = []
+    real = base.set_node_params
+
+    def counted(exec_handle, node, *args, **kwargs):  # type: ignore[no-untyped-def]
+        sets.append(node.label)
+        return real(exec_handle, node, *args, **kwargs)
+
+    monkeypatch.setattr(base, "set_node_params", counted)
+    return sets
+
+
 def test_fills_copies_and_empty_nodes_each_way(gpu, stream, monkeypatch):
     python_adds = python_path_adds(monkeypatch)
     host_in = np.arange(N, dtype=np.float32) - 7
@@ -94,16 +109,7 @@ def test_a_parameter_operand_is_resolved_from_the_bindings_in_c(gpu, stream, mon
 
 
 def test_updates_of_fills_and_copies_are_set_from_c(gpu, stream, monkeypatch):
-    import cudagraph.executable.base as base
-
-    python_sets: list[str] = []
-    real = base.set_node_params
-
-    def counted(exec_handle, node, *args, **kwargs):  # type: ignore[no-untyped-def]
-        python_sets.append(node.label)
-        return real(exec_handle, node, *args, **kwargs)
-
-    monkeypatch.setattr(base, "set_node_params", counted)
+    python_sets = python_path_sets(monkeypatch)
     a, b = gpu.alloc(N * 4), gpu.alloc(N * 4)
     host_out = np.zeros(N, np.float32)
 
@@ -226,16 +232,7 @@ def test_eager_runs_and_captures_issue_fills_and_copies_from_c(gpu, stream, monk
 
 
 def test_updates_of_fills_and_copies_of_parameters_are_set_from_c(gpu, stream, monkeypatch):
-    import cudagraph.executable.base as base
-
-    python_sets: list[str] = []
-    real = base.set_node_params
-
-    def counted(exec_handle, node, *args, **kwargs):  # type: ignore[no-untyped-def]
-        python_sets.append(node.label)
-        return real(exec_handle, node, *args, **kwargs)
-
-    monkeypatch.setattr(base, "set_node_params", counted)
+    python_sets = python_path_sets(monkeypatch)
     a, b, c = gpu.alloc(N * 4), gpu.alloc(N * 4), gpu.alloc(N * 4)
 
     def build_counted(value: float) -> cg.Graph:

@@ -28,7 +28,7 @@ from cudagraph.driver import c_entry  # noqa: E402
 from cudagraph.materialize.driver_edges import driver_preds  # noqa: E402
 from test_native_fuzz import CHAOS, FUZZ, K, arm, plans, targets  # noqa: E402
 from test_native_fuzz import _disarm as _disarm  # noqa: E402  (a fixture: disarms after each test)
-from test_stream_launch_fuzz import FUNC, FakeDriver, launcher  # noqa: E402
+from test_stream_launch_fuzz import FUNC, FakeDriver, launcher, run_capture  # noqa: E402
 
 native = c_entry.NATIVE
 pytestmark = pytest.mark.skipif(native is None, reason="cudagraph.driver._native was not built")
@@ -48,6 +48,7 @@ class SimpleCalls:
 
     def __init__(self, d: FakeDriver, nodes: list[Any], mutate: dict[int, tuple[str, int]]) -> None:
         self.d, self.nodes, self.mutate = d, nodes, mutate
+        self.before = [call_of(n) for n in nodes]  # the calls as built (a mutation may come before their read)
         self.queries = 0
         self.mutated: list[tuple[Any, ...] | None] = []  # the call of each node changed, just after its change
         self.cb = (MEMSET32(self.memset), MEMCPY(self.memcpy), ATTR(self.attributes))
@@ -156,8 +157,8 @@ def check_calls(order: list[Any], d: Any, calls: SimpleCalls, start: int, stoppe
     order = calls.nodes  # (as built: the chaos may have emptied the list read)
     wanted = [call_of(n) for n in order]
     if CHAOS.fired or calls.mutated:
-        allowed = {c for c in [*wanted, *BEFORE, *calls.mutated] if c is not None}
-        kernel_calls = [c for c in [*wanted, *BEFORE] if c is not None and c[0] in FUNC.values()]
+        allowed = {c for c in [*wanted, *calls.before, *calls.mutated] if c is not None}
+        kernel_calls = [c for c in [*wanted, *calls.before] if c is not None and c[0] in FUNC.values()]
         # a kernel changed at one read and its arguments at another: the kernel of one moment, the bytes of another
         allowed |= {(f, 0x42, data) for f, _, _ in kernel_calls for _, _, data in kernel_calls}
         for got in d.launches:
@@ -173,14 +174,10 @@ def _nth_calling(order: list[Any], start: int, k: int) -> Any:
     return [n for n in order[start:] if call_of(n) is not None][k]
 
 
-BEFORE: list[tuple[Any, ...]] = []  # the calls of the nodes as built (a mutation may come before their read)
-
-
 @FUZZ
 @given(**run_args)
 def test_issue_makes_each_nodes_call_or_stops_cleanly(kinds, start, edges, plan, target, fail_at, mutate):
     order, d, calls, fast, table = setup(kinds, edges, fail_at, mutate)
-    BEFORE[:] = [c for c in map(call_of, order) if c is not None]
     size = len(order)
     chaos = arm(plan, target, graph_nodes=list(order), order=order, handles=table)
     try:
@@ -198,20 +195,8 @@ def test_issue_makes_each_nodes_call_or_stops_cleanly(kinds, start, edges, plan,
 @given(**run_args)
 def test_capture_gives_each_call_its_dependencies_or_stops_cleanly(kinds, start, edges, plan, target, fail_at, mutate):
     order, d, calls, fast, table = setup(kinds, edges, fail_at, mutate)
-    BEFORE[:] = [c for c in map(call_of, order) if c is not None]
     size = len(order)
-    exits: list[Any] = [None] * size
-    raw = [0] * size
-    entry = (0x900,)
-    for i in range(min(start, size)):  # the nodes before `start` were captured by an earlier call
-        exits[i] = (0x800 + i,)
-    d.deps = [0x800 + start - 1] if 0 < start <= size else list(entry)
-    chaos = arm(plan, target, graph_nodes=list(order), order=order, handles=table, raw=raw)
-    try:
-        stopped = fast.capture(order, start, 0x42, exits, raw, entry)
-    finally:
-        chaos.armed = False
-        d.fast = None
+    stopped, exits, raw, entry = run_capture(d, fast, order, start, plan, target, table)
     assert isinstance(stopped, int) and start <= stopped <= max(size, start)
     assert fast.rc in (0, 1, -1)
     assert set(d.again) <= {-1, 0}

@@ -261,10 +261,30 @@ def test_capture_gives_each_node_its_dependencies_or_stops_cleanly(
     fast = launcher(d, kinds, table)
     d.fast = fast
     wanted = {id(n): (FUNC[id(n.kernel)], b"".join(pack(a) for a in n.args)) for n in order}
+    stopped, exits, raw, entry = run_capture(d, fast, order, start, plan, target, table)
+    assert isinstance(stopped, int) and start <= stopped <= max(size, start)
+    assert fast.rc in (0, 1, -1)
+    assert fast.failed in ("cuLaunchKernel", "cuStreamGetCaptureInfo", "cuStreamUpdateCaptureDependencies")
+    assert set(d.again) <= {-1, 0}
+    last = _launched_as_wanted(d, fast, order, wanted, CHAOS, start, stopped, kinds, fail_at)
+    if last is None:
+        return
+    for k, n in enumerate(order[start:last]):
+        made = 0x1000 + k
+        want = sorted({x for p in driver_preds(n) for x in exits[p.index]}) if n._preds else list(entry)
+        assert sorted(a for a, b in d.edges if b == made) == want
+        assert exits[n.index] == (made,) and raw[n.index] == made
+
+
+def run_capture(
+    d: Any, fast: Any, order: list[Any], start: int, plan: Any, target: int, table: dict[int, Any]
+) -> tuple[int, list[Any], list[int], tuple[int, ...]]:
+    """``fast.capture`` of ``order`` from ``start`` on the fake stream, the chaos armed with ``plan``: the nodes
+    before ``start`` as if an earlier call captured them. ``(stopped, exits, raw, entry)``."""
+    size = len(order)
     exits: list[Any] = [None] * size
     raw = [0] * size
     entry = (0x900,)
-    # the nodes before `start` were captured by an earlier call
     for i in range(min(start, size)):
         exits[i] = (0x800 + i,)
     d.deps = [0x800 + start - 1] if 0 < start <= size else list(entry)
@@ -274,18 +294,7 @@ def test_capture_gives_each_node_its_dependencies_or_stops_cleanly(
     finally:
         chaos.armed = False
         d.fast = None
-    assert isinstance(stopped, int) and start <= stopped <= max(size, start)
-    assert fast.rc in (0, 1, -1)
-    assert fast.failed in ("cuLaunchKernel", "cuStreamGetCaptureInfo", "cuStreamUpdateCaptureDependencies")
-    assert set(d.again) <= {-1, 0}
-    last = _launched_as_wanted(d, fast, order, wanted, chaos, start, stopped, kinds, fail_at)
-    if last is None:
-        return
-    for k, n in enumerate(order[start:last]):
-        made = 0x1000 + k
-        want = sorted({x for p in driver_preds(n) for x in exits[p.index]}) if n._preds else list(entry)
-        assert sorted(a for a, b in d.edges if b == made) == want
-        assert exits[n.index] == (made,) and raw[n.index] == made
+    return stopped, exits, raw, entry
 
 
 class HStream:

@@ -352,9 +352,7 @@ def test_body_cycle_is_found():
     node = g.if_(g.condition(default=1))
     a = node.body.empty(name="a")
     b = node.body.empty(after=a, name="b")
-    node.body._nodes[0]._preds.append(b)  # forge a cycle behind the builders' back
-    b._succs.append(a)
-    node.body._nedges += 1
+    node.body._nodes[0]._preds.append(b)  # forge a cycle behind the builders' back (successors follow)
     node.body._ordered = False
     with pytest.raises(errors.CycleError):
         g.validate()

@@ -207,7 +207,7 @@ def node_state(n: Node) -> tuple[Any, ...]:
 def graph_state(g: cg.Graph) -> tuple[Any, ...]:
     return (
         [node_state(n) for n in g.nodes],
-        g._nedges,
+        g.num_edges,
         g._special,
         g._ordered,
         sorted(g._params),
@@ -285,7 +285,7 @@ def test_the_common_call_takes_the_compiled_path() -> None:
     for _ in range(2):  # 3-tuples: taken once the Python method remembered them (DIMS_SEEN)
         g.kernel(k, grid=(2, 1, 1), block=(32, 1, 1), args=(buf,), after=tuple(g.nodes[-3:]), name="t")
     assert COMPILED_KERNEL.taken - before in (21, 22)
-    assert g._nedges == sum(len(n._preds) for n in g.nodes) == 21 + 5 + 3 + 3
+    assert g.num_edges == sum(len(n._preds) for n in g.nodes) == 21 + 5 + 3 + 3
     assert [n.index for n in g.nodes] == list(range(24))
     assert g.nodes[-1].grid is g.nodes[-2].grid == (2, 1, 1)
     assert g.nodes[-1].name == "t" and g.nodes[1].name == "kernel"
@@ -318,13 +318,13 @@ def test_a_property_adding_nodes_meanwhile_leaves_a_consistent_graph() -> None:
     assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
     assert [n.name for n in g.nodes] == ["from-property", "kernel"] * 3
     assert node._preds == [g.nodes[3]] and g.nodes[3]._succs == [node]
-    assert g._nedges == 2
+    assert g.num_edges == 2
 
 
 def assert_whole(g: cg.Graph) -> None:
     """Every index the node's position, every edge once in its predecessor's successors, the edge count right."""
     assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
-    assert g._nedges == sum(len(n._preds) for n in g.nodes)
+    assert g.num_edges == sum(len(n._preds) for n in g.nodes)
     for n in g.nodes:
         assert len({id(p) for p in n._preds}) == len(n._preds)
         for p in n._preds:
@@ -394,7 +394,7 @@ def assert_threads_keep_it_whole(g: cg.Graph, root: Node, add: Any) -> None:
         t.join()
     assert len(g.nodes) == 1 + 4 * 2000
     assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
-    assert g._nedges == sum(len(n._preds) for n in g.nodes) == 4 * (1 + 2 * 1999)
+    assert g.num_edges == sum(len(n._preds) for n in g.nodes) == 4 * (1 + 2 * 1999)
     assert len(root._succs) == 4 * 2000
 
 

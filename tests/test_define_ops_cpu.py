@@ -280,7 +280,7 @@ def test_the_common_calls_are_taken_in_c() -> None:
     assert (c.value, c.width, c.height, c.pitch, [p.index for p in c._preds]) == (0x3F800000, 8, 4, 64, [0, 1])
     assert (d.dst, d.src, d.nbytes, d._keep) == (0x80000, 0xB0000, 256, (buf, obj))
     assert (e.dst, e.nbytes, e.name, e._keep, e._preds) == (0x50000, 128, "memcpy", (None, buf), [d])
-    assert g._nedges == 5 and [n.index for n in g.nodes] == list(range(5))
+    assert g.num_edges == 5 and [n.index for n in g.nodes] == list(range(5))
     g.validate()
 
 
@@ -371,7 +371,7 @@ def test_python_code_run_by_a_buffer_mid_call_is_seen_as_the_python_method_sees_
 
     def shape(g: cg.Graph) -> list[Any]:  # (each graph's Buffers are its own: _keep is compared by type)
         fields = ("dst", "src", "nbytes", "value", "width", "height", "pitch")
-        return [g._nedges, g.summary()] + [
+        return [g.num_edges, g.summary()] + [
             (type(n), n.index, n.name, [p.index for p in n._preds], [s.index for s in n._succs])
             + tuple(getattr(n, f, None) for f in fields)
             + tuple(type(k).__name__ for k in getattr(n, "_keep", ()))

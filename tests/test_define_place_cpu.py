@@ -166,7 +166,7 @@ def test_plain_chains_are_placed_in_c() -> None:
         prev = g.join(prev)
         prev = g.memcpy(0x20000, 0x10000, 16, after=prev)
     assert _placed_in_c() - before >= 27  # (a kind's first nodes teach its type to the placer)
-    assert [n.index for n in g.nodes] == list(range(30)) and g._nedges == 29
+    assert [n.index for n in g.nodes] == list(range(30)) and g.num_edges == 29
     for a, b in zip(g.nodes, g.nodes[1:]):
         assert b._preds == [a] and a._succs == [b]
     g.validate()

@@ -84,7 +84,7 @@ def test_a_device_of_the_wrong_type_is_refused_and_nothing_is_added(value, got):
     msg = rf"kernel#1 'bad': device must be a cuda.core Device or an int ordinal, {got}"
     with pytest.raises(OperandError, match=msg):
         g.kernel(K, 1, 32, device=value, after=a, name="bad")
-    assert len(g) == 1 and a._succs == [] and g._nedges == 0
+    assert len(g) == 1 and a._succs == [] and g.num_edges == 0
 
 
 def test_a_negative_ordinal_is_refused():

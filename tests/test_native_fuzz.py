@@ -389,7 +389,7 @@ class FakeGraph:
 
 def hnode(g: cg.Graph, index: int, preds: list[Node]) -> HNode:
     h = HNode.__new__(HNode)
-    h.graph, h.index, h.name, h._preds, h._succs = g, index, f"h{index}", list(preds), []
+    h.graph, h.index, h.name, h._preds = g, index, f"h{index}", list(preds)
     return h
 
 
@@ -413,7 +413,7 @@ def test_signature_is_the_python_twins_or_none(shape, plan, target):
             nodes[-1].index = i
             nodes[-1]._preds[:] = ps
     child = ChildGraphNode.__new__(ChildGraphNode)
-    child.graph, child.index, child.name, child._preds, child._succs = g, 0, "c", [], []
+    child.graph, child.index, child.name, child._preds = g, 0, "c", []
     child.body = cg.Graph()
     layout = native.Layout(KernelNode, Node)
     flat = {HNode}

@@ -117,7 +117,7 @@ def test_signature_checks_again_what_a_hash_changed_between_its_passes():
             __slots__ = ()
 
         h = Hostile.__new__(Hostile)
-        h.graph, h.index, h.name, h._preds, h._succs = g, 1, "h", [], []
+        h.graph, h.index, h.name, h._preds = g, 1, "h", []
         layout = native.Layout(KernelNode, Node)
         flat = {Hostile}
         armed.append(1)
@@ -556,7 +556,7 @@ for step in range(int(sys.argv[2]) if len(sys.argv) > 2 else 300):
         pass
     try:
         h = HNode.__new__(HNode)
-        h.graph, h.index, h.name, h._preds, h._succs = g, 12, "h", [rng.choice(order)], []
+        h.graph, h.index, h.name, h._preds = g, 12, "h", [rng.choice(order)]
         world["nodes"][:] = order[: rng.randrange(13)] + [h]
         calls += 1
         layout.signature(world["nodes"], {HNode, Hostile})

@@ -205,38 +205,19 @@ def _chain(n: int, fan: int = 0) -> tuple[cg.Graph, list[Any]]:
     return g, nodes
 
 
-@pytest.mark.parametrize("fan", [0, 3, 20])  # the root's successors scanned, or looked up in a set (wide)
-def test_a_one_sided_edge_is_named(fan):
-    g, nodes = _chain(4, fan)
-    g.validate()
-    victim = nodes[-1]
-    pred = victim._preds[0]
-    assert len(pred._succs) == (fan + 1 if fan else 1)
-    pred._succs.remove(victim)
-    with pytest.raises(DefinitionError, match=re.escape(f"edge {pred.label} -> {victim.label} is one-sided")):
-        g.validate()
-
-
 @pytest.mark.parametrize("count", [2, 3])
 def test_a_duplicate_dependency_is_named(count):
     g, nodes = _chain(4)
     nodes[3]._preds[:] = [nodes[2]] * count
-    nodes[2]._succs[:] = [nodes[3]] * count
-    g._nedges += count - 1
     with pytest.raises(DuplicateEdgeError, match=re.escape("kernel#3 'kernel' has a duplicate dependency")):
         g.validate()
 
 
-def test_foreign_nodes_and_counts_are_named():
+def test_foreign_nodes_are_named():
     g, nodes = _chain(3)
     _other, theirs = _chain(1)
     nodes[2]._preds.append(theirs[0])
-    theirs[0]._succs.append(nodes[2])
     with pytest.raises(ForeignNodeError, match=re.escape("kernel#2 'kernel' depends on kernel#0 'kernel' of Graph")):
-        g.validate()
-    g, nodes = _chain(3)
-    g._nedges += 1
-    with pytest.raises(DefinitionError, match=re.escape("edge count 3 does not match the nodes (2)")):
         g.validate()
     g, nodes = _chain(3)
     nodes[1].index = 7

@@ -89,12 +89,12 @@ km_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     m->gcore = (PyTypeObject *)Py_NewRef(gcore);
     for (int i = 0; i < S_COUNT; i++)
         m->src[i] = Py_NewRef(PyTuple_GET_ITEM(src, i));
-    static const int node_kept[2] = {N_GRAPH, N_SUCCS}, graph_kept[2] = {G_NODES, G_NEDGES};
+    static const int node_kept[2] = {N_GRAPH, N_PREDS}, graph_kept[G_COUNT] = {G_NODES};
     Py_ssize_t unused[N_COUNT];
     if (resolve(slots, "node", (PyTypeObject *)node, N_COUNT, unused, m->node_descr, node_kept, 2) < 0 ||
         resolve(slots, "node", (PyTypeObject *)knode, N_COUNT, m->node_at, NULL, NULL, 0) < 0 ||
         resolve(slots, "kernel_node", (PyTypeObject *)knode, K_COUNT, m->kernel_at, NULL, NULL, 0) < 0 ||
-        resolve(slots, "graph", (PyTypeObject *)gcore, G_COUNT, m->graph_at, m->graph_descr, graph_kept, 2) < 0) {
+        resolve(slots, "graph", (PyTypeObject *)gcore, G_COUNT, m->graph_at, m->graph_descr, graph_kept, G_COUNT) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -117,10 +117,10 @@ km_traverse(KernelMethod *m, visitproc visit, void *arg)
     Py_VISIT(m->gcore);
     for (int i = 0; i < S_COUNT; i++)
         Py_VISIT(m->src[i]);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++)
         Py_VISIT(m->node_descr[i]);
+    for (int i = 0; i < G_COUNT; i++)
         Py_VISIT(m->graph_descr[i]);
-    }
     TypeTable *tables[] = {&m->kernels, &m->ok, &m->buffers, &m->nodes, &m->graphs};
     for (int t = 0; t < 5; t++)
         for (Py_ssize_t i = 0; i < tables[t]->n; i++)
@@ -157,10 +157,10 @@ km_clear(KernelMethod *m)
     Py_CLEAR(m->gcore);
     for (int i = 0; i < S_COUNT; i++)
         Py_CLEAR(m->src[i]);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++)
         Py_CLEAR(m->node_descr[i]);
+    for (int i = 0; i < G_COUNT; i++)
         Py_CLEAR(m->graph_descr[i]);
-    }
     Py_CLEAR(m->dict);
     return 0;
 }

@@ -27,9 +27,9 @@ typedef struct {
 } TypeTable;
 
 /* Slot roles, in the order of DEFINE_SLOTS in cudagraph.definition.kinds.kernel. */
-enum { N_GRAPH, N_INDEX, N_NAME, N_PREDS, N_SUCCS, N_COUNT };
+enum { N_GRAPH, N_INDEX, N_NAME, N_PREDS, N_COUNT };
 enum { K_KERNEL, K_GRID, K_BLOCK, K_SMEM, K_ARGS, K_ATTRS, K_COUNT };
-enum { G_NODES, G_NEDGES, G_COUNT };
+enum { G_NODES, G_COUNT };
 /* Sources, in the order of the tuple handed to KernelMethod. */
 enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_PARAM_GRAPH, S_COUNT };
 
@@ -39,8 +39,8 @@ typedef struct {
     PyObject *func;               /* the Python method (the twin) */
     PyTypeObject *knode, *node, *gcore; /* KernelNode, Node, GraphCore */
     PyObject *src[S_COUNT];       /* the Python method's own tables */
-    PyObject *node_descr[2];      /* Node.graph, Node._succs */
-    PyObject *graph_descr[2];     /* GraphCore._nodes, GraphCore._nedges */
+    PyObject *node_descr[2];      /* Node.graph, Node._preds: a subclass must keep them */
+    PyObject *graph_descr[G_COUNT]; /* GraphCore._nodes */
     PyObject *dict;
     Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT];
     Py_ssize_t taken;             /* calls the compiled path answered */

@@ -24,9 +24,10 @@
  *
  * Safety: the only Python code run before the graph is changed is a Buffer's `is_device_accessible` (and
  * whatever a collection started by an allocation runs); the state of the graph and of `after` is read after
- * the last of those, every object used is held, and each node type read through `graph` / `_succs` was
+ * the last of those, every object used is held, and each node type read through `graph` / `_preds` was
  * checked to have the very slot descriptors of Node. The node is complete (every slot set) before it is
- * linked to its predecessors and appended; a failed append undoes the links. No Python code runs between
+ * appended; its edges are in its own predecessor list only (the successor lists and the edge count are
+ * derived from those when read: GraphCore._fold). No Python code runs between
  * reading the node count and appending, so the index is the node's position (the Python method corrects it
  * when another thread got in first; here none can).
  */

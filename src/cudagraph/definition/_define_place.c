@@ -4,23 +4,21 @@
  * Shared by Graph.kernel's compiled path (_define_kernel.c) and every other builder, through
  * KernelMethod.place (Python twin: GraphCore._deps, _set_base and _add, which GraphCore._place runs when
  * this declines). A builder makes its node and sets its own fields; placing gives it the base slots (graph,
- * index, name, predecessors, successors), links it after its predecessors, appends it and counts its edges.
+ * index, name, predecessors) and appends it. Its edges are recorded in its predecessor list only: the
+ * successor lists and the edge count are derived from those when read (GraphCore._fold).
  * Pure Python takes about 0.5 us per node for that (CPU), here about 0.1.
  *
  * The predecessors must be nodes of this graph of a type the Python path accepted as a predecessor
- * (NODE_CLASSES, learned into the nodes table), distinct, with a successor list. Anything else declines
- * before anything is changed, and the Python path answers (and names any error).
+ * (NODE_CLASSES, learned into the nodes table), distinct. Anything else declines before anything is
+ * changed, and the Python path answers (and names any error).
  */
 #include "_define.h"
 
-/* Whether node `d` (held) may be a predecessor here: a learned node type, of this graph, its successor list a list. */
+/* Whether node `d` (held) may be a predecessor here: a learned node type, of this graph. */
 static int
 usable_dep(KernelMethod *m, PyObject *self, PyObject *d)
 {
-    if (!cg_table_has(&m->nodes, Py_TYPE(d)) || SLOT(d, m->node_at[N_GRAPH]) != self)
-        return 0;
-    PyObject *succs = SLOT(d, m->node_at[N_SUCCS]);
-    return succs != NULL && PyList_CheckExact(succs);
+    return cg_table_has(&m->nodes, Py_TYPE(d)) && SLOT(d, m->node_at[N_GRAPH]) == self;
 }
 
 static int
@@ -83,8 +81,8 @@ cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, 
         else
             k = single = 1;
     }
-    PyObject *preds = PyList_New(k), *succs = preds == NULL ? NULL : PyList_New(0), *nedges = NULL, *index = NULL;
-    if (succs == NULL) {
+    PyObject *preds = PyList_New(k), *index = NULL;
+    if (preds == NULL) {
         r = -1;
         goto done;
     }
@@ -110,22 +108,11 @@ cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, 
             goto done;
         }
     }
-    PyObject *nodes = SLOT(self, m->graph_at[G_NODES]), *count = SLOT(self, m->graph_at[G_NEDGES]);
-    if (nodes == NULL || !PyList_CheckExact(nodes) || (k > 0 && (count == NULL || !PyLong_CheckExact(count))))
+    PyObject *nodes = SLOT(self, m->graph_at[G_NODES]);
+    if (nodes == NULL || !PyList_CheckExact(nodes))
         goto done;
-    if (k > 0) {
-        Py_ssize_t e = PyLong_AsSsize_t(count);
-        if (e < 0 || e > PY_SSIZE_T_MAX - k) {
-            PyErr_Clear();
-            goto done;
-        }
-        if ((nedges = PyLong_FromSsize_t(e + k)) == NULL) { /* ints are not collected: runs no Python code */
-            r = -1;
-            goto done;
-        }
-    }
     Py_ssize_t i = PyList_GET_SIZE(nodes);
-    if ((index = PyLong_FromSsize_t(i)) == NULL) {
+    if ((index = PyLong_FromSsize_t(i)) == NULL) { /* ints are not collected: runs no Python code */
         r = -1;
         goto done;
     }
@@ -134,33 +121,9 @@ cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, 
     SLOT(node, m->node_at[N_INDEX]) = Py_NewRef(index);
     SLOT(node, m->node_at[N_NAME]) = Py_NewRef(name);
     SLOT(node, m->node_at[N_PREDS]) = Py_NewRef(preds);
-    SLOT(node, m->node_at[N_SUCCS]) = Py_NewRef(succs);
-    /* Linked, appended and counted; a failed append (no memory) undoes the links made. */
-    Py_ssize_t linked = 0;
-    for (; linked < k; linked++)
-        if (PyList_Append(SLOT(deps[linked], m->node_at[N_SUCCS]), node) < 0)
-            break;
-    if (linked < k || PyList_Append(nodes, node) < 0) {
-        while (linked-- > 0) { /* the node is the last item of each list it was appended to */
-            PyObject *s = SLOT(deps[linked], m->node_at[N_SUCCS]);
-            Py_ssize_t end = PyList_GET_SIZE(s);
-            if (end > 0 && PyList_GET_ITEM(s, end - 1) == node)
-                (void)PyList_SetSlice(s, end - 1, end, NULL); /* releases our node only: held here */
-        }
-        r = -1;
-        goto done;
-    }
-    if (k > 0) {
-        PyObject *old = count; /* an int: releasing it runs no Python code */
-        SLOT(self, m->graph_at[G_NEDGES]) = nedges;
-        nedges = NULL;
-        Py_DECREF(old);
-    }
-    r = 1;
+    r = PyList_Append(nodes, node) < 0 ? -1 : 1; /* (on an error the caller releases the node whole) */
 done:
-    Py_XDECREF(nedges);
     Py_XDECREF(index);
-    Py_XDECREF(succs);
     Py_XDECREF(preds);
     return r;
 }
@@ -169,7 +132,7 @@ void
 cg_learn_links(KernelMethod *m, PyObject *self, PyObject *node)
 {
     PyTypeObject *gt = Py_TYPE(self);
-    if (PyType_IsSubtype(gt, m->gcore) && cg_keeps_slots(gt, m->graph_descr, 2))
+    if (PyType_IsSubtype(gt, m->gcore) && cg_keeps_slots(gt, m->graph_descr, G_COUNT))
         cg_table_add(&m->graphs, gt);
     PyObject *preds = Py_XNewRef(SLOT(node, m->node_at[N_PREDS]));
     if (preds != NULL && PyList_CheckExact(preds)) {
@@ -211,7 +174,7 @@ cg_km_place(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc)
     if (!PyUnicode_CheckExact(name) || !PyType_IsSubtype(nt, m->node) || !cg_keeps_slots(nt, m->node_descr, 2))
         Py_RETURN_FALSE;
     if (!cg_table_has(&m->graphs, gt)) {
-        if (!PyType_IsSubtype(gt, m->gcore) || !cg_keeps_slots(gt, m->graph_descr, 2))
+        if (!PyType_IsSubtype(gt, m->gcore) || !cg_keeps_slots(gt, m->graph_descr, G_COUNT))
             Py_RETURN_FALSE;
         cg_table_add(&m->graphs, gt);
     }

@@ -30,9 +30,9 @@ __all__ = ["DEFINE_SLOTS", "compiled_kernel", "define_module", "install_compiled
 #: a graph's (:class:`~cudagraph.definition.core.GraphCore`).
 DEFINE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
     {
-        "node": ("graph", "index", "name", "_preds", "_succs"),
+        "node": ("graph", "index", "name", "_preds"),
         "kernel_node": ("kernel", "grid", "block", "shared_mem", "args", "attrs"),
-        "graph": ("_nodes", "_nedges"),
+        "graph": ("_nodes",),
     }
 )
 

@@ -83,6 +83,7 @@ class GraphCore:
         "_nodes",
         "_ordered",
         "_nedges",
+        "_succs_upto",
         "_params",
         "_special",
         "_owner",
@@ -102,7 +103,11 @@ class GraphCore:
         # True while every edge goes from a lower to a higher index, which
         # makes creation order a topological order and the graph acyclic.
         self._ordered = True
+        # The edges of the first _succs_upto nodes are in their predecessors' successor lists and in
+        # _nedges (with every edge add_edge and remove_edge changed): builders record a new node's
+        # edges in its own predecessor list only, and _fold derives the rest when it is read.
         self._nedges = 0
+        self._succs_upto = 0
         self._params: dict[str, Param] = {}
         # Nodes that need the checks of _checks.check_tree (conditionals, graph memory, late operands).
         self._special = 0
@@ -116,8 +121,9 @@ class GraphCore:
         # for add_edge's duplicate test; builders add the edges of a new node only to its lists.
         self._edge_set: set[tuple[Node, Node]] = set()
         self._edge_seen = 0
-        # Held by add_edge and remove_edge (builders need no lock: see Graph).
-        self._lock = threading.Lock()
+        # Held by add_edge, remove_edge and _fold (builders need no lock: see Graph); reentrant, as the
+        # edits read successor lists, which may fold the nodes other threads added meanwhile.
+        self._lock = threading.RLock()
 
     def __copy__(self) -> GraphCore:
         raise DefinitionError(
@@ -205,16 +211,38 @@ class GraphCore:
 
     def _add(self, node: Node, deps: list[Node]) -> Node:
         node._preds = deps
-        for d in deps:
-            d._succs.append(node)
-        k = len(deps)  # counted in one step with no call inside (other threads may add edges)
-        self._nedges += k
         nodes = self._nodes
         i = len(nodes)
         nodes.append(node)
         # The position it took, even if another thread added a node meanwhile.
         node.index = i if nodes[i] is node else nodes.index(node, i)
         return node
+
+    def _fold(self) -> None:
+        """Add the edges of the nodes added since the last fold to their predecessors' successor lists
+        and to the edge count (see :meth:`Node._succs`), under the graph's lock; all or nothing."""
+        if self._succs_upto == len(self._nodes):
+            return
+        with self._lock:
+            end = len(self._nodes)  # nodes appended meanwhile by other threads are taken next time
+            new = self._nodes[self._succs_upto : end]
+            for n in new:
+                n._succ_list = []
+            linked = 0
+            try:
+                for n in new:
+                    for p in n._preds:
+                        p._succ_list.append(n)
+                    linked += 1
+            except BaseException:  # (no memory, an interrupt) undone: each entry is the last of its list
+                for n in reversed(new[: linked + 1]):
+                    for p in reversed(n._preds):
+                        succs = p._succ_list
+                        if succs and succs[-1] is n:
+                            succs.pop()
+                raise
+            self._nedges += sum(len(n._preds) for n in new)
+            self._succs_upto = end
 
     def _edges_now(self) -> set[tuple[Node, Node]]:
         """:attr:`_edge_set`, with the edges of the nodes added since it was last brought up to date."""

@@ -59,9 +59,10 @@ class Node:
     """A node of a :class:`~cudagraph.Graph`.
 
     Nodes are made by the graph's builders (``g.kernel(...)``, ``g.memcpy(...)``,
-    ...), never directly. A node records its predecessors and successors;
-    edges are changed with :meth:`precede`, :meth:`succeed`,
-    :meth:`Graph.add_edge` and :meth:`Graph.remove_edge`.
+    ...), never directly. A node records its predecessors; its successors
+    are derived from the predecessor lists when first asked for. Edges are
+    changed with :meth:`precede`, :meth:`succeed`, :meth:`Graph.add_edge` and
+    :meth:`Graph.remove_edge`.
 
     Attributes
     ----------
@@ -73,7 +74,8 @@ class Node:
         A label for summaries, pictures and error messages.
     """
 
-    __slots__ = ("graph", "index", "name", "_preds", "_succs", "__weakref__")
+    # _succ_list: the successors, set by the graph's GraphCore._fold (unset on a node added since).
+    __slots__ = ("graph", "index", "name", "_preds", "_succ_list", "__weakref__")
 
     # ---------------------------------------------------------------- spec
     #: The kind's name, as shown in labels and summaries.
@@ -106,7 +108,16 @@ class Node:
     index: int
     name: str
     _preds: list[Node]
-    _succs: list[Node]
+    _succ_list: list[Node]
+
+    @property
+    def _succs(self) -> list[Node]:
+        """The successor list, brought up to date first (builders record a new node's edges in its own
+        predecessor list only: the graph folds them into the successor lists when they are read)."""
+        g = self.graph
+        if g._succs_upto != len(g._nodes):
+            g._fold()
+        return self._succ_list
 
     @property
     def predecessors(self) -> tuple[Node, ...]:
@@ -224,7 +235,6 @@ def _set_base(node: Node, graph: GraphCore, index: int, name: str) -> None:
     node.index = index
     node.name = name
     node._preds = []
-    node._succs = []
 
 
 def bodies_of(node: Node) -> list[Graph]:

@@ -289,8 +289,10 @@ class Graph(Builders, ParametrizeMixin, Drawing):
     @property
     def num_edges(self) -> int:
         """The number of edges."""
-        self._fold()
-        return self._nedges
+        if self._succs_upto == len(self._nodes):
+            return self._nedges
+        with self._lock:  # (no fold: the nodes not folded yet are counted, making no successor list)
+            return self._nedges + sum(len(n._preds) for n in self._nodes[self._succs_upto :])
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -306,9 +308,17 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         return [n for n in self._nodes if not n._preds]
 
     def leaves(self) -> list[Node]:
-        """Nodes with no successors."""
-        self._fold()
-        return [n for n in self._nodes if not n._succ_list]
+        """Nodes with no successors, in creation order."""
+        nodes = self._nodes
+        if self._succs_upto == len(nodes):
+            return [n for n in nodes if not n._succ_list]
+        # Not folded: one pass over the predecessor lists, making no successor list (the capture backend
+        # asks this of every graph it records).
+        has_succs = bytearray(len(nodes))
+        for n in nodes:
+            for p in n._preds:
+                has_succs[p.index] = 1
+        return [n for n, h in zip(nodes, has_succs) if not h]
 
     def topological_order(self) -> list[Node]:
         """Every node, each after all of its predecessors (ties broken by creation order).

@@ -135,7 +135,7 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
         rp.raw = outer
     if not graph._nodes:
         return sorted(set(entry))
-    return _union([exits[n.index] for n in graph._nodes if not n._succs])
+    return _union([exits[n.index] for n in graph.leaves()])
 
 
 def _record(lowering: Lowering, graph: Graph, raw: list[int]) -> _CapturedNodes:

@@ -10,6 +10,7 @@ compiled path's allocations, threads) must leave a consistent graph.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from typing import Any
 
@@ -379,23 +380,52 @@ def test_threads_adding_nodes_at_once_leave_every_index_and_edge_whole() -> None
 
 
 def assert_threads_keep_it_whole(g: cg.Graph, root: Node, add: Any) -> None:
-    """Four threads each add 2000 nodes to ``g`` (``add(i, after)``), each after the one before and ``root``:
-    every index, edge and count stays whole."""
+    """Four threads each add 2000 nodes to ``g`` (``add(i, after)``), each after the one before and ``root``,
+    while a fifth reads successor lists and the edge count (folding the nodes added so far): every index,
+    edge and count stays whole, and every successor list is its node's successors in creation order."""
+    done = threading.Event()
+    seen: list[int] = []
+    failed: list[BaseException] = []
 
     def work() -> None:
         prev = root
         for i in range(2000):
             prev = add(i, [prev, root] if prev is not root else root)
 
+    def read() -> None:
+        try:
+            while not done.is_set():
+                k = len(root.successors)
+                seen.append(k)
+                assert g.num_edges >= k, (g.num_edges, k)  # (read after: the graph only grows)
+        except BaseException as exc:  # failed in the main thread
+            failed.append(exc)
+
     threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    reader = threading.Thread(target=read)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        reader.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        done.set()
+        reader.join()
+        sys.setswitchinterval(old)
+    assert not failed, failed
     assert len(g.nodes) == 1 + 4 * 2000
     assert [n.index for n in g.nodes] == list(range(len(g.nodes)))
     assert g.num_edges == sum(len(n._preds) for n in g.nodes) == 4 * (1 + 2 * 1999)
     assert len(root._succs) == 4 * 2000
+    assert seen == sorted(seen) and len(set(seen)) > 2, "the reader did not run while the graph grew"
+    succs: dict[int, list[Node]] = {id(n): [] for n in g.nodes}
+    for n in g.nodes:
+        for p in n._preds:
+            succs[id(p)].append(n)
+    assert all(list(n.successors) == succs[id(n)] for n in g.nodes)
 
 
 def test_compiled_method_looks_like_the_python_one() -> None:

@@ -85,9 +85,13 @@ class Graph(Builders, ParametrizeMixin, Drawing):
     Builders take no lock (a lock would cost the kernel builder about a
     quarter of its time); they record a node in steps that other threads
     cannot interleave and correct the index when another thread's node got in
-    first. :meth:`add_edge` and :meth:`remove_edge` hold a lock of the graph.
-    Reading the graph (validation, rendering, instantiation) while another
-    thread edits it is not supported.
+    first. :meth:`add_edge` and :meth:`remove_edge` hold a lock of the graph,
+    and so does the first read of successor lists after nodes were added
+    (builders record only a new node's predecessors; successors are derived
+    from them under the lock), so ``node.successors`` and :attr:`num_edges`
+    may be read while other threads add nodes. Reading the graph otherwise
+    (validation, rendering, instantiation) while another thread edits it is
+    not supported.
 
     Parameters
     ----------

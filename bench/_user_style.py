@@ -71,7 +71,7 @@ TARGET_DEFINE_LOWER_US = 1.5  # define + lower <= 1.5 µs per node, user-style
 TARGET_VS_CAPTURE = {"chain": 0.9, "dag": 0.6}  # end to end <= this x cuda.core capture
 TARGET_OWN_US = 0.1  # cudagraph's own work inside g.instantiate() <= 0.1 µs per node
 TARGET_SCALING = 1.3  # per-node cost at the largest N <= 1.3x N = 1000
-PHASES = ("define", "validate", "lower", "signature")
+PHASES = ("define", "validate", "lower", "signature", "define, collector on")
 
 perf_counter = time.perf_counter
 #: How the samples of a cell are summarised (see :func:`use_clock`).
@@ -413,7 +413,8 @@ def measure_user(
 
 
 def measure_scaling(ue: UserEnv, sizes: Sequence[int], repeats: int) -> dict[int, dict[str, float]]:
-    """µs per node of define, validate, lower and the topology signature of user-style chains (fastest sample)."""
+    """µs per node of define, validate, lower and the topology signature of user-style chains (fastest sample;
+    the collector off), and of define with the collector on."""
     from cudagraph.executable.compare import topology_signature
     from cudagraph.materialize.explicit import lower
 
@@ -434,7 +435,14 @@ def measure_scaling(ue: UserEnv, sizes: Sequence[int], repeats: int) -> dict[int
             lowered.destroy()
             del g, lowered
             gc.collect()
-            for phase, dt in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            # The same definition as users build it, Python's cyclic collector on: its full collections
+            # traverse every node built so far, so their cost per node grows with the graph.
+            t5 = perf_counter()
+            g = define_user(ue.cg, ue.kernels, ue.buf, ue.nelem, "chain", n, ue.grid, ue.block)
+            t6 = perf_counter()
+            del g
+            gc.collect()
+            for phase, dt in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t6 - t5)):
                 best[phase] = min(best.get(phase, float("inf")), dt / n * 1e6)
         out[n] = best
     return out

@@ -141,8 +141,8 @@ def test_the_user_table_and_its_verdicts():
 
 def test_the_scaling_table_and_its_verdicts():
     per_node = {
-        1000: {"define": 1.0, "validate": 0.1, "lower": 0.8, "signature": 0.02},
-        100000: {"define": 1.2, "validate": 0.2, "lower": 0.9, "signature": 0.02},
+        1000: {"define": 1.0, "validate": 0.1, "lower": 0.8, "signature": 0.02, "define, collector on": 1.1},
+        100000: {"define": 1.2, "validate": 0.2, "lower": 0.9, "signature": 0.02, "define, collector on": 3.3},
     }
     got = [(r["name"], round(r["value"], 2), r["pass"]) for r in us.scaling_ratios(per_node)]
     assert got == [
@@ -150,13 +150,14 @@ def test_the_scaling_table_and_its_verdicts():
         ("validate: per-node cost N=100000 / N=1000", 2.0, False),
         ("lower: per-node cost N=100000 / N=1000", 1.12, True),
         ("signature: per-node cost N=100000 / N=1000", 1.0, True),
+        ("define, collector on: per-node cost N=100000 / N=1000", 3.0, False),
     ]
     assert us.scaling_ratios({1000: per_node[1000]}) == []
     assert us.scaling_table(per_node).splitlines() == [
-        "| N | define µs/node | validate µs/node | lower µs/node | signature µs/node |",
-        "|---:|---:|---:|---:|---:|",
-        "| 1000 | 1.000 | 0.100 | 0.800 | 0.020 |",
-        "| 100000 | 1.200 | 0.200 | 0.900 | 0.020 |",
+        "| N | define µs/node | validate µs/node | lower µs/node | signature µs/node | define, collector on µs/node |",
+        "|---:|---:|---:|---:|---:|---:|",
+        "| 1000 | 1.000 | 0.100 | 0.800 | 0.020 | 1.100 |",
+        "| 100000 | 1.200 | 0.200 | 0.900 | 0.020 | 3.300 |",
     ]
 
 

@@ -129,3 +129,61 @@ def test_a_fold_that_fails_changes_nothing() -> None:
     assert g.num_edges == 5
     assert [s.name for s in a.successors] == ["b", "c"] and [s.name for s in b.successors] == ["c", "d"]
     assert c.successors == (d,) and d.successors == ()
+
+
+# --------------------------------------------------------------------------- the compiled sinks
+
+from cudagraph.definition.nodes import KernelNode  # noqa: E402
+from cudagraph.driver.c_entry import NATIVE  # noqa: E402
+from cudagraph.materialize.capture import _leaves  # noqa: E402
+
+needs_native = pytest.mark.skipif(NATIVE is None, reason="cudagraph.driver._native was not built")
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(8))
+def test_compiled_sinks_are_the_leaves_folded_or_not(seed: int) -> None:
+    layout = NATIVE.Layout(KernelNode, Node)
+    g = cg.Graph("sinks")
+    rng = random.Random(seed)
+    model: dict[int, list[Node]] = {}
+    for step in range(300):
+        if rng.random() < 0.8 or len(g) < 2:
+            build(g, rng, model)
+        else:
+            a, b = rng.sample(list(g.nodes), 2)
+            try:
+                g.add_edge(a, b)  # (folds: the next builds are not)
+            except (CycleError, cg.errors.DuplicateEdgeError):
+                continue
+            model[id(a)].append(b)
+        if step % 50 == 49:
+            expected = [n for n in g.nodes if not model[id(n)]]
+            assert layout.sinks(g._nodes) == g.leaves() == _leaves(g) == expected
+    assert layout.sinks([]) == [] and cg.Graph("empty").leaves() == []
+
+
+@needs_native
+def test_compiled_sinks_decline_what_is_not_a_graph_of_nodes() -> None:
+    layout = NATIVE.Layout(KernelNode, Node)
+    g = cg.Graph("g")
+    a = g.empty(name="a")
+    b = g.empty(after=a, name="b")
+    assert layout.sinks(g._nodes) == [b]
+    other = cg.Graph("other")
+    theirs = other.empty(name="theirs")
+    assert layout.sinks([a, b, object()]) is None  # not a node
+    assert layout.sinks([b]) is None  # b's predecessor is not in the list
+    assert layout.sinks([b, a]) is None  # nor at its index
+    b._preds.append(theirs)  # a node of another graph at the same index
+    assert layout.sinks(g._nodes) is None
+    b._preds.pop()
+    b.index = "1"  # not an int: only read as a predecessor's index
+    c = g.empty(after=b, name="c")
+    assert layout.sinks(g._nodes) is None
+    b.index = 1
+    assert layout.sinks(g._nodes) == [c]
+    with pytest.raises(TypeError, match=r"sinks\(nodes: list\)"):
+        layout.sinks((a, b))
+    with pytest.raises(RuntimeError, match="not initialized"):
+        NATIVE.Layout.__new__(NATIVE.Layout).sinks([])

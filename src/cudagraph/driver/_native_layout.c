@@ -2,7 +2,7 @@
  * Layout: comparing rebuilt definitions with recorded ones, for ExecutableCache and Executable.update.
  *
  * Python twins (see cudagraph.driver.c_entry): signature, cudagraph.definition.diff.topology_signature;
- * diff, cudagraph.definition.diff.diff_states. The nodes are read through their __slots__
+ * diff, cudagraph.definition.diff.diff_states; sinks, cudagraph.definition.graph.Graph.leaves. The nodes are read through their __slots__
  * (NATIVE_SLOTS "kernel_node" and "node", resolved on the classes given at construction, once).
  *
  * Python code can run in the middle of both loops: a node type's or an argument type's __hash__ and
@@ -187,6 +187,62 @@ error:
     Py_XDECREF(out);
     release_types(types, count);
     return NULL;
+}
+
+PyDoc_STRVAR(layout_sinks_doc,
+             "sinks(nodes) -> list or None\n\n"
+             "The nodes of the list `nodes` (a graph's nodes in creation order, each at its index) that no node\n"
+             "of the list depends on, in order, as cudagraph.definition.graph.Graph.leaves (its twin) answers\n"
+             "without reading successor lists. None when an item is not a node read through the node slots,\n"
+             "or a predecessor is not the node of the list at its index.");
+
+static PyObject *
+layout_sinks(Layout *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 1 || !PyList_CheckExact(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "sinks(nodes: list)");
+        return NULL;
+    }
+    if (self->kernel_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
+        return NULL;
+    }
+    /* No Python code runs from here to the answer (the collector is off while the answer is allocated). */
+    PyObject *nodes = argv[0];
+    Py_ssize_t count = PyList_GET_SIZE(nodes), sinks = count;
+    char *has_succs = PyMem_Calloc((size_t)(count > 0 ? count : 1), 1);
+    if (has_succs == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        Py_ssize_t n = node_preds(self, node);
+        if (n < 0)
+            goto decline;
+        PyObject *preds = SLOT(node, self->nd.preds);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *pred = PyList_GET_ITEM(preds, j), *index = SLOT(pred, self->nd.index);
+            Py_ssize_t k = PyLong_CheckExact(index) ? PyLong_AsSsize_t(index) : -1;
+            if (k < 0 || k >= count || PyList_GET_ITEM(nodes, k) != pred) {
+                PyErr_Clear();
+                goto decline;
+            }
+            sinks -= !has_succs[k];
+            has_succs[k] = 1;
+        }
+    }
+    int collecting = PyGC_Disable();
+    PyObject *out = PyList_New(sinks);
+    if (collecting)
+        PyGC_Enable();
+    if (out != NULL)
+        for (Py_ssize_t i = 0, at = 0; i < count; i++)
+            if (!has_succs[i])
+                PyList_SET_ITEM(out, at++, Py_NewRef(PyList_GET_ITEM(nodes, i)));
+    PyMem_Free(has_succs);
+    return out;
+decline:
+    PyMem_Free(has_succs);
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(layout_diff_doc,
@@ -418,6 +474,7 @@ static PyMethodDef layout_methods[] = {
     {"signature", (PyCFunction)(void (*)(void))layout_signature, METH_FASTCALL, layout_signature_doc},
     {"diff", (PyCFunction)(void (*)(void))layout_diff, METH_FASTCALL, layout_diff_doc},
     {"simple", (PyCFunction)(void (*)(void))layout_simple, METH_FASTCALL, layout_simple_doc},
+    {"sinks", (PyCFunction)(void (*)(void))layout_sinks, METH_FASTCALL, layout_sinks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,6 +40,7 @@ BindManyMethod                 cudagraph.executable.binding.Binding._bind_many
 LaunchMethod                   cudagraph.executable.executable.Executable.launch
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
+Layout.sinks                   cudagraph.definition.graph.Graph.leaves
 read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
 kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
 current_context                cudagraph.driver.calls.ensure_context
@@ -145,6 +146,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "LaunchMethod": "cudagraph.executable.executable:Executable.launch",
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",
+        "Layout.sinks": "cudagraph.definition.graph:Graph.leaves",
         "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",
         "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
         "current_context": "cudagraph.driver.calls:ensure_context",

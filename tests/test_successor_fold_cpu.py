@@ -4,7 +4,8 @@ Builders record a new node's edges in its own predecessor list only; the first r
 list, of ``num_edges`` or of ``leaves()``, and every ``add_edge`` / ``remove_edge``, folds the nodes
 added since into their predecessors' successor lists and the count. These tests hold the derived
 lists to a model that records every edge when it is made (the eager bookkeeping the fold replaced):
-same lists, same order, same count, at any moment of any mix of builds, edits and reads.
+same lists, same order, same count, at any moment of any mix of builds, edits and reads; and the
+capture backend's compiled sinks (``Layout.sinks``) to ``leaves()``, their twin.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import pytest
 
 import cudagraph as cg
 from cudagraph.definition.node import Node
+from cudagraph.definition.nodes import KernelNode
+from cudagraph.driver.c_entry import NATIVE
 from cudagraph.errors import CycleError
+from cudagraph.materialize.capture import _leaves
+
+needs_native = pytest.mark.skipif(NATIVE is None, reason="cudagraph.driver._native was not built")
 
 
 class CUkernel:  # recognised as a kernel handle by type name
@@ -132,12 +138,6 @@ def test_a_fold_that_fails_changes_nothing() -> None:
 
 
 # --------------------------------------------------------------------------- the compiled sinks
-
-from cudagraph.definition.nodes import KernelNode  # noqa: E402
-from cudagraph.driver.c_entry import NATIVE  # noqa: E402
-from cudagraph.materialize.capture import _leaves  # noqa: E402
-
-needs_native = pytest.mark.skipif(NATIVE is None, reason="cudagraph.driver._native was not built")
 
 
 @needs_native

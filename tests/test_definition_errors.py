@@ -187,6 +187,7 @@ def test_kernel_error_label_defaults_to_kernel():
         (1.5, "shared_mem must be a non-negative int, got 1.5"),
         ("64", "shared_mem must be a non-negative int, got '64'"),
         (True, "shared_mem must be a non-negative int, got True"),
+        (np.array([1, 2]), "shared_mem must be a non-negative int, got array([1, 2])"),  # (no truth value)
     ],
 )
 def test_kernel_bad_shared_mem(shared_mem, fragment):

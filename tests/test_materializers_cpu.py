@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import cudagraph as cg
@@ -14,6 +15,8 @@ def test_backend_name_is_checked_before_the_driver():
     g.empty()
     with pytest.raises(OperandError, match="backend must be 'explicit' or 'capture', got 'graphs'"):
         g.instantiate(backend="graphs")
+    with pytest.raises(OperandError, match="backend must be 'explicit' or 'capture', got ndarray"):
+        g.instantiate(backend=np.array(["explicit", "capture"]))
 
 
 def test_capture_on_the_class_is_a_function_and_on_a_graph_a_region():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 import cudagraph as cg
 from cudagraph.definition import drawing
-from cudagraph.errors import CudaGraphError, DefinitionError, MissingDependencyError
+from cudagraph.errors import CudaGraphError, DefinitionError, MissingDependencyError, OperandError
 
 
 def small() -> cg.Graph:
@@ -65,6 +66,19 @@ def test_draw_without_the_graphviz_programs_is_a_typed_error(tmp_path, monkeypat
 def test_draw_unknown_format(tmp_path):
     with pytest.raises(DefinitionError, match=r"cannot tell the picture format of '.*g\.txt'"):
         small().draw(tmp_path / "g.txt")
+
+
+@pytest.mark.parametrize(("path", "fmt", "message"), [
+    (None, None, "draw: path must be a str or a path-like object, got NoneType"),
+    (3, None, "draw: path must be a str or a path-like object, got int"),
+    (b"g.dot", None, "draw: path must be a str or a path-like object, got bytes"),
+    ("g.dot", 1, "draw: format must be a str, got int"),
+])  # fmt: skip
+def test_draw_refuses_what_is_not_a_path_or_a_format(tmp_path, monkeypatch, path, fmt, message):
+    monkeypatch.chdir(tmp_path)  # (nothing may be written, here or anywhere)
+    with pytest.raises(OperandError, match=re.escape(message)):
+        small().draw(path, fmt)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_repr_mimebundle_svg():

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DefinitionError, MissingDependencyError
+from ..errors import DefinitionError, MissingDependencyError, OperandError
 from . import seams
 
 if TYPE_CHECKING:
@@ -65,7 +65,16 @@ def write_picture(path: str | os.PathLike[str], dot: str, mermaid: Any = None, f
 
     ``mermaid`` is a callable returning the Mermaid text (``None``: no ``.mmd``).
     Returns the path written.
+
+    Raises
+    ------
+    OperandError
+        ``path`` is not a str or path-like, or ``fmt`` not a str.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise OperandError(f"draw: path must be a str or a path-like object, got {type(path).__name__}")
+    if fmt is not None and not isinstance(fmt, str):
+        raise OperandError(f"draw: format must be a str, got {type(fmt).__name__}")
     out = Path(path)
     kind = (fmt or _TEXT_FORMATS.get(out.suffix.lower()) or out.suffix.lower().lstrip(".")).lower()
     if kind in ("dot", "gv"):
@@ -136,6 +145,8 @@ class Drawing:
             Graphviz programs are not installed (``.dot`` needs neither).
         DefinitionError
             The format is unknown.
+        OperandError
+            ``path`` is not a str or path-like, or ``format`` not a str.
         """
         return write_picture(path, self.to_dot(), self.to_mermaid, format)
 

@@ -85,6 +85,8 @@ def instantiate(
     backend: str = "explicit",
 ) -> Executable:
     """Validate, build (explicitly or by capture) and instantiate ``graph``; see :meth:`Graph.instantiate`."""
+    if type(backend) is not str:  # (compared with == below: an array's answer has no truth value)
+        raise OperandError(f"instantiate: backend must be 'explicit' or 'capture', got {type(backend).__name__}")
     if backend == "explicit":
         build = lower
     elif backend == "capture":

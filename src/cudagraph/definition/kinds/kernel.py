@@ -289,7 +289,7 @@ class KernelBuilders(GraphCore):
         b = _BLOCKS.get(block) if type(block) is int else None
         if b is None:
             b = self._kernel_field("block", block, name)
-        if shared_mem or type(shared_mem) is not int:
+        if type(shared_mem) is not int or shared_mem:  # (a non-int first: its truth may raise)
             shared_mem = self._kernel_field("shared_mem", shared_mem, name)
         if type(args) is not tuple:
             args = self._kernel_field("args", args, name)

@@ -136,6 +136,10 @@ def test_debug_dot_print_writes_the_dot(tmp_path):
         (lambda gd: gd.join(compat.GraphDefinition().empty()), "nodes[0]: a node of another GraphDefinition"),
         (lambda gd: gd.launch({"grid": 1}, K), "cudagraph.GraphDefinition.launch: config: expected a cuda.core"),
         (lambda gd: gd.launch(CFG, "k"), "cudagraph.GraphDefinition.launch: kernel: expected a cuda.core Kernel"),
+        (lambda gd: gd.memcpy(0x1000, 0x2000, None), "compat GraphNode.memcpy: size must be an integer, got NoneType"),
+        (lambda gd: gd.allocate(64, device="x"), "GraphNode.allocate: device must be a Device or an int, got str"),
+        (lambda gd: gd.debug_dot_print(1), "GraphDefinition.debug_dot_print: path must be a str or a path-like object"),
+        (lambda gd: gd.instantiate(3), "compat instantiate: options must be a GraphCompleteOptions"),
     ],
 )
 def test_unsupported_signatures_are_refused_by_name_and_add_nothing(call, text):

@@ -149,3 +149,9 @@ def test_executable_repr_mimebundle_draws_its_definition(monkeypatch):
     bundle = exe._repr_mimebundle_()
     assert bundle["text/plain"].startswith("<Executable of Graph 'small': 2 nodes, open>\n(drawing a picture")
     exe._exec = None
+
+
+def test_debug_dot_refuses_a_path_that_is_not_one_before_it_reads_the_executable():
+    # (an int would be opened as a file descriptor: the driver's picture written over stdout, then closed)
+    with pytest.raises(OperandError, match=re.escape("debug_dot: path must be a str or a path-like object, got int")):
+        cg.Executable.debug_dot(None, 1)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from . import seams
 if TYPE_CHECKING:
     from ..executable.profile import ProfileResult
 
-__all__ = ["REPR_MAX_NODES", "Drawing", "mimebundle", "render_dot", "write_picture"]
+__all__ = ["REPR_MAX_NODES", "Drawing", "check_path", "mimebundle", "render_dot", "write_picture"]
 
 #: Jupyter draws definitions of at most this many nodes (bodies included); larger ones are summarized.
 REPR_MAX_NODES = 400
@@ -60,6 +60,18 @@ def render_dot(dot: str, fmt: str = "svg") -> bytes:
     return data
 
 
+def check_path(path: Any, what: str) -> None:
+    """Refuse a ``path`` that is not a str or path-like (an int would be taken as a file descriptor).
+
+    Raises
+    ------
+    OperandError
+        Naming ``what``.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise OperandError(f"{what} must be a str or a path-like object, got {type(path).__name__}")
+
+
 def write_picture(path: str | os.PathLike[str], dot: str, mermaid: Any = None, fmt: str | None = None) -> Path:
     """Write a picture to ``path``; the format is ``fmt`` or the suffix (``.svg .png .pdf .dot .mmd``).
 
@@ -71,8 +83,7 @@ def write_picture(path: str | os.PathLike[str], dot: str, mermaid: Any = None, f
     OperandError
         ``path`` is not a str or path-like, or ``fmt`` not a str.
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise OperandError(f"draw: path must be a str or a path-like object, got {type(path).__name__}")
+    check_path(path, "draw: path")
     if fmt is not None and not isinstance(fmt, str):
         raise OperandError(f"draw: format must be a str, got {type(fmt).__name__}")
     out = Path(path)

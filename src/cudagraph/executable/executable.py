@@ -18,7 +18,7 @@ from typing import Any
 
 from ..definition.bindings import resolve_bindings
 from ..definition.diff import is_flat
-from ..definition.drawing import mimebundle
+from ..definition.drawing import check_path, mimebundle
 from ..definition.edits import watch
 from ..definition.graph import Graph
 from ..definition.nodes import Node
@@ -337,6 +337,7 @@ class Executable(Binding, Updating):
         pathlib.Path
             The file written.
         """
+        check_path(path, "debug_dot: path")
         self._require_open()
         drv = require_driver()
         flags = int(drv.CUgraphDebugDot_flags.CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE) if verbose else 0

@@ -26,7 +26,7 @@ from ..launch import register_path_target
 from .common import GraphCondition, add_kernel, check_callback, condition_of, instantiate, unsupported, write_dot
 from .definition import GraphDefinition
 
-__all__ = ["BUILDING", "GraphBuilder"]
+__all__ = ["BUILDING", "MAX_SPLIT", "GraphBuilder"]
 
 # Kinds of builder.
 _PRIMARY, _FORKED, _BODY = 0, 1, 2
@@ -44,6 +44,9 @@ _STATE_TEXT = {
     _CLOSED: "is closed (by close(), or joined into another builder by GraphBuilder.join)",
 }
 _STATE_NAME = {_NOT_STARTED: "not started", BUILDING: "building", _ENDED: "ended", _CLOSED: "closed"}
+#: The most builders one :meth:`GraphBuilder.split` makes (a guard against a runaway count: each
+#: fork is an object, and a count of 2**70 would fill the memory before failing).
+MAX_SPLIT = 1 << 16
 
 
 def _state_error(where: str, builder: GraphBuilder) -> OperandError:
@@ -150,6 +153,8 @@ class GraphBuilder:
             they are refused.
         """
         call = "GraphBuilder.begin_building"
+        if type(mode) is not str:  # (compared with strings below: an array's answer has no truth value)
+            raise OperandError(f"compat {call}: mode: expected 'relaxed', got {type(mode).__name__}")
         if mode != "relaxed":
             if mode in ("global", "thread_local"):
                 raise unsupported(
@@ -230,7 +235,8 @@ class GraphBuilder:
     def split(self, count: int) -> tuple[GraphBuilder, ...]:
         """``count`` builders that start after this builder's last op: this one first, then new forks.
 
-        Each fork must be joined back (:meth:`join`) before the builder it came from ends.
+        Each fork must be joined back (:meth:`join`) before the builder it came from ends. ``count``
+        is at most :data:`MAX_SPLIT` (a larger one is refused before any fork is made).
         """
         call = "compat GraphBuilder.split"
         try:
@@ -239,6 +245,8 @@ class GraphBuilder:
             raise OperandError(f"{call}: count: expected an int >= 2, got {type(count).__name__}") from None
         if n < 2:
             raise OperandError(f"{call}: count: expected an int >= 2, got {n}")
+        if n > MAX_SPLIT:
+            raise OperandError(f"{call}: count: at most {MAX_SPLIT} builders at once, got {n}")
         p = self._building("split")
         forks = tuple(
             GraphBuilder._made(_FORKED, BUILDING, p.graph, Path(p.graph, list(p._tail)), self._owner)

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from ...definition.condition import Condition
+from ...definition.drawing import check_path
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...errors import OperandError
@@ -161,6 +162,11 @@ def check_callback(call: str, fn: Any, user_data: Any) -> None:
 def instantiate(g: Graph, options: Any) -> Any:
     """Build ``g`` explicitly and instantiate it with cuda.core's ``GraphCompleteOptions`` (or ours)."""
     o = options if options is not None else GraphCompleteOptions()
+    if not all(hasattr(o, f) for f in GraphCompleteOptions.__slots__):  # cuda.core's own has the same fields
+        raise OperandError(
+            "compat instantiate: options must be a GraphCompleteOptions (cuda.core's or compat's), "
+            f"got {type(o).__name__}"
+        )
     return g.instantiate(
         upload_stream=o.upload_stream,
         auto_free_on_launch=o.auto_free_on_launch,
@@ -171,6 +177,7 @@ def instantiate(g: Graph, options: Any) -> Any:
 
 def write_dot(g: Graph, path: str, options: Any, call: str) -> None:
     """Write ``g`` in Graphviz dot to ``path``; ``options`` must set no flag (see :class:`GraphDebugPrintOptions`)."""
+    check_path(path, f"{call}: path")
     if options is not None:
         if not all(hasattr(options, f) for f in _DOT_FLAGS):
             raise unsupported(

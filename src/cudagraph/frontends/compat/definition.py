@@ -168,7 +168,11 @@ class GraphNode:
         call = "GraphNode.memcpy"
         _owner_check(call, dst_owner, dst, "dst")
         _owner_check(call, src_owner, src, "src")
-        node = self._def._g.memcpy(dst, src, operator.index(size), after=self._after())
+        try:
+            nbytes = operator.index(size)
+        except Exception:  # TypeError, or whatever a user __index__ raises
+            raise OperandError(f"compat {call}: size must be an integer, got {type(size).__name__}") from None
+        node = self._def._g.memcpy(dst, src, nbytes, after=self._after())
         self._def._keep(dst_owner, src_owner)
         return self._add(MemcpyNode, node)  # type: ignore[no-any-return]
 
@@ -179,7 +183,7 @@ class GraphNode:
             raise unsupported(call, "peer_access", "access from peer devices")
         if memory_type is not None and str(getattr(memory_type, "name", memory_type)).upper() not in ("DEVICE",):
             raise unsupported(call, "memory_type", f"{memory_type!r}; only device memory")
-        if device is not None and int(getattr(device, "device_id", device)) != 0:
+        if device is not None and _device_id(call, device) != 0:
             raise unsupported(call, "device", f"device {device!r}; allocations are made on the current device")
         return self._add(AllocNode, self._def._g.alloc(size, after=self._after()))  # type: ignore[no-any-return]
 
@@ -470,6 +474,14 @@ class GraphDefinition:
 
     def __repr__(self) -> str:
         return f"<compat GraphDefinition {len(self._g)} nodes>"
+
+
+def _device_id(call: str, device: Any) -> int:
+    """The ordinal of ``device`` (a cuda.core ``Device`` or an int), or the error naming ``call``'s ``device``."""
+    try:
+        return operator.index(getattr(device, "device_id", device))
+    except Exception:  # TypeError, or whatever a user __index__ raises
+        raise OperandError(f"compat {call}: device must be a Device or an int, got {type(device).__name__}") from None
 
 
 def _entry_method(name: str) -> Any:

@@ -187,6 +187,7 @@ def test_opaque_nodes_outside_the_ranges_stay():
         ({"x": np.zeros(4)}, OperandError, ["host memory", "ndarray"]),
         ({"x": (X, 64), "y": (X + 32, 64)}, OperandError, ["'x'", "overlaps", "'y'"]),
         ({"x": (0, 64)}, OperandError, ["non-null address"]),
+        ({"x": (X, 2**70)}, OperandError, ["ends past the 64-bit address space"]),
         ({"x": X}, OperandError, ["no known size", "(address, nbytes)"]),
         ({"x": "buffer"}, OperandError, ["str"]),
         ({"stream": (X, 64)}, DefinitionError, ["reserved"]),

@@ -112,6 +112,8 @@ def describe_memory(obj: Any, what: str) -> Memory:
         address, nbytes = int(obj[0]), int(obj[1])
         if address <= 0 or address >= 1 << 64 or nbytes <= 0:
             raise OperandError(f"{what}: (address, nbytes) needs a non-null address and a positive size, got {obj}")
+        if address + nbytes > 1 << 64:
+            raise OperandError(f"{what}: ({address:#x}, {nbytes}) ends past the 64-bit address space")
         return Memory(address, nbytes)
     if type(obj) is int:
         if obj <= 0 or obj >= 1 << 64:

@@ -63,9 +63,9 @@ VALUES = [
 Call = Callable[[cg.Graph, Any, Any], Any]
 
 
-def _kernel(g: cg.Graph) -> Any:
-    """The kernel node every graph of the sweep starts with (after the empty node ``a``)."""
-    return g.nodes[1]
+def _made(g: cg.Graph, kind: str = "kernel") -> Any:
+    """The node of ``kind`` that every graph of the sweep starts with (after the empty node ``a``)."""
+    return next(n for n in g.nodes if n.kind == kind)
 
 
 def _compat(f: Callable[[Any, Any, Any], Any]) -> Call:
@@ -93,7 +93,7 @@ CALLS: dict[str, Call] = {
     "kernel shared_mem": lambda g, a, v: g.kernel(K, 1, 32, (1,), shared_mem=v),
     "kernel cluster": lambda g, a, v: g.kernel(K, 4, 32, (1,), cluster=v),
     "kernel priority": lambda g, a, v: g.kernel(K, 4, 32, (1,), priority=v),
-    "kernel programmatic": lambda g, a, v: g.kernel(K, 4, 32, (1,), after=_kernel(g), programmatic=v),
+    "kernel programmatic": lambda g, a, v: g.kernel(K, 4, 32, (1,), after=_made(g), programmatic=v),
     "kernel cooperative": lambda g, a, v: g.kernel(K, 4, 32, (1,), cooperative=v),
     "kernel device": lambda g, a, v: g.kernel(K, 4, 32, (1,), device=v),
     "kernel kernel": lambda g, a, v: g.kernel(v, 4, 32, (1,)),
@@ -135,8 +135,8 @@ CALLS: dict[str, Call] = {
     "remove_edge": lambda g, a, v: g.remove_edge(v, a),
     "precede": lambda g, a, v: a.precede(v),
     "succeed": lambda g, a, v: a.succeed(v),
-    "update args": lambda g, a, v: _kernel(g).update(args=v),
-    "update grid": lambda g, a, v: _kernel(g).update(grid=v),
+    "update args": lambda g, a, v: _made(g).update(args=v),
+    "update grid": lambda g, a, v: _made(g).update(grid=v),
     "summary": lambda g, a, v: g.summary(v),
     "draw path": lambda g, a, v: g.draw(v),
     "draw format": lambda g, a, v: g.draw("never.written", v),
@@ -149,6 +149,14 @@ CALLS: dict[str, Call] = {
     "launch argument": lambda g, a, v: cg.launch(g.path(), Cfg(), K, v),
     "cg.memcpy nbytes": lambda g, a, v: cg.memcpy(g.path(), 0x1000, 0x2000, v),
     "cg.memset value": lambda g, a, v: cg.memset(g.path(), 0x1000, v, 4),
+    "cg.host fn": lambda g, a, v: cg.host(g.path(), v),
+    "cg.record event": lambda g, a, v: cg.record(g.path(), v),
+    "cg.wait event": lambda g, a, v: cg.wait(g.path(), v),
+    "path memset count": lambda g, a, v: g.path(after=a).memset(0x1000, 1, count=v, element_size=4),
+    "path kernel grid": lambda g, a, v: g.path(after=a).kernel(K, v, 32, (1,)),
+    "update memset value": lambda g, a, v: _made(g, "memset").update(value=v),
+    "update memcpy nbytes": lambda g, a, v: _made(g, "memcpy").update(nbytes=v),
+    "update name": lambda g, a, v: _made(g).update(name=v),
     "cg.fork": lambda g, a, v: cg.fork(v),
     "cg.join": lambda g, a, v: cg.join(g.path(), v),
     "compat launch config": _compat(lambda gd, e, v: gd.launch(v, K, 1)),
@@ -186,6 +194,8 @@ def test_hostile_values_get_a_typed_error_or_a_result(name: str, tmp_path: Any, 
         g = cg.Graph("sweep")
         a = g.empty(name="a")
         g.kernel(K, 1, 32, (1,), after=a)
+        g.memset(0x1000, 1, count=4, element_size=4, after=a)
+        g.memcpy(0x1000, 0x2000, nbytes=16, after=a)
         before = (len(g), g.num_edges)
         try:
             call(g, a, v)

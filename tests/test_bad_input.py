@@ -334,6 +334,12 @@ CPU_CASES: list[Case] = [
     ("param-coerce-wrong", lambda g, n: g.param("q", np.int32).coerce("x"), OperandError, ("param 'q'", "int32")),
     ("param-coerce-overflow", lambda g, n: g.param("q", np.int8).coerce(1000), OperandError, ("param 'q'",)),
     ("param-pointer-float", lambda g, n: g.param("p").coerce(1.5), OperandError, ("param 'p'", "float")),
+    # (numpy would make an array of a sequence, NaN of None and parse a string: none is a scalar)
+    ("param-coerce-tuple", lambda g, n: g.param("q", np.float32).coerce((1.0,)), OperandError, ("got tuple",)),
+    ("param-coerce-array", lambda g, n: g.param("q", np.float32).coerce(np.ones(2)), OperandError, ("got ndarray",)),
+    ("param-coerce-none", lambda g, n: g.param("q", np.float32).coerce(None), OperandError, ("got NoneType",)),
+    ("param-coerce-str", lambda g, n: g.param("q", np.float32).coerce("1.0"), OperandError, ("got str",)),
+    ("instantiate-flag", lambda g, n: g.instantiate(device_launch=np.ones(2)), OperandError, ("device_launch", "bool")),
     # node updates on the definition
     (
         "update-unknown-keyword",

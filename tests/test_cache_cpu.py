@@ -22,7 +22,7 @@ import cudagraph.executable.updating as _updating
 from cudagraph.definition import diff as _diff
 from cudagraph.definition.diff import has_bodies, node_state, same_value
 from cudagraph.definition.nodes import ChildGraphNode, EmptyNode, KernelNode, MemcpyNode, MemsetNode
-from cudagraph.errors import DefinitionError, OperandError
+from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError
 from cudagraph.executable import compare as _compare
 from cudagraph.executable.executable import Executable, UpdateResult
 from cudagraph.executable.updating import _moved_users, _NodeMap
@@ -399,10 +399,12 @@ def test_update_unchanged_and_per_node(stub):
     assert exe.update_calls == 2
     # The node map follows the definition run now, and only that one.
     assert exe.driver_node(g2.nodes[7]) == "d7"
-    with pytest.raises(KeyError):
+    with pytest.raises(NodeNotFoundError, match=r"^kernel#7 'kernel' is not a node of the executable of "):
         exe.driver_node(g1.nodes[7])
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError):  # (a KeyError too)
         exe.driver_node(same.nodes[7])
+    with pytest.raises(NodeNotFoundError, match=r"^None is not a node of the executable"):
+        exe[None]
     assert exe[g2.nodes[0]].node is g2.nodes[0]
     assert exe.update(chain(args)) == UpdateResult("unchanged")
 

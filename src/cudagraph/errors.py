@@ -20,6 +20,7 @@ __all__ = [
     "DefinitionError",
     "CycleError",
     "ForeignNodeError",
+    "NodeNotFoundError",
     "DuplicateEdgeError",
     "OperandError",
     "KernelArgumentError",
@@ -56,6 +57,16 @@ class CycleError(DefinitionError):
 
 class ForeignNodeError(DefinitionError):
     """A node, edge or condition that belongs to another graph was used."""
+
+
+class NodeNotFoundError(CudaGraphError, KeyError):
+    """A node that is not a node of the executable it was looked up in (``exe[node]``, ``exe.driver_node``).
+
+    A ``KeyError`` too, as for a look-up in a mapping; its message reads as written (not quoted).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class DuplicateEdgeError(DefinitionError):

@@ -544,7 +544,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         Raises
         ------
         DefinitionError, OperandError, KernelArgumentError
-            The definition is not valid.
+            The definition is not valid (or a flag is not a bool, the backend not a str).
         DriverError
             A driver call failed; the message names the call and the node.
         DriverUnavailableError
@@ -559,6 +559,14 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         about 3 µs). The definition keeps every edge; reading the driver graph
         back shows the others only.
         """
+        for flag, value in (
+            ("auto_free_on_launch", auto_free_on_launch),
+            ("device_launch", device_launch),
+            ("use_node_priority", use_node_priority),
+        ):
+            if not isinstance(value, (bool, np.bool_)):  # (each is tested for its truth)
+                got = type(value).__name__
+                raise OperandError(f"Graph {self.name!r}: instantiate: {flag} must be a bool, got {got}")
         if not auto_free_on_launch and (self._special or not is_flat(self)):  # allocations count in _special
             unfreed = self._unfreed_allocs()
             if unfreed:

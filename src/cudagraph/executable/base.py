@@ -19,7 +19,7 @@ from ..definition.nodes import ChildGraphNode, KernelNode, Node
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
-from ..errors import ExecutableClosedError
+from ..errors import ExecutableClosedError, NodeNotFoundError
 from ..materialize.explicit import LoweredGraph, Lowering
 from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from ..ops.node_update import set_node_params
@@ -121,13 +121,15 @@ class ExecutableBase:
 
         Raises
         ------
-        KeyError
-            The node is not a node of this executable.
+        NodeNotFoundError
+            The node is not a node of this executable (a ``KeyError`` too).
         """
         self._require_open()
         entry = self._lowered.all_nodes.get(id(node))
         if entry is None or entry[0] is not node:
-            raise KeyError(f"{getattr(node, 'label', node)!r} is not a node of the executable of {self.graph.name!r}")
+            label = getattr(node, "label", None)
+            what = label if isinstance(label, str) else repr(node)
+            raise NodeNotFoundError(f"{what} is not a node of the executable of {self.graph.name!r}")
         return entry[1]
 
     def _context(self) -> Any:

@@ -81,6 +81,8 @@ CALLS = {
     "instantiate upload_stream": lambda g, exe, kn, ms, v: g.instantiate(p=buf, upload_stream=v).close(),
     "run stream": lambda g, exe, kn, ms, v: g.run(v, p=buf),
     "run pointer": lambda g, exe, kn, ms, v: g.run(s, p=v),
+    "cache get graph": lambda g, exe, kn, ms, v: cg.ExecutableCache().get(v),
+    "cache get pointer": lambda g, exe, kn, ms, v: cg.ExecutableCache().get(g, p=v),
 }
 
 for name, call in CALLS.items():
@@ -119,6 +121,6 @@ def test_hostile_values_at_the_executable_layer_get_a_typed_error_or_a_result(tm
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "swept 19 calls x 21 values" in r.stdout, r.stdout + r.stderr
+    assert "swept 21 calls x 21 values" in r.stdout, r.stdout + r.stderr
     leaks = [line for line in r.stdout.splitlines() if line.startswith("LEAK")]
     assert not leaks, "\n".join(leaks)

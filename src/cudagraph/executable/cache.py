@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from ..definition.graph import Graph
 from ..errors import OperandError
 from .compare import topology_signature
 
 if TYPE_CHECKING:
-    from ..definition.graph import Graph
     from .executable import Executable
 
 __all__ = ["ExecutableCache"]
@@ -72,7 +72,14 @@ class ExecutableCache:
         Returns
         -------
         Executable
+
+        Raises
+        ------
+        OperandError
+            ``graph`` is not a :class:`~cudagraph.Graph`.
         """
+        if not isinstance(graph, Graph):
+            raise OperandError(f"ExecutableCache.get: graph must be a Graph, got {type(graph).__name__}")
         key = topology_signature(graph)
         last = self._last
         # The shape of the previous call first: an equality test, where a lookup hashes the signature.

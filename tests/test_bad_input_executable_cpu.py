@@ -1,7 +1,8 @@
 """The executable layer given hostile values, on the CPU: under a fake ``libcuda.so.1`` (``bench/fake_driver``).
 
-``g.instantiate()``, ``exe.bind``, ``exe.launch``, ``exe[node]``, ``exe.update``, ``g.run`` and the node views
-run for real over a driver whose calls do nothing, in a fresh interpreter. Each call gets values of the wrong
+``g.instantiate()``, ``exe.bind``, ``exe.launch``, ``exe[node]``, ``exe.update``, ``g.run``, the node views,
+the cache and stream launches (``cg.launch``, ``cg.memcpy``, ``cg.memset``) run for real over a driver whose
+calls do nothing, in a fresh interpreter (both ways where ``CUDAGRAPH_NO_C_ENTRY`` is set). Each call gets values of the wrong
 type, out of range, of no truth value, huge, of another graph, and an object whose conversions raise; it must
 succeed or raise a :class:`~cudagraph.errors.CudaGraphError` (the hostile object's own exception may pass
 through). A sweep like this one found a float parameter bound to ``(1.0,)`` reaching ``struct.pack``.
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SWEEP = r"""
 import numpy as np
-from cuda.core import Device, ObjectCode
+from cuda.core import Device, LaunchConfig, ObjectCode
 import cudagraph as cg
 from cudagraph.errors import CudaGraphError
 
@@ -33,6 +34,7 @@ dev.set_current()
 s = dev.create_stream()
 k = ObjectCode.from_cubin(b"\0" * 64).get_kernel("inc")
 buf = dev.allocate(1 << 12, stream=s)
+cfg = LaunchConfig(grid=1, block=32)
 
 
 class Hostile:
@@ -81,6 +83,11 @@ CALLS = {
     "instantiate upload_stream": lambda g, exe, kn, ms, v: g.instantiate(p=buf, upload_stream=v).close(),
     "run stream": lambda g, exe, kn, ms, v: g.run(v, p=buf),
     "run pointer": lambda g, exe, kn, ms, v: g.run(s, p=v),
+    "cg.launch stream": lambda g, exe, kn, ms, v: cg.launch(v, cfg, k, buf, np.float32(1), np.int32(4)),
+    "cg.launch config": lambda g, exe, kn, ms, v: cg.launch(s, v, k, buf, np.float32(1), np.int32(4)),
+    "cg.launch argument": lambda g, exe, kn, ms, v: cg.launch(s, cfg, k, buf, v, np.int32(4)),
+    "cg.memcpy nbytes": lambda g, exe, kn, ms, v: cg.memcpy(s, buf, buf, v),
+    "cg.memset value": lambda g, exe, kn, ms, v: cg.memset(s, buf, v, 4),
     "cache get graph": lambda g, exe, kn, ms, v: cg.ExecutableCache().get(v),
     "cache get pointer": lambda g, exe, kn, ms, v: cg.ExecutableCache().get(g, p=v),
 }
@@ -121,6 +128,6 @@ def test_hostile_values_at_the_executable_layer_get_a_typed_error_or_a_result(tm
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "swept 21 calls x 21 values" in r.stdout, r.stdout + r.stderr
+    assert "swept 26 calls x 21 values" in r.stdout, r.stdout + r.stderr
     leaks = [line for line in r.stdout.splitlines() if line.startswith("LEAK")]
     assert not leaks, "\n".join(leaks)

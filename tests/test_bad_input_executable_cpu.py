@@ -2,10 +2,11 @@
 
 ``g.instantiate()``, ``exe.bind``, ``exe.launch``, ``exe[node]``, ``exe.update``, ``g.run``, the node views,
 the cache and stream launches (``cg.launch``, ``cg.memcpy``, ``cg.memset``) run for real over a driver whose
-calls do nothing, in a fresh interpreter (both ways where ``CUDAGRAPH_NO_C_ENTRY`` is set). Each call gets values of the wrong
-type, out of range, of no truth value, huge, of another graph, and an object whose conversions raise; it must
-succeed or raise a :class:`~cudagraph.errors.CudaGraphError` (the hostile object's own exception may pass
-through). A sweep like this one found a float parameter bound to ``(1.0,)`` reaching ``struct.pack``.
+calls do nothing, in a fresh interpreter (the Python twins where ``CUDAGRAPH_NO_C_ENTRY`` is set). Each call
+gets values of the wrong type, out of range, of no truth value, huge, of another graph, and an object whose
+conversions raise; it must succeed or raise a :class:`~cudagraph.errors.CudaGraphError` (the hostile object's
+own exception may pass through). A sweep like this one found a float parameter bound to ``(1.0,)`` reaching
+``struct.pack``.
 """
 
 from __future__ import annotations

@@ -137,7 +137,10 @@ def test_debug_dot_print_writes_the_dot(tmp_path):
         (lambda gd: gd.launch({"grid": 1}, K), "cudagraph.GraphDefinition.launch: config: expected a cuda.core"),
         (lambda gd: gd.launch(CFG, "k"), "cudagraph.GraphDefinition.launch: kernel: expected a cuda.core Kernel"),
         (lambda gd: gd.memcpy(0x1000, 0x2000, None), "compat GraphNode.memcpy: size must be an integer, got NoneType"),
-        (lambda gd: gd.allocate(64, device="x"), "GraphNode.allocate: device must be a Device or an int, got str"),
+        (
+            lambda gd: gd.allocate(64, device="x"),
+            "compat GraphNode.allocate: device must be a cuda.core Device or an int ordinal, got str",
+        ),
         (lambda gd: gd.debug_dot_print(1), "GraphDefinition.debug_dot_print: path must be a str or a path-like object"),
         (lambda gd: gd.instantiate(3), "compat instantiate: options must be a GraphCompleteOptions"),
     ],

@@ -216,8 +216,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
 
     def _link(self, src: Node, dst: Node, port: str | None) -> None:
         """The checks and the change of :meth:`add_edge` that must see no other edit (under the lock)."""
-        if self._succs_upto != len(self._nodes):  # (the nodes added since, folded first)
-            self._fold()
+        self._fold()
         edges = self._edges_now()
         if (src, dst) in edges:
             raise DuplicateEdgeError(f"add_edge: {src.label} -> {dst.label} exists already")
@@ -260,8 +259,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
 
     def _unlink(self, src: Node, dst: Node) -> None:
         """The check and the change of :meth:`remove_edge` (under the lock)."""
-        if self._succs_upto != len(self._nodes):  # (the nodes added since, folded first)
-            self._fold()
+        self._fold()
         edges = self._edges_now()
         if (src, dst) not in edges:
             raise DefinitionError(f"remove_edge: there is no edge {src.label} -> {dst.label}")

@@ -147,16 +147,17 @@ class Param:
             return ptr
         if isinstance(value, (bool, np.bool_)) and self.dtype.kind != "b":
             raise OperandError(f"param {self.name!r}: expected {self.dtype}, got bool")
-        if value is None or isinstance(value, (str, bytes)):  # (numpy reads None as NaN and parses strings)
-            raise OperandError(f"param {self.name!r}: expected a {self.dtype} scalar, got {type(value).__name__}")
-        try:
-            out = self.dtype.type(value)
-        except Exception as exc:  # TypeError, ValueError, OverflowError, or a user __float__'s own
+        out: Any = None
+        failed: Exception | None = None
+        if value is not None and not isinstance(value, (str, bytes)):  # (numpy reads None as NaN, parses strings)
+            try:
+                out = self.dtype.type(value)
+            except Exception as exc:  # TypeError, ValueError, OverflowError, or a user __float__'s own
+                failed = exc
+        if type(out) is not self.dtype.type:  # (a sequence or an array of several gives an array)
             raise OperandError(
                 f"param {self.name!r}: expected a {self.dtype} scalar, got {type(value).__name__}"
-            ) from exc
-        if type(out) is not self.dtype.type:  # a sequence or an array of several gives an array
-            raise OperandError(f"param {self.name!r}: expected a {self.dtype} scalar, got {type(value).__name__}")
+            ) from failed
         if isinstance(value, np.generic) and value.dtype.itemsize != self.dtype.itemsize:
             raise OperandError(
                 f"param {self.name!r}: expected {self.dtype.itemsize}-byte {self.dtype}, "

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from ..definition import diff as _diff
-from ..definition.nodes import KernelNode, Node
+from ..definition.nodes import Node
 
 if TYPE_CHECKING:
     from ..definition.graph import Graph
@@ -35,22 +35,13 @@ __all__ = ["diff_states", "nodes_signature", "topology_signature"]
 
 
 def _layout() -> Any:
-    """The compiled ``Layout`` (made on first use: ``import cudagraph`` loads no driver module), or ``None``.
-
-    It also diffs fills and 1-D copies where :func:`cudagraph.definition.diff.node_state` records their
-    states as the tuples of the slots the compiled module reads, in its order (a per-node update of a
-    chain of fills, fake driver, CPU: 0.75 -> 0.21 µs a node).
-    """
+    """The compiled ``Layout`` (:func:`cudagraph.ops.compiled_kinds.compiled_layout`), or ``None``; kept in
+    :data:`_LAYOUT` once asked for."""
     global _LAYOUT, _layout_ready
     if not _layout_ready:
-        from ..driver.c_entry import NATIVE, NATIVE_SLOTS
-        from ..ops.compiled_kinds import compiled_classes
+        from ..ops.compiled_kinds import compiled_layout
 
-        _LAYOUT = None if NATIVE is None else NATIVE.Layout(KernelNode, Node)
-        memset_cls, memcpy_cls = compiled_classes()[:2]
-        pairs = ((memset_cls, "memset_node"), (memcpy_cls, "memcpy_node"))
-        if _LAYOUT is not None and all(_diff.state_fields(cls) == NATIVE_SLOTS[role] for cls, role in pairs):
-            _LAYOUT.simple(memset_cls, memcpy_cls)
+        _LAYOUT = compiled_layout()
         _layout_ready = True
     return _LAYOUT
 

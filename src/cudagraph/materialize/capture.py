@@ -24,12 +24,13 @@ from typing import Any, overload
 
 from ..definition.bindings import node_params_uses
 from ..definition.graph import Graph
-from ..definition.nodes import KernelNode, Node
+from ..definition.nodes import Node
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import capture_dependencies, set_capture_dependencies
 from ..errors import UnsupportedError
+from ..ops.compiled_kinds import compiled_layout
 from ..ops.lower_state import LowerState
 from ..ops.registry import ops_for
 from .capture_region import pause_collector, resume_collector
@@ -138,18 +139,10 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
     return _union([exits[n.index] for n in _leaves(graph)])
 
 
-#: The compiled ``Layout`` that :func:`_leaves` asks (made on first use; ``None`` without the module).
-_LAYOUT: list[Any] = []
-
-
 def _leaves(graph: Graph) -> list[Node]:
     """``graph.leaves()``, from C where the compiled ``Layout`` reads the nodes (``Layout.sinks``: a 1000-node
     chain, CPU, 52 -> 6 ns a node; the Python twin walks every predecessor list)."""
-    if not _LAYOUT:
-        from ..driver.c_entry import NATIVE
-
-        _LAYOUT.append(None if NATIVE is None else NATIVE.Layout(KernelNode, Node))
-    layout = _LAYOUT[0]
+    layout = compiled_layout()
     if layout is not None:
         out = layout.sinks(graph._nodes)
         if out is not None:

@@ -15,13 +15,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ..definition import diff as _diff
+from ..definition.nodes import KernelNode, Node
 from ..definition.param import Param
 from ..definition.param_offset import ParamAt
-from ..driver.c_entry import c_address
+from ..driver.c_entry import NATIVE, NATIVE_SLOTS, c_address
 from .operands import LOWEST_VALID_ADDRESS
 from .registry import OPS
 
-__all__ = ["ROLES", "STREAM_CALLS", "add_simple_kinds", "add_stream_kinds", "compiled_classes"]
+__all__ = ["ROLES", "STREAM_CALLS", "add_simple_kinds", "add_stream_kinds", "compiled_classes", "compiled_layout"]
 
 #: What the compiled loop can write, in the order ``KernelLoop.simple`` takes the node classes.
 ROLES = ("memset", "memcpy", "empty")
@@ -44,6 +46,24 @@ def compiled_classes() -> tuple[type, ...]:
     """The node class of each of :data:`ROLES` (the one kind whose ops declare it as ``compiled``)."""
     by_role = {ops.compiled: cls for cls, ops in OPS.items() if ops.compiled is not None}
     return tuple(by_role[role] for role in ROLES)
+
+
+@functools.cache  # (made on first use: ``import cudagraph`` loads no driver module)
+def compiled_layout() -> Any:
+    """The compiled ``Layout`` that reads the definition's nodes (signatures, diffs, sinks), or ``None``.
+
+    It also diffs fills and 1-D copies where :func:`cudagraph.definition.diff.node_state` records their
+    states as the tuples of the slots the compiled module reads, in its order (a per-node update of a
+    chain of fills, fake driver, CPU: 0.75 -> 0.21 µs a node).
+    """
+    if NATIVE is None:
+        return None
+    layout = NATIVE.Layout(KernelNode, Node)
+    memset_cls, memcpy_cls = compiled_classes()[:2]
+    pairs = ((memset_cls, "memset_node"), (memcpy_cls, "memcpy_node"))
+    if all(_diff.state_fields(cls) == NATIVE_SLOTS[role] for cls, role in pairs):
+        layout.simple(memset_cls, memcpy_cls)
+    return layout
 
 
 def add_simple_kinds(loop: Any, ctx: Any, bindings: dict[str, Any] | None = None) -> None:

@@ -7,9 +7,10 @@ add entry points. Nothing touches the driver until ``instantiate()``.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
+from ...definition.core import check_size
+from ...definition.devices import device_ordinal
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...errors import OperandError
@@ -168,11 +169,7 @@ class GraphNode:
         call = "GraphNode.memcpy"
         _owner_check(call, dst_owner, dst, "dst")
         _owner_check(call, src_owner, src, "src")
-        try:
-            nbytes = operator.index(size)
-        except Exception:  # TypeError, or whatever a user __index__ raises
-            raise OperandError(f"compat {call}: size must be an integer, got {type(size).__name__}") from None
-        node = self._def._g.memcpy(dst, src, nbytes, after=self._after())
+        node = self._def._g.memcpy(dst, src, check_size(size, f"compat {call}", "size"), after=self._after())
         self._def._keep(dst_owner, src_owner)
         return self._add(MemcpyNode, node)  # type: ignore[no-any-return]
 
@@ -183,7 +180,7 @@ class GraphNode:
             raise unsupported(call, "peer_access", "access from peer devices")
         if memory_type is not None and str(getattr(memory_type, "name", memory_type)).upper() not in ("DEVICE",):
             raise unsupported(call, "memory_type", f"{memory_type!r}; only device memory")
-        if device is not None and _device_id(call, device) != 0:
+        if device is not None and device_ordinal(device, f"compat {call}") != 0:
             raise unsupported(call, "device", f"device {device!r}; allocations are made on the current device")
         return self._add(AllocNode, self._def._g.alloc(size, after=self._after()))  # type: ignore[no-any-return]
 
@@ -474,14 +471,6 @@ class GraphDefinition:
 
     def __repr__(self) -> str:
         return f"<compat GraphDefinition {len(self._g)} nodes>"
-
-
-def _device_id(call: str, device: Any) -> int:
-    """The ordinal of ``device`` (a cuda.core ``Device`` or an int), or the error naming ``call``'s ``device``."""
-    try:
-        return operator.index(getattr(device, "device_id", device))
-    except Exception:  # TypeError, or whatever a user __index__ raises
-        raise OperandError(f"compat {call}: device must be a Device or an int, got {type(device).__name__}") from None
 
 
 def _entry_method(name: str) -> Any:

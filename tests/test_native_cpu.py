@@ -617,7 +617,7 @@ def test_compiled_signature_equals_the_definition_layers():
         for _ in range(8):
             g = random_graph(rng, size, K1, (0x9000, np.float32(1.0), np.int32(32)))
             assert _compare.topology_signature(g) == _diff.topology_signature(g)
-    assert _compare._LAYOUT.signature([object()], set()) is None  # not a node: signed in Python
+    assert _compare._LAYOUT.signature([object()], ()) is None  # not a node: signed in Python
 
 
 @needs_native
@@ -639,7 +639,7 @@ def test_compiled_signature_of_kernel_only_graphs_equals_the_definition_layers()
         assert sig == _diff.topology_signature(g) and len(sig) == size + g.num_edges
         if size:
             nodes[-1]._preds.append("not a node")  # a predecessor that is not a node: signed in Python
-            assert _compare._LAYOUT.signature(g._nodes, _compare._FLAT) is None
+            assert _compare._LAYOUT.signature(g._nodes, _compare._FLAT_TYPES) is None
             nodes[-1]._preds.pop()
             g.empty(after=nodes[-1])
             assert _compare.topology_signature(g) == _diff.topology_signature(g)

@@ -398,10 +398,9 @@ def hnode(g: cg.Graph, index: int, preds: list[Node]) -> HNode:
     shape=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 30), max_size=3)), min_size=1, max_size=8),
     plan=plans,
     target=targets,
+    known=st.booleans(),
 )
-# A type lookup puts a node with nested bodies where a kernel node was checked: not signed as a flat one.
-@example(shape=[(False, []), (True, [0])], plan={1: "nested"}, target=0)
-def test_signature_is_the_python_twins_or_none(shape, plan, target):
+def test_signature_is_the_python_twins_or_none_and_runs_no_python_code(shape, plan, target, known):
     g = cg.Graph()
     nodes: list[Any] = []
     for i, (hostile, preds) in enumerate(shape):
@@ -412,23 +411,19 @@ def test_signature_is_the_python_twins_or_none(shape, plan, target):
             nodes.append(g.kernel(K, 1, 32, (0x9000,)))
             nodes[-1].index = i
             nodes[-1]._preds[:] = ps
-    child = ChildGraphNode.__new__(ChildGraphNode)
-    child.graph, child.index, child.name, child._preds = g, 0, "c", []
-    child.body = cg.Graph()
     layout = native.Layout(KernelNode, Node)
-    flat = {HNode}
-    chaos = arm(plan, target, graph_nodes=list(nodes), nodes=nodes, child=child)
+    # HNode's hash and __eq__ run hostile code: the types are compared by identity, so they never run.
+    flat = (ChildGraphNode, HNode) if known else (ChildGraphNode,)
+    chaos = arm(plan, target, graph_nodes=list(nodes), nodes=nodes)
     try:
         sig = layout.signature(nodes, flat)
-    except TYPED:
-        assert chaos.fired
-        return
     finally:
         chaos.armed = False
-    if sig is None:
-        assert chaos.fired
-        return
-    assert sig == _diff.topology_signature(FakeGraph(nodes))  # type: ignore[arg-type]
+    assert not chaos.fired
+    if not known and any(type(n) is HNode for n in nodes):
+        assert sig is None  # a type not listed: signed in Python
+    else:
+        assert sig == _diff.topology_signature(FakeGraph(nodes))  # type: ignore[arg-type]
 
 
 @FUZZ

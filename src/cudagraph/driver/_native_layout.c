@@ -2,14 +2,14 @@
  * Layout: comparing rebuilt definitions with recorded ones, for ExecutableCache and Executable.update.
  *
  * Python twins (see cudagraph.driver.c_entry): signature, cudagraph.definition.diff.topology_signature;
- * diff, cudagraph.definition.diff.diff_states; sinks, cudagraph.definition.graph.Graph.leaves. The nodes are read through their __slots__
- * (NATIVE_SLOTS "kernel_node" and "node", resolved on the classes given at construction, once).
+ * diff, cudagraph.definition.diff.diff_states; sinks, cudagraph.definition.graph.Graph.leaves. The nodes
+ * are read through their __slots__ (NATIVE_SLOTS "kernel_node" and "node", resolved on the classes given at
+ * construction, once).
  *
- * Python code can run in the middle of both loops: a node type's or an argument type's __hash__ and
- * __eq__ (set lookups) and the collector (allocating a tuple). So the nodes and tuples in use are held
- * across those calls, list lengths are read again after them, and the second pass of signature checks
- * again everything the first pass counted, and that each node is of the type checked at its position;
- * where the graph changed under it, it answers None (the caller signs in Python).
+ * Python code can run in the middle of the loops: an argument type's __hash__ and __eq__ (set lookups in
+ * diff) and the collector (allocating a tuple). So the nodes and tuples in use are held across those
+ * calls and list lengths are read again after them; where the graph changed under it, the answer is None
+ * (the caller compares in Python). signature compares types by identity and runs no Python code.
  */
 #include "_native.h"
 
@@ -90,63 +90,85 @@ PyDoc_STRVAR(layout_signature_doc,
              "The topology signature of a graph whose nodes (in creation order) are the list `nodes`:\n"
              "per node its type, then the index of each predecessor, in one flat tuple (as\n"
              "cudagraph.definition.diff.topology_signature makes it). None when a node's type is neither the\n"
-             "kernel type nor in the set `flat_types` (types without nested bodies), or when the list\n"
-             "or a node's predecessors changed while it was read (Python code run by a type's __hash__).");
+             "kernel type nor one of the tuple `flat_types` (types without nested bodies, compared by\n"
+             "identity), or a node is not read through the node slots. Runs no Python code.");
 
-/* Release the types held by position (NULL items: none), then the array. */
-static void
-release_types(PyObject **types, Py_ssize_t count)
+/* Whether `t` is one of the types of the tuple `flat` (by identity: no Python code runs). */
+static int
+is_flat(PyObject *flat, PyTypeObject *t)
 {
-    if (types == NULL)
-        return;
-    for (Py_ssize_t i = 0; i < count; i++)
-        Py_XDECREF(types[i]);
-    PyMem_Free(types);
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(flat); k++)
+        if (PyTuple_GET_ITEM(flat, k) == (PyObject *)t)
+            return 1;
+    return 0;
+}
+
+/* How far ahead of the node read the nodes are prefetched: the nodes of a large graph lie beyond the caches
+ * and the loop reads too little of each to hide the wait (bench/construction.py --cpu --big, signature at
+ * N = 100,000: 0.062 µs a node read in two passes without them, 0.045 in one pass with them). */
+#define SIGN_AHEAD 8
+
+/* Release the first `count` references of `items`, then the array. */
+static void
+release_items(PyObject **items, Py_ssize_t count)
+{
+    for (Py_ssize_t k = 0; k < count; k++)
+        Py_DECREF(items[k]);
+    PyMem_Free(items);
 }
 
 static PyObject *
 layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyAnySet_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "signature(nodes: list, flat_types: set)");
+    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyTuple_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "signature(nodes: list, flat_types: tuple)");
         return NULL;
     }
     if (self->kernel_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
         return NULL;
     }
-    PyObject *nodes = argv[0], *flat = argv[1], *out = NULL;
-    Py_ssize_t count = PyList_GET_SIZE(nodes), total = count;
-    /* The type found in `flat_types` at each position (held; NULL: the kernel type), made at the first
-     * set lookup: a lookup may run Python code, which may put a node of another kind at a position
-     * already checked, so the second pass compares each node's type with the one checked there. */
-    PyObject **types = NULL;
-    /* First pass: check every node and count its predecessors (the tuple is made at its size). */
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (i >= PyList_GET_SIZE(nodes)) /* shortened by the Python code a __hash__ ran */
-            goto changed;
-        PyObject *node = PyList_GET_ITEM(nodes, i);
-        PyObject *t = (PyObject *)Py_TYPE(node);
-        if (t != (PyObject *)self->kernel_type) {
-            if (types == NULL && (types = PyMem_Calloc((size_t)count, sizeof(PyObject *))) == NULL) {
-                PyErr_NoMemory();
-                return NULL;
+    PyObject *nodes = argv[0], *flat = argv[1];
+    /* One pass over the nodes, each item of the answer (a type, a predecessor's index) held in `items` as it
+     * is read, so no node is read twice; room for a chain (one predecessor a node) is asked for first. The
+     * tuple is made at the count found and the references move into it. */
+    Py_ssize_t cap = 2 * PyList_GET_SIZE(nodes) + 8, total = 0;
+    PyObject **items = PyMem_Malloc((size_t)cap * sizeof(PyObject *)), *out;
+    if (items == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        if (i + 2 * SIGN_AHEAD < PyList_GET_SIZE(nodes)) {
+            /* Two stages: a node's object, then (read from it) its predecessor list and its index. */
+            PyObject *far = PyList_GET_ITEM(nodes, i + 2 * SIGN_AHEAD);
+            PyObject *next = PyList_GET_ITEM(nodes, i + SIGN_AHEAD);
+            __builtin_prefetch(far);
+            __builtin_prefetch((char *)far + self->nd.preds);
+            if (is_node(self, next)) {
+                __builtin_prefetch(SLOT(next, self->nd.preds));
+                __builtin_prefetch(SLOT(next, self->nd.index));
             }
-            Py_INCREF(node); /* the set lookup may run Python code (a metaclass's __hash__ or __eq__) */
-            Py_INCREF(t);
-            int known = PySet_Contains(flat, t);
-            int same = i < PyList_GET_SIZE(nodes) && PyList_GET_ITEM(nodes, i) == node;
-            Py_DECREF(node);
-            Py_XSETREF(types[i], t); /* (a position is looked up once: nothing is released here) */
-            if (known < 0)
-                goto error;
-            if (!known || !same)
-                goto changed;
         }
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        PyTypeObject *t = Py_TYPE(node);
+        if (t != self->kernel_type && !is_flat(flat, t))
+            goto changed;
         Py_ssize_t n = node_preds(self, node);
         if (n < 0)
             goto changed;
-        total += n;
+        if (total + 1 + n > cap) {
+            Py_ssize_t more = cap + cap / 2 + 1 + n;
+            PyObject **grown = PyMem_Realloc(items, (size_t)more * sizeof(PyObject *));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            items = grown;
+            cap = more;
+        }
+        items[total++] = Py_NewRef((PyObject *)t);
+        PyObject *preds = SLOT(node, self->nd.preds);
+        for (Py_ssize_t j = 0; j < n; j++)
+            items[total++] = Py_NewRef(SLOT(PyList_GET_ITEM(preds, j), self->nd.index));
     }
     int collecting = PyGC_Disable(); /* the collector would run Python code (finalizers) */
     out = PyTuple_New(total);
@@ -154,38 +176,14 @@ layout_signature(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         PyGC_Enable();
     if (out == NULL)
         goto error;
-    /* Second pass. Where no Python code ran since the first (no set lookup: kernel nodes only), the nodes
-     * are those just checked; else they are checked again, and must fit what was counted. */
-    Py_ssize_t at = 0;
-    if (types != NULL && PyList_GET_SIZE(nodes) != count)
-        goto changed;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *node = PyList_GET_ITEM(nodes, i);
-        Py_ssize_t n;
-        if (types == NULL) {
-            n = PyList_GET_SIZE(SLOT(node, self->nd.preds));
-        } else {
-            PyObject *checked = types[i] != NULL ? types[i] : (PyObject *)self->kernel_type;
-            n = (PyObject *)Py_TYPE(node) == checked ? node_preds(self, node) : -1;
-        }
-        if (n < 0 || n > total - at - 1)
-            goto changed;
-        PyTuple_SET_ITEM(out, at++, Py_NewRef((PyObject *)Py_TYPE(node)));
-        PyObject *preds = SLOT(node, self->nd.preds);
-        for (Py_ssize_t j = 0; j < n; j++)
-            PyTuple_SET_ITEM(out, at++, Py_NewRef(SLOT(PyList_GET_ITEM(preds, j), self->nd.index)));
-    }
-    if (at == total) {
-        release_types(types, count); /* (may run Python code: the answer is made) */
-        return out;
-    }
-changed: /* the graph changed while it was read: the items not set are NULL, which a tuple releases */
-    Py_XDECREF(out);
-    release_types(types, count);
+    memcpy(((PyTupleObject *)out)->ob_item, items, (size_t)total * sizeof(PyObject *)); /* the references move */
+    PyMem_Free(items);
+    return out;
+changed: /* a node not read through the slots, or of a type signed in Python */
+    release_items(items, total);
     Py_RETURN_NONE;
 error:
-    Py_XDECREF(out);
-    release_types(types, count);
+    release_items(items, total);
     return NULL;
 }
 

@@ -51,10 +51,13 @@ _layout_ready = False
 #: Node classes without nested bodies, and those with (a graph holding one is signed in Python).
 _FLAT: set[type] = set()
 _NESTED: set[type] = set()
+#: :data:`_FLAT` as the tuple ``Layout.signature`` reads (it compares types by identity).
+_FLAT_TYPES: tuple[type, ...] = ()
 
 
 def _learn(graph: Graph) -> bool:
     """Classify the node classes of ``graph``; ``True`` when none has nested bodies."""
+    global _FLAT_TYPES
     flat = True
     for cls in {type(n) for n in graph._nodes}:
         if cls in _FLAT:
@@ -64,6 +67,7 @@ def _learn(graph: Graph) -> bool:
             flat = False
         else:
             _FLAT.add(cls)
+            _FLAT_TYPES = (*_FLAT_TYPES, cls)
     return flat
 
 
@@ -71,9 +75,9 @@ def topology_signature(graph: Graph) -> tuple[Any, ...]:
     """:func:`cudagraph.definition.diff.topology_signature`, computed in C where possible."""
     layout = _LAYOUT if _layout_ready else _layout()
     if layout is not None:
-        sig = layout.signature(graph._nodes, _FLAT)
+        sig = layout.signature(graph._nodes, _FLAT_TYPES)
         if sig is None and _learn(graph):
-            sig = layout.signature(graph._nodes, _FLAT)
+            sig = layout.signature(graph._nodes, _FLAT_TYPES)
         if sig is not None:
             return sig  # type: ignore[no-any-return]
     return _diff.topology_signature(graph)

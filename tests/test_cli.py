@@ -133,6 +133,17 @@ def test_probe_driver_too_old_by_version():
     )
 
 
+def test_probe_driver_older_than_cudagraph_needs():
+    p = env.probe(fake_driver(version=12020), "12.9.0")
+    assert p.problem == env.DRIVER_TOO_OLD
+    assert p.driver_version == 12020
+    assert p.message == (
+        "The NVIDIA driver is too old: it supports CUDA 12.2 and cudagraph needs CUDA 12.3 or newer "
+        "(update the driver)."
+    )
+    assert env.probe(fake_driver(version=12030), "12.9.0").problem is None
+
+
 def test_probe_driver_too_old_by_cuinit():
     p = env.probe(fake_driver(init="CUDA_ERROR_INSUFFICIENT_DRIVER"), "13.3.1")
     assert p.problem == env.DRIVER_TOO_OLD

@@ -102,6 +102,7 @@ def test_the_compiled_calls_answer_with_the_gil_held(shim):
 def held(shim: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     get, create = addresses(shim)
     monkeypatch.setattr(calls, "_held", lambda: (c_entry.NATIVE, get, create))
+    monkeypatch.setattr(calls, "_driver_checked", True)  # (the version check: tests/test_driver_version_cpu.py)
     return shim
 
 
@@ -129,6 +130,7 @@ def test_create_graph_makes_the_graph_with_the_gil_held_and_names_a_refusal(held
 
 def test_without_the_compiled_calls_cuda_bindings_makes_them(monkeypatch):
     monkeypatch.setattr(calls, "_held", lambda: None)
+    monkeypatch.setattr(calls, "_driver_checked", True)
     made: list[int] = []
     monkeypatch.setattr(drv, "cuGraphCreate", lambda flags: made.append(flags) or (0, drv.CUgraph(0x99)))
     assert int(calls.create_graph()) == 0x99 and made == [0]

@@ -15,11 +15,28 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 else:
     _IMPORT_ERROR = None
 
-__all__ = ["driver", "require_driver", "raise_error", "check", "ensure_context", "error_name", "pointer_attribute"]
+__all__ = [
+    "MIN_DRIVER_VERSION",
+    "driver",
+    "require_driver",
+    "raise_error",
+    "check",
+    "check_driver_version",
+    "ensure_context",
+    "error_name",
+    "pointer_attribute",
+]
 
 _UNSUPPORTED = {"CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_NOT_PERMITTED"}
 _UNAVAILABLE = {"CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INSUFFICIENT_DRIVER", "CUDA_ERROR_STUB_LIBRARY"}
 _NO_DRIVER_MESSAGE = "running a graph needs an NVIDIA GPU and driver"
+
+#: The oldest driver cudagraph builds graphs with (``cuDriverGetVersion``: 12030 is CUDA 12.3), the first
+#: with every call it makes without a fallback: ``cuGraphAddNode`` and ``cuGraphExecNodeSetParams`` with
+#: ``CUgraphNodeParams`` (12.2), ``cuStreamGetCaptureInfo_v3`` and conditional handles (12.3).
+MIN_DRIVER_VERSION = 12030
+#: Whether :func:`check_driver_version` passed (asked once per process).
+_driver_checked = False
 
 
 def require_driver() -> Any:
@@ -181,18 +198,53 @@ def create_graph(node: Any = None) -> Any:
     return drv.CUgraph(raw)
 
 
+def check_driver_version() -> int:
+    """The driver's version (``cuDriverGetVersion``), checked against :data:`MIN_DRIVER_VERSION`.
+
+    Raises
+    ------
+    DriverUnavailableError
+        No driver library could be loaded.
+    UnsupportedError
+        The driver is older than CUDA 12.3 (both versions are named).
+    """
+    global _driver_checked
+    drv = require_driver()
+    try:
+        err, version = drv.cuDriverGetVersion()
+    except Exception as exc:  # the driver library could not be loaded
+        raise DriverUnavailableError(f"{_NO_DRIVER_MESSAGE}: {exc}", call="cuDriverGetVersion") from exc
+    if err:
+        raise_error(err, "cuDriverGetVersion")
+    version = int(version)
+    if version < MIN_DRIVER_VERSION:
+        need, have = MIN_DRIVER_VERSION, version
+        raise UnsupportedError(
+            f"cudagraph needs an NVIDIA driver for CUDA {need // 1000}.{need % 1000 // 10} or newer; this one is "
+            f"for CUDA {have // 1000}.{have % 1000 // 10} (cuDriverGetVersion answered {have}): update the driver",
+            call="cuDriverGetVersion",
+        )
+    _driver_checked = True
+    return version
+
+
 def ensure_context() -> Any:
     """Make sure a CUDA context is current; return it.
 
     When none is current, device 0's primary context is made current through
-    ``cuda.core`` (as ``Device(0).set_current()`` does).
+    ``cuda.core`` (as ``Device(0).set_current()`` does). The first call checks
+    the driver's version (:func:`check_driver_version`).
 
     Raises
     ------
     DriverUnavailableError
         No driver or no GPU.
+    UnsupportedError
+        The driver is older than CUDA 12.3.
     """
     drv = require_driver()
+    if not _driver_checked:
+        check_driver_version()
     held = _held()
     if held is not None:  # (the current context, read with the GIL held; none current: the path below)
         rc, raw = held[0].current_context(held[1])

@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Any
 
+from ..driver.calls import MIN_DRIVER_VERSION
+
 __all__ = [
     "DRIVER_TOO_OLD",
     "NO_BINDINGS",
@@ -121,6 +123,13 @@ def probe(drv: Any = None, bindings: str | None = None) -> Probe:
             DRIVER_TOO_OLD,
             f"The NVIDIA driver is too old: it supports CUDA {fmt_version(version)} and cuda-bindings {bindings} "
             f"needs CUDA {major}.0 or newer (update the driver, or install cuda-bindings {version // 1000}.x).",
+            version,
+        )
+    if version < MIN_DRIVER_VERSION:
+        return Probe(
+            DRIVER_TOO_OLD,
+            f"The NVIDIA driver is too old: it supports CUDA {fmt_version(version)} and cudagraph needs CUDA "
+            f"{fmt_version(MIN_DRIVER_VERSION)} or newer (update the driver).",
             version,
         )
     (err,) = drv.cuInit(0)

@@ -243,6 +243,10 @@ static PyMethodDef km_methods[] = {
      "unset) its base slots and link it into `graph` after `after` (None, a node or distinct nodes of the graph, "
      "of types the Python path accepted), named `name` (a str): True, or False with nothing changed (the Python "
      "path places it then)."},
+    {"validate", (PyCFunction)(void (*)(void))cg_km_validate, METH_FASTCALL,
+     "validate(graph, nodes, start, seen, kernel_types, arg_types) -> int\n\nThe index of the first node of "
+     "`nodes` (the list of `graph`) from `start` that is not a plain kernel node passing Graph.validate's checks "
+     "as its Python twin passes them without learning anything (see _define_validate.c), or len(nodes)."},
     {NULL, NULL, 0, NULL},
 };
 

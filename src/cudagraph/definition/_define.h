@@ -9,6 +9,8 @@
  *                     MemoryOpBuilders.memset, CopyBuilders.memcpy), placing through _define_place.c
  *   _define_launch.c  PathLaunch: a launch after the last op of a builder's path (cudagraph.compat's launch
  *                     into a GraphBuilder), calling Graph.kernel as its Python twin does
+ *   _define_validate.c  KernelMethod.validate: Graph.validate's pass over plain kernel nodes (Python twin:
+ *                     cudagraph.definition.graph.Graph._validate_steps)
  */
 #ifndef CG_DEFINE_H
 #define CG_DEFINE_H
@@ -84,5 +86,10 @@ int cg_after_pass(KernelMethod *m, PyObject *self, PyObject *after);
 int cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, PyObject *name);
 void cg_learn_links(KernelMethod *m, PyObject *self, PyObject *node);
 PyObject *cg_km_place(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc);
+/* Whether the `k` items of `items` are distinct objects: 1, 0, -1 (no memory, error set). Runs no Python code. */
+int cg_distinct(PyObject **items, Py_ssize_t k);
+
+/* KernelMethod.validate (_define_validate.c). */
+PyObject *cg_km_validate(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc);
 
 #endif

@@ -28,9 +28,8 @@ ptr_order(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Whether the `k` items of `items` are distinct objects (1), not (0), or -1 (no memory, error set). */
-static int
-distinct(PyObject **items, Py_ssize_t k)
+int
+cg_distinct(PyObject **items, Py_ssize_t k)
 {
     if (k <= PAIRWISE_MAX) {
         for (Py_ssize_t i = 1; i < k; i++)
@@ -66,7 +65,7 @@ cg_after_pass(KernelMethod *m, PyObject *self, PyObject *after)
     for (Py_ssize_t i = 0; i < k; i++)
         if (!usable_dep(m, self, items[i]))
             return 0;
-    return k > 1 ? distinct(items, k) : 1;
+    return k > 1 ? cg_distinct(items, k) : 1;
 }
 
 int
@@ -102,7 +101,7 @@ cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, 
         if (!usable_dep(m, self, deps[i]))
             goto done;
     if (k > 1) {
-        int d = distinct(deps, k);
+        int d = cg_distinct(deps, k);
         if (d <= 0) {
             r = d;
             goto done;

@@ -78,4 +78,5 @@ def install_compiled_kernel() -> Any:
     if method is not None:
         setattr(KernelBuilders, "kernel", method)  # noqa: B010 - mypy knows the Python signature
     GraphCore._placer = None if method is None else method.place  # the other builders place their node in C
+    GraphCore._validator = None if method is None else method.validate  # validate passes plain kernel nodes in C
     return method

@@ -192,6 +192,9 @@ class GraphCore:
     #: ``KernelMethod.place`` of the compiled ``Graph.kernel`` (``compiled_kernel.py``), or ``None``: places a
     #: new node in C (CPU: ``g.empty(after=prev)`` 0.85 -> 0.40 µs, ``g.join(prev)`` 1.23 -> 0.71).
     _placer: ClassVar[Any] = None
+    #: ``KernelMethod.validate`` of the compiled ``Graph.kernel``, or ``None``: passes runs of plain kernel nodes
+    #: in :meth:`Graph.validate <cudagraph.Graph.validate>` in C.
+    _validator: ClassVar[Any] = None
 
     def _place(self, node: Node, after: Any, what: str | None, name: Any) -> Node:
         """Place the new ``node`` (its own fields set) in this graph after ``after``, named ``name``.

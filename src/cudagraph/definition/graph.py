@@ -22,8 +22,9 @@ from .diff import is_flat
 from .drawing import Drawing
 from .edge_lists import drop_entry
 from .edits import before_edit
-from .kinds.kernel import PROGRAMMATIC_PORTS, KernelNode, LaunchAttrs, plain_kernel_passes
+from .kinds.kernel import KERNEL_TYPES_VALID, PROGRAMMATIC_PORTS, KernelNode, LaunchAttrs, plain_kernel_passes
 from .node import Node, bodies_of, child_graphs
+from .operands import ARG_TYPES_VALID
 from .param import Param, param_dtype
 from .parametrize import ParametrizeMixin
 from .path import Path
@@ -406,11 +407,29 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         return _nested_walk(self, Graph._validate_steps)
 
     def _validate_steps(self) -> Generator[tuple[Graph, Node], bool, bool]:
-        """The checks of :meth:`validate` on this graph; yields each body to check, is sent its result."""
+        """The checks of :meth:`validate` on this graph; yields each body to check, is sent its result.
+
+        Where the compiled module is built, runs of plain kernel nodes are passed by its ``validate``
+        (:attr:`_validator`, this loop's compiled twin), which hands back each node it does not pass.
+        """
         special = self._special > 0
         seen: set[int] = set()  # memory objects among kernel arguments, checked once each
-        kernel_node = KernelNode
-        for i, n in enumerate(self._nodes):
+        kernel_node, fast, nodes = KernelNode, self._validator, self._nodes
+        # The tables fast reads, as tuples made again whenever they grew (they only grow).
+        learned = -1
+        kernel_types: tuple[type, ...] = ()
+        arg_types: tuple[type, ...] = ()
+        i = 0
+        while i < len(nodes):
+            n = nodes[i]
+            if fast is not None and type(n) is kernel_node:
+                if learned != len(KERNEL_TYPES_VALID) + len(ARG_TYPES_VALID):
+                    learned = len(KERNEL_TYPES_VALID) + len(ARG_TYPES_VALID)
+                    kernel_types, arg_types = tuple(KERNEL_TYPES_VALID), tuple(ARG_TYPES_VALID)
+                i = fast(self, nodes, i, seen, kernel_types, arg_types)
+                if i >= len(nodes):
+                    break
+                n = nodes[i]
             if n.graph is not self or n.index != i:
                 raise ForeignNodeError(f"Graph {self.name!r}: {n.label} is not a node of this graph")
             preds = n._preds
@@ -419,18 +438,23 @@ class Graph(Builders, ParametrizeMixin, Drawing):
                 if k > 1 and (preds[0] is preds[1] if k == 2 else len({id(p) for p in preds}) != k):
                     raise DuplicateEdgeError(f"Graph {self.name!r}: {n.label} has a duplicate dependency")
                 for p in preds:
-                    if p.graph is not self:
-                        raise ForeignNodeError(
-                            f"Graph {self.name!r}: {n.label} depends on {p.label} of Graph {p.graph.name!r}"
-                        )
+                    if getattr(p, "graph", None) is not self:
+                        raise ForeignNodeError(self._foreign_dependency(n, p))
             if type(n) is not kernel_node or n.attrs is not None or not plain_kernel_passes(n, seen):  # type: ignore[attr-defined]
                 special = n._check() or special
             if n.body_fields:
                 for b in bodies_of(n):
                     special = (yield b, n) or special
+            i += 1
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
         return special
+
+    def _foreign_dependency(self, node: Node, pred: Any) -> str:
+        """The message refusing ``pred``, a predecessor of ``node`` that is not a node of this graph."""
+        if not isinstance(pred, Node):
+            return f"Graph {self.name!r}: {node.label} depends on a {type(pred).__name__}, which is not a node"
+        return f"Graph {self.name!r}: {node.label} depends on {pred.label} of Graph {pred.graph.name!r}"
 
     def summary(self, limit: int = 50) -> str:
         """A text summary: counts by kind and one line per node (up to ``limit``).

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KERNEL_TYPES_SEEN",
+    "KERNEL_TYPES_VALID",
     "MAX_CLUSTER_SIZE",
     "PORTABLE_CLUSTER_SIZE",
     "PROGRAMMATIC_PORTS",
@@ -70,7 +71,7 @@ def _check_kernel(kernel: Any, what: str) -> None:
 
 
 #: Kernel types whose every object _check_kernel accepts (by type name), or that it does not check (``Kernel``).
-_KERNEL_TYPES_VALID: set[type] = set()
+KERNEL_TYPES_VALID: set[type] = set()
 
 
 def plain_kernel_passes(node: KernelNode, seen: set[int]) -> bool:
@@ -83,10 +84,10 @@ def plain_kernel_passes(node: KernelNode, seen: set[int]) -> bool:
     """
     kernel = node.kernel
     t = type(kernel)
-    if t not in _KERNEL_TYPES_VALID:
+    if t not in KERNEL_TYPES_VALID:
         if t.__name__ != "Kernel" and t.__name__ not in _KERNEL_TYPES:
             return False
-        _KERNEL_TYPES_VALID.add(t)
+        KERNEL_TYPES_VALID.add(t)
     return kernel_args_pass(node.args, seen)
 
 

@@ -6,6 +6,11 @@ no launch attribute, ``after=`` a node or distinct nodes of the graph) and hands
 Python method, :meth:`KernelBuilders.kernel <cudagraph.definition.kinds.kernel.KernelBuilders.kernel>`,
 its twin (``COMPILED_KERNEL.func``, ``__wrapped__``), which also fills the tables the C side learns
 from. ``CUDAGRAPH_NO_C_ENTRY=1``, or a build without the extension, leaves the Python method in place.
+
+The same object's ``place`` places every other builder's node (twin: ``GraphCore._deps``, ``_set_base``
+and ``_add``; installed as ``GraphCore._placer``) and its ``validate`` passes runs of plain kernel nodes
+for :meth:`Graph.validate <cudagraph.Graph.validate>` (twin: ``Graph._validate_steps``, which checks the
+nodes it hands back; installed as ``GraphCore._validator``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ The builders come from the kinds' mixins, composed in
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -419,17 +420,16 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         learned = -1
         kernel_types: tuple[type, ...] = ()
         arg_types: tuple[type, ...] = ()
-        i = 0
-        while i < len(nodes):
-            n = nodes[i]
+        walk = enumerate(nodes)
+        for i, n in walk:
             if fast is not None and type(n) is kernel_node:
                 if learned != len(KERNEL_TYPES_VALID) + len(ARG_TYPES_VALID):
                     learned = len(KERNEL_TYPES_VALID) + len(ARG_TYPES_VALID)
                     kernel_types, arg_types = tuple(KERNEL_TYPES_VALID), tuple(ARG_TYPES_VALID)
-                i = fast(self, nodes, i, seen, kernel_types, arg_types)
-                if i >= len(nodes):
-                    break
-                n = nodes[i]
+                stop = fast(self, nodes, i, seen, kernel_types, arg_types)
+                if stop > i:  # nodes i to stop - 1 passed: the walk goes on at node stop
+                    next(islice(walk, stop - i - 1, stop - i - 1), None)
+                    continue
             if n.graph is not self or n.index != i:
                 raise ForeignNodeError(f"Graph {self.name!r}: {n.label} is not a node of this graph")
             preds = n._preds
@@ -438,14 +438,17 @@ class Graph(Builders, ParametrizeMixin, Drawing):
                 if k > 1 and (preds[0] is preds[1] if k == 2 else len({id(p) for p in preds}) != k):
                     raise DuplicateEdgeError(f"Graph {self.name!r}: {n.label} has a duplicate dependency")
                 for p in preds:
-                    if getattr(p, "graph", None) is not self:
+                    try:
+                        ours = p.graph is self
+                    except AttributeError:  # not a node
+                        ours = False
+                    if not ours:
                         raise ForeignNodeError(self._foreign_dependency(n, p))
             if type(n) is not kernel_node or n.attrs is not None or not plain_kernel_passes(n, seen):  # type: ignore[attr-defined]
                 special = n._check() or special
             if n.body_fields:
                 for b in bodies_of(n):
                     special = (yield b, n) or special
-            i += 1
         if not self._ordered and kahn_order(self._nodes) is None:
             self._raise_cycle()
         return special

@@ -67,7 +67,7 @@ def _learn(graph: Graph) -> bool:
             flat = False
         else:
             _FLAT.add(cls)
-            _FLAT_TYPES = (*_FLAT_TYPES, cls)
+    _FLAT_TYPES = tuple(_FLAT)  # (made from the set each time: a class another thread added is not lost)
     return flat
 
 

@@ -301,6 +301,38 @@ def test_the_compiled_loop_packs_arguments_of_known_types(monkeypatch):
     assert d.adders[0].done == len(g)
 
 
+SCALAR_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "float16", "int32", "uint32", "float32", "int64",
+                 "uint64", "float64"]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", SCALAR_DTYPES)
+def test_numpy_scalars_are_packed_as_their_bytes_both_ways(dtype, fake_driver, monkeypatch):
+    """Every numpy scalar type the packers know: the compiled loop copies its value from after the object
+    header (kind ``N``, checked once per type), the Python packer packs it with struct; both write its bytes."""
+    from cudagraph.driver import kernel_args
+
+    t = np.dtype(dtype).type
+    size = np.dtype(dtype).itemsize
+    k3 = CUkernel("k3")
+    monkeypatch.setitem(INFOS, id(k3), fake_info(0x73, (0, 8), (8, size)))
+    monkeypatch.setitem(SIZES, 0x73, (8, size))
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    values = [t(0), t(1), t(True)]
+    if info is not None:
+        values += [t(info.min), t(info.max)]
+    elif dtype != "bool":
+        values += [t(-2.5), t(np.inf), t(-0.0), t(np.finfo(dtype).max)]
+    g = cg.Graph("scalars")
+    prev = None
+    for v in values:
+        prev = g.kernel(k3, 1, 32, (0x9000, v), after=prev)
+    dn = lower(g, fake_driver)
+    assert [c["launch"]["data"] for c in fake_driver.calls] == [struct.pack("<Q", 0x9000) + v.tobytes() for v in values]
+    assert dn.raw == [c["handle"] for c in fake_driver.calls]
+    assert kernel_args._value_after_header(t, np.dtype(dtype))
+    assert INFOS[id(k3)]._kinds == {(int, t): b"PN"}
+
+
 def interleaved_graph() -> cg.Graph:
     """Two kernels alternating node by node (a fresh argument tuple each), some nodes with two dependencies."""
     g = cg.Graph("interleaved")

@@ -448,6 +448,7 @@ int cg_add_calls(PyObject *exe, Py_ssize_t off, Py_ssize_t n);
 enum {
     KIND_POINTER = 'P', /* an int (exactly): a 64-bit address */
     KIND_SCALAR = 'S',  /* a numpy scalar: its bytes (buffer protocol), exactly the parameter's size */
+    KIND_VALUE = 'N',   /* a numpy scalar of a type whose value follows the object header: those bytes */
     KIND_BYTES = 'B',   /* bytes (exactly): exactly the parameter's size */
     KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
 };

@@ -78,6 +78,11 @@ pack_one(char kind, PyObject *a, char *to, Py_ssize_t size, cg_handle_memo *memo
         PyBuffer_Release(&view);
         return ok;
     }
+    case KIND_VALUE: /* (the exact type was checked when the kind was learned: kernel_args._value_after_header) */
+        if ((size_t)Py_TYPE(a)->tp_basicsize < sizeof(PyObject) + (size_t)size)
+            return 0;
+        memcpy(to, (char *)a + sizeof(PyObject), (size_t)size);
+        return 1;
     case KIND_BYTES:
         if (!PyBytes_CheckExact(a) || PyBytes_GET_SIZE(a) != size)
             return 0;

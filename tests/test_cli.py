@@ -123,24 +123,21 @@ def test_probe_stub_driver():
     assert p.message == "No NVIDIA driver: only the CUDA toolkit's stub libcuda was found."
 
 
-def test_probe_driver_too_old_by_version():
-    p = env.probe(fake_driver(version=12040), "13.3.1")
-    assert p.problem == env.DRIVER_TOO_OLD
-    assert p.driver_version == 12040
-    assert p.message == (
-        "The NVIDIA driver is too old: it supports CUDA 12.4 and cuda-bindings 13.3.1 needs CUDA 13.0 or newer "
-        "(update the driver, or install cuda-bindings 12.x)."
-    )
+@pytest.mark.parametrize(
+    ("version", "bindings", "message"),
+    [
+        (12040, "13.3.1", "The NVIDIA driver is too old: it supports CUDA 12.4 and cuda-bindings 13.3.1 needs CUDA "
+         "13.0 or newer (update the driver, or install cuda-bindings 12.x)."),
+        (12020, "12.9.0", "The NVIDIA driver is too old: it supports CUDA 12.2 and cudagraph needs CUDA 12.3 or newer "
+         "(update the driver)."),
+    ],
+)  # fmt: skip
+def test_probe_driver_too_old_by_version(version, bindings, message):
+    p = env.probe(fake_driver(version=version), bindings)
+    assert (p.problem, p.driver_version, p.message) == (env.DRIVER_TOO_OLD, version, message)
 
 
-def test_probe_driver_older_than_cudagraph_needs():
-    p = env.probe(fake_driver(version=12020), "12.9.0")
-    assert p.problem == env.DRIVER_TOO_OLD
-    assert p.driver_version == 12020
-    assert p.message == (
-        "The NVIDIA driver is too old: it supports CUDA 12.2 and cudagraph needs CUDA 12.3 or newer "
-        "(update the driver)."
-    )
+def test_probe_driver_of_cuda_12_3_is_enough_for_cuda_bindings_12():
     assert env.probe(fake_driver(version=12030), "12.9.0").problem is None
 
 

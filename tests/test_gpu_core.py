@@ -1195,6 +1195,18 @@ def test_instantiate_with_no_context_current_makes_device_0s_primary_current(dev
     assert f"held calls: {NATIVE is not None}" in r.stdout
 
 
+def test_the_real_driver_passes_the_version_check(device):
+    """cuDriverGetVersion through cuda.bindings, as ensure_context asks it: at least CUDA 12.3 here, and what
+    ``python -m cudagraph info`` reports."""
+    from cudagraph.driver import calls
+    from cudagraph.frontends import environment
+
+    version = calls.check_driver_version()
+    assert version >= calls.MIN_DRIVER_VERSION and calls._driver_checked
+    probe = environment.probe()
+    assert probe.problem is None and probe.driver_version == version
+
+
 def test_memcpy_from_non_memory_address_is_a_typed_error(device):
     # In a subprocess: a bad copy may corrupt the context (or crash), which must not hit other tests.
     r = subprocess.run(

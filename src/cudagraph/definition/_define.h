@@ -47,7 +47,7 @@ typedef struct {
     Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT];
     Py_ssize_t taken;             /* calls the compiled path answered */
     Py_ssize_t placed;            /* nodes of other builders placed (place()) */
-    PyObject *dim_in[2], *dim_out[2]; /* grid, block: the last 3-tuple found in DIMS_SEEN and its value */
+    PyObject *dim_in[2], *dim_out[2]; /* grid, block: the last size found (an int or a 3-tuple) and its value */
     TypeTable kernels, ok, buffers, nodes, graphs;
 } KernelMethod;
 

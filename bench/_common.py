@@ -17,7 +17,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["busy_python_thread", "compile_c", "fmt", "import_cudagraph", "no_gc", "verdict", "versions"]
+__all__ = [
+    "busy_python_thread",
+    "compile_c",
+    "fmt",
+    "import_cudagraph",
+    "no_gc",
+    "relaunch_under_fake_driver",
+    "verdict",
+    "versions",
+]
+
+HERE = Path(__file__).resolve().parent
+
+
+def relaunch_under_fake_driver() -> None:
+    """Build the fake ``libcuda.so.1`` (``fake_driver/fake_libcuda.c``) and run this script again with it first on
+    the library path and ``CUDAGRAPH_FAKE_DRIVER`` set (a script calls this when that variable is unset)."""
+    out = Path(tempfile.mkdtemp(prefix="cudagraph-fake-cuda-"))
+    cc = os.environ.get("CC", "cc")
+    src = HERE / "fake_driver" / "fake_libcuda.c"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out / "libcuda.so.1"), str(src), "-ldl"], check=True)
+    env = dict(os.environ, CUDAGRAPH_FAKE_DRIVER=str(out))
+    env["LD_LIBRARY_PATH"] = f"{out}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else str(out)
+    env.setdefault("PYTHONPATH", str(HERE.parent / "src"))
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
 @contextmanager

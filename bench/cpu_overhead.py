@@ -31,27 +31,12 @@ import argparse
 import gc
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-
-
-def _relaunch_under_fake_driver() -> None:
-    """Build the fake libcuda.so.1 and run this script again with it first on the library path."""
-    out = Path(tempfile.mkdtemp(prefix="cudagraph-fake-cuda-"))
-    cc = os.environ.get("CC", "cc")
-    src = HERE / "fake_driver" / "fake_libcuda.c"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out / "libcuda.so.1"), str(src), "-ldl"], check=True)
-    env = dict(os.environ, CUDAGRAPH_FAKE_DRIVER=str(out))
-    env["LD_LIBRARY_PATH"] = f"{out}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else str(out)
-    env.setdefault("PYTHONPATH", str(HERE.parent / "src"))
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+from _common import relaunch_under_fake_driver
 
 
 def _interleaved(peers: dict[str, Callable[[], Any]], count: int, repeats: int, per: int) -> dict[str, float]:
@@ -82,7 +67,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=1000)
     opts = ap.parse_args()
     if not os.environ.get("CUDAGRAPH_FAKE_DRIVER"):
-        _relaunch_under_fake_driver()
+        relaunch_under_fake_driver()
 
     import numpy as np
     from cuda.core import Device, LaunchConfig, ObjectCode, launch

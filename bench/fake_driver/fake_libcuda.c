@@ -28,6 +28,10 @@ typedef struct {
     size_t ndeps, cap;
     int has_snapshot;   /* event recorded under capture */
     size_t nodes;       /* graph */
+    int ntype;          /* node (recorded graphs): its CUgraphNodeType */
+    struct KernelCopy *kc; /* kernel node (recorded graphs): its parameters, arguments copied */
+    H *members;         /* graph (recorded graphs): its nodes, in the order added */
+    size_t nmembers, mcap;
 } Obj;
 
 #define MAX_OBJS (1u << 22)
@@ -42,6 +46,8 @@ static H new_obj(int kind) {
     if (nobjs >= MAX_OBJS) nobjs = 1 << 16; /* wrap (only for very long runs) */
     Obj *o = &objs[nobjs];
     free(o->deps);
+    free(o->kc);
+    free(o->members);
     memset(o, 0, sizeof *o);
     o->kind = kind;
     return (H)(uintptr_t)(0x100000 + (nobjs++) * 16);
@@ -312,17 +318,87 @@ CUresult cuMemAlloc(u64 *p, size_t n) { *p = next_addr; next_addr += (n + 255) &
 CUresult cuMemFree(u64 p) { return 0; }
 CUresult cuPointerGetAttribute(void *data, int attr, u64 p) { memset(data, 0, 8); if (attr == 2) *(int *)data = 2; return 0; }
 
+/* Recorded graphs (off by default: adding a node then costs nothing): with fake_record_graphs(1), the nodes
+ * added by cuGraphAddNode are kept with their type, dependencies and (kernels) parameters and argument bytes,
+ * so that a graph can be read back (cuGraphGetNodes, cuGraphGetEdges_v2, cuGraphNodeGetType,
+ * cuGraphKernelNodeGetParams_v2): bench/lift_cpu.py lifts graphs built here. */
+static int recording;
+void fake_record_graphs(int on) { recording = on; }
+struct KernelCopy {
+    unsigned char params[72]; /* CUDA_KERNEL_NODE_PARAMS_v2 as given; kernelParams points at argv */
+    void *argv[3];
+    unsigned char args[16];
+};
+static void record_node(Obj *g, H n, H const *deps, size_t nd, const unsigned char *params) {
+    Obj *node = get(n);
+    memcpy(&node->ntype, params, sizeof node->ntype);
+    set_deps(node, deps, nd);
+    if (node->ntype == 0) { /* a kernel: inc(float* x, float a, int n) */
+        struct KernelCopy *k = node->kc = calloc(1, sizeof *k);
+        memcpy(k->params, params + 16, sizeof k->params);
+        void **given, **mine = NULL;
+        memcpy(&given, k->params + 40, sizeof given);
+        if (given) {
+            for (int i = 0; i < 3; i++) {
+                memcpy(k->args + P_OFF[i], given[i], P_SIZE[i]);
+                k->argv[i] = k->args + P_OFF[i];
+            }
+            mine = k->argv;
+        }
+        memcpy(k->params + 40, &mine, sizeof mine);
+    }
+    if (g->nmembers == g->mcap) {
+        g->mcap = 2 * g->mcap + 64;
+        g->members = realloc(g->members, g->mcap * sizeof(H));
+    }
+    g->members[g->nmembers++] = n;
+}
+
 CUresult cuGraphCreate(H *g, unsigned flags) { *g = new_obj(K_GRAPH); return 0; }
 CUresult cuGraphDestroy(H g) { return 0; }
 CUresult cuGraphAddNode(H *n, H g, H const *deps, void const *edata, size_t nd, void *params) {
     *n = new_obj(K_NODE);
     Obj *o = get(g);
     if (o) o->nodes++;
+    if (o && recording) record_node(o, *n, deps, nd, params);
     return 0;
 }
 CUresult cuGraphAddNode_v2(H *n, H g, H const *deps, void const *edata, size_t nd, void *params)
     __attribute__((alias("cuGraphAddNode")));
-CUresult cuGraphGetNodes(H g, H *nodes, size_t *n) { Obj *o = get(g); *n = o ? o->nodes : 0; return 0; }
+CUresult cuGraphGetNodes(H g, H *nodes, size_t *n) {
+    Obj *o = get(g);
+    size_t count = !o ? 0 : o->members ? o->nmembers : o->nodes;
+    if (nodes && o && o->members) {
+        if (count > *n) count = *n;
+        memcpy(nodes, o->members, count * sizeof(H));
+    }
+    *n = count;
+    return 0;
+}
+CUresult cuGraphGetEdges_v2(H g, H *from, H *to, void *edata, size_t *n) {
+    Obj *o = get(g);
+    size_t k = 0;
+    for (size_t i = 0; o && o->members && i < o->nmembers; i++) {
+        Obj *m = get(o->members[i]);
+        for (size_t j = 0; m && j < m->ndeps; j++, k++) {
+            if (!from) continue;
+            if (k >= *n) { *n = k; return 0; }
+            from[k] = m->deps[j];
+            to[k] = o->members[i];
+            if (edata) memset((char *)edata + 8 * k, 0, 8);
+        }
+    }
+    *n = k;
+    return 0;
+}
+CUresult cuGraphGetEdges(H g, H *from, H *to, void *edata, size_t *n) __attribute__((alias("cuGraphGetEdges_v2")));
+CUresult cuGraphKernelNodeGetParams_v2(H n, void *out) {
+    Obj *o = get(n);
+    if (!o || !o->kc) return 1; /* CUDA_ERROR_INVALID_VALUE */
+    memcpy(out, o->kc->params, sizeof o->kc->params);
+    return 0;
+}
+CUresult cuGraphKernelNodeGetParams(H n, void *out) __attribute__((alias("cuGraphKernelNodeGetParams_v2")));
 CUresult cuGraphInstantiateWithParams(H *e, H g, void *p) { *e = new_obj(K_EXEC); return 0; }
 CUresult cuGraphInstantiate(H *e, H g, u64 flags) { *e = new_obj(K_EXEC); return 0; }
 CUresult cuGraphInstantiateWithFlags(H *e, H g, u64 flags) { *e = new_obj(K_EXEC); return 0; }
@@ -350,7 +426,7 @@ CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, u64 p) {
     return 0;
 }
 CUresult cuGraphGetRootNodes(H g, H *nodes, size_t *n) { *n = 0; return 0; }
-CUresult cuGraphNodeGetType(H n, int *t) { *t = 0; return 0; }
+CUresult cuGraphNodeGetType(H n, int *t) { Obj *o = get(n); *t = o ? o->ntype : 0; return 0; }
 CUresult cuGraphDebugDotPrint(H g, const char *p, unsigned f) { return 0; }
 CUresult cuGraphExecGetFlags(H e, u64 *f) { *f = 0; return 0; }
 CUresult cuGraphGetId(H g, unsigned *id) { *id = 1; return 0; }

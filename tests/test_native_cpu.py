@@ -709,6 +709,62 @@ def test_compiled_diff_equals_the_definition_layers():
         assert_diffs_agree(states, g2)
 
 
+@needs_native
+@pytest.mark.parametrize("dtype", SCALAR_DTYPES)
+def test_numpy_scalar_arguments_are_compared_by_value_in_c_as_python_compares_them(dtype):
+    """Fresh numpy scalars in a rebuilt definition (as users write it): decided in C by their value's bytes, with
+    ``==``'s answer for floats (-0.0 equals 0.0, a NaN equals nothing, not even the same bits)."""
+    import random
+
+    from cudagraph.definition.diff import IDENTITY_TYPES, node_state
+    from cudagraph.driver import kernel_args
+    from cudagraph.executable import compare as _compare
+
+    t = np.dtype(dtype).type
+    assert kernel_args._value_after_header(t, np.dtype(dtype))
+    assert (t, np.dtype(dtype).itemsize, np.dtype(dtype).kind == "f") in kernel_args.value_types()
+    raw = [0, 1, 2, True]
+    if np.dtype(dtype).kind == "f":
+        raw += [-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1.5]
+    elif np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        raw += [int(info.min), int(info.max)]
+    values = [t(v) for v in raw]
+    rng = random.Random(7)
+    old = [rng.choice(values) for _ in range(40)]
+    new = [t(v) for v in old[:10]] + [rng.choice(values) for _ in range(30)]  # fresh objects, equal or not
+    g1, g2 = cg.Graph(), cg.Graph()
+    for v in old:
+        g1.kernel(K1, 1, 32, (0x9000, v, np.int32(1)))
+    for v in new:
+        g2.kernel(K1, 1, 32, (0x9000, v, np.int32(1)))
+    states = [node_state(x) for x in g1.nodes]
+    found, suspects = _compare._LAYOUT.diff(g2._nodes, list(states), IDENTITY_TYPES, kernel_args.value_types())
+    assert suspects == []  # every node decided in C
+    want = [i for i, (a, b) in enumerate(zip(old, new)) if not (a is b or a == b)]
+    assert [x.index for x in found] == want
+    assert_diffs_agree(states, g2)
+
+
+def test_value_types_are_refused_when_malformed():
+    from cudagraph.driver.c_entry import NATIVE
+
+    if NATIVE is None:
+        pytest.skip("cudagraph.driver._native was not built")
+    layout = NATIVE.Layout(KernelNode, Node)
+    with pytest.raises(TypeError, match="value_types: tuple"):
+        layout.diff([], [], set(), [])
+    g1, g2 = cg.Graph(), cg.Graph()
+    g1.kernel(K1, 1, 32, (0x9000, np.float32(1), np.int32(1)))
+    g2.kernel(K1, 1, 32, (0x9000, np.float32(1), np.int32(1)))
+    from cudagraph.definition.diff import node_state
+
+    states = [node_state(x) for x in g1.nodes]
+    for bad in [(np.float32,), ((np.float32, 4),), ((np.float32, "4", True),), ((np.float32, 99, True),)]:
+        found, suspects = layout.diff(g2._nodes, list(states), set(), bad)  # not usable: left to Python
+        assert found == [] and suspects == [0]
+
+
 def assert_diffs_agree(states: list[Any], g2: cg.Graph) -> None:
     """The compiled diff of ``g2`` against ``states`` finds the nodes the Python twin finds and records the very
     same state objects, leaving ``states`` as it was."""

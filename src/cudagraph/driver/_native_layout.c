@@ -244,7 +244,7 @@ decline:
 }
 
 PyDoc_STRVAR(layout_diff_doc,
-             "diff(nodes, states, identity_types) -> (changed, suspects)\n\n"
+             "diff(nodes, states, identity_types, value_types=()) -> (changed, suspects)\n\n"
              "Compare the list `nodes` with `states`, the recorded node states of the same positions\n"
              "(a list the caller owns: changed in place). A KernelNode whose kernel, grid, block,\n"
              "shared_mem and attrs are the very objects of its 6-tuple state (kernel, grid, block,\n"
@@ -254,12 +254,59 @@ PyDoc_STRVAR(layout_diff_doc,
              "of another value; its state then takes the new argument tuple (as\n"
              "cudagraph.definition.diff.diff_states records it). A fill or copy of a kind made known with\n"
              "simple() is decided when each field is the recorded object or both are ints. Returns the nodes\n"
-             "found changed (in order), and the positions of every other node (compared by value by the caller).");
+             "found changed (in order), and the positions of every other node (compared by value by the caller).\n"
+             "`value_types` (optional): a tuple of (type, size, is_float) for numpy scalar types whose instances\n"
+             "hold their value's `size` bytes right after the object header (checked by the packer): two\n"
+             "arguments of such a type are compared by those bytes, as == compares them (floats: -0.0 equals\n"
+             "0.0, a NaN equals nothing).");
+
+/* A float of `size` bytes (2, 4 or 8) at `p`, little-endian: 1 a zero (either sign), 2 a NaN, else 0. */
+static int
+float_class(const unsigned char *p, Py_ssize_t size)
+{
+    unsigned long long bits = 0;
+    memcpy(&bits, p, (size_t)size);
+    int mant = size == 2 ? 10 : size == 4 ? 23 : 52, expo = size == 2 ? 5 : size == 4 ? 8 : 11;
+    unsigned long long m = bits & ((1ull << mant) - 1), e = (bits >> mant) & ((1ull << expo) - 1);
+    if (e == 0 && m == 0)
+        return 1;
+    return e == (1ull << expo) - 1 && m != 0 ? 2 : 0;
+}
+
+/* For two distinct numpy scalars `x` and `y` of one type: 1 equal, 0 not (as `x == y` answers), -1 not a type of
+ * `value_types` (the caller decides). Runs no Python code. */
+static int
+value_equal(PyObject *x, PyObject *y, PyObject *value_types)
+{
+    for (Py_ssize_t k = 0; value_types != NULL && k < PyTuple_GET_SIZE(value_types); k++) {
+        PyObject *entry = PyTuple_GET_ITEM(value_types, k);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
+            PyTuple_GET_ITEM(entry, 0) != (PyObject *)Py_TYPE(x))
+            continue;
+        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
+        int is_float = PyTuple_GET_ITEM(entry, 2) == Py_True;
+        if (size < 1 || size > 8 || (is_float && size != 2 && size != 4 && size != 8) ||
+            Py_TYPE(x)->tp_basicsize < (Py_ssize_t)sizeof(PyObject) + size) {
+            PyErr_Clear();
+            return -1;
+        }
+        const unsigned char *px = (const unsigned char *)x + sizeof(PyObject);
+        const unsigned char *py = (const unsigned char *)y + sizeof(PyObject);
+        int same = memcmp(px, py, (size_t)size) == 0;
+        if (!is_float)
+            return same;
+        int cx = float_class(px, size), cy = float_class(py, size);
+        if (cx == 2 || cy == 2) /* a NaN equals nothing */
+            return 0;
+        return same || (cx == 1 && cy == 1);
+    }
+    return -1;
+}
 
 /* 1: same; 0: changed; -1: undecided (the caller compares by value); -2: error.
  * The caller holds `a` and `sa` (a type's __hash__ runs in the set lookup). */
 static int
-args_compare(PyObject *a, PyObject *sa, PyObject *identity_types)
+args_compare(PyObject *a, PyObject *sa, PyObject *identity_types, PyObject *value_types)
 {
     int undecided = 0;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
@@ -276,6 +323,11 @@ args_compare(PyObject *a, PyObject *sa, PyObject *identity_types)
                 return 0;
             continue;
         }
+        int value = value_equal(x, y, value_types);
+        if (value == 0)
+            return 0;
+        if (value == 1)
+            continue;
         int ident = PySet_Contains(identity_types, (PyObject *)Py_TYPE(x));
         if (ident < 0)
             return -2;
@@ -302,7 +354,7 @@ append_index(PyObject *list, Py_ssize_t i)
  * states[i] when it decides on them. */
 static int
 kernel_verdict(Layout *self, PyObject *node, PyObject *s, PyObject *states, Py_ssize_t i, PyObject *identity,
-               PyObject *changed)
+               PyObject *values, PyObject *changed)
 {
     if (!(PyTuple_CheckExact(s) && PyTuple_GET_SIZE(s) == 6 && SLOT(node, self->kn.kernel) == PyTuple_GET_ITEM(s, 0) &&
           SLOT(node, self->kn.grid) == PyTuple_GET_ITEM(s, 1) && SLOT(node, self->kn.block) == PyTuple_GET_ITEM(s, 2) &&
@@ -322,7 +374,7 @@ kernel_verdict(Layout *self, PyObject *node, PyObject *s, PyObject *states, Py_s
     Py_INCREF(node);
     Py_INCREF(s);
     Py_INCREF(a);
-    int verdict = args_compare(a, sa, identity);
+    int verdict = args_compare(a, sa, identity, values);
     if (verdict >= 0) { /* decided here: record the new arguments */
         PyObject *ns = PyTuple_New(6);
         if (ns == NULL) {
@@ -431,15 +483,17 @@ layout_simple(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 static PyObject *
 layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) || !PyAnySet_Check(argv[2])) {
-        PyErr_SetString(PyExc_TypeError, "diff(nodes: list, states: list, identity_types: set)");
+    if (argc < 3 || argc > 4 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) ||
+        !PyAnySet_Check(argv[2]) || (argc == 4 && !PyTuple_CheckExact(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "diff(nodes: list, states: list, identity_types: set, value_types: tuple = ())");
         return NULL;
     }
     if (self->kernel_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Layout is not initialized");
         return NULL;
     }
-    PyObject *nodes = argv[0], *states = argv[1], *identity = argv[2];
+    PyObject *nodes = argv[0], *states = argv[1], *identity = argv[2], *values = argc == 4 ? argv[3] : NULL;
     PyObject *changed = PyList_New(0), *suspects = PyList_New(0);
     if (changed == NULL || suspects == NULL)
         goto fail;
@@ -448,7 +502,7 @@ layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
         PyObject *node = PyList_GET_ITEM(nodes, i), *s = PyList_GET_ITEM(states, i);
         int verdict = -1; /* 1 same, 0 changed, -1 the caller decides (every node not a KernelNode) */
         if (Py_TYPE(node) == self->kernel_type) {
-            if ((verdict = kernel_verdict(self, node, s, states, i, identity, changed)) == -2)
+            if ((verdict = kernel_verdict(self, node, s, states, i, identity, values, changed)) == -2)
                 goto fail;
         } else if (self->memset_type != NULL &&
                    (Py_TYPE(node) == self->memset_type || Py_TYPE(node) == self->memcpy_type)) {

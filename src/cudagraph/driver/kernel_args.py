@@ -18,7 +18,7 @@ from ..errors import KernelArgumentError, OperandError
 from .calls import check, error_name, require_driver
 from .foreign_kernels import FOREIGN_KERNEL_TYPES, foreign_handle
 
-__all__ = ["PACKING_LOCK", "KernelInfo", "kernel_info", "resolve_deferred"]
+__all__ = ["PACKING_LOCK", "KernelInfo", "kernel_info", "resolve_deferred", "value_types"]
 
 #: Held while kernel arguments are packed into a shared buffer and handed to the driver.
 PACKING_LOCK = threading.RLock()
@@ -53,6 +53,7 @@ def _value_after_header(t: type, dtype: np.dtype[Any]) -> bool:
 
     Checked once per type on two instances of different values: the bytes there must be their buffer's.
     """
+    global _VALUE_TYPES
     known = _VALUE_AFTER_HEADER.get(t)
     if known is None:
         size = dtype.itemsize
@@ -64,7 +65,19 @@ def _value_after_header(t: type, dtype: np.dtype[Any]) -> bool:
                 held = ctypes.string_at(id(value) + _HEADER, size)  # (value is alive and that large)
                 known = known and type(value) is t and held == probes[i : i + 1].tobytes()
         _VALUE_AFTER_HEADER[t] = known
+        if known:
+            _VALUE_TYPES = (*_VALUE_TYPES, (t, size, dtype.kind == "f"))
     return known
+
+
+#: ``(type, size, is_float)`` of each numpy scalar type found to hold its value right after the header.
+_VALUE_TYPES: tuple[tuple[type, int, bool], ...] = ()
+
+
+def value_types() -> tuple[tuple[type, int, bool], ...]:
+    """``(type, size, is_float)`` of every numpy scalar type whose instances the packer found to hold their
+    value's ``size`` bytes right after the object header (``Layout.diff`` compares such arguments by them)."""
+    return _VALUE_TYPES
 
 
 def _buffer_address(buf: Any) -> int:

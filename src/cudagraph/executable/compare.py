@@ -36,18 +36,24 @@ __all__ = ["diff_states", "nodes_signature", "topology_signature"]
 
 def _layout() -> Any:
     """The compiled ``Layout`` (:func:`cudagraph.ops.compiled_kinds.compiled_layout`), or ``None``; kept in
-    :data:`_LAYOUT` once asked for."""
-    global _LAYOUT, _layout_ready
+    :data:`_LAYOUT` once asked for (with :data:`_value_types`). Imported on first use: the definition layer's
+    users import this module without the driver's."""
+    global _LAYOUT, _layout_ready, _value_types
     if not _layout_ready:
+        from ..driver.kernel_args import value_types
         from ..ops.compiled_kinds import compiled_layout
 
         _LAYOUT = compiled_layout()
+        _value_types = value_types
         _layout_ready = True
     return _LAYOUT
 
 
 _LAYOUT: Any = None
 _layout_ready = False
+#: :func:`cudagraph.driver.kernel_args.value_types`, set by :func:`_layout` (the numpy scalar types the diff
+#: compares by value in C).
+_value_types: Any = None
 #: Node classes without nested bodies, and those with (a graph holding one is signed in Python).
 _FLAT: set[type] = set()
 _NESTED: set[type] = set()
@@ -101,13 +107,14 @@ def nodes_signature(nodes: list[Node]) -> tuple[Any, ...]:
 def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[Node], list[tuple[Any, ...]]]:
     """:func:`cudagraph.definition.diff.diff_states`, with the kernel nodes decided in C where their fields
     are the very objects recorded and their arguments are the same objects, or differ plainly
-    (another type, a buffer, another int or float); the other nodes are compared in Python."""
+    (another type, a buffer, another int or float), or are numpy scalars of a type the packer learned
+    (compared by their value's bytes, as ``==`` compares them); the other nodes are compared in Python."""
     layout = _LAYOUT if _layout_ready else _layout()
     if layout is None:
         return _diff.diff_states(old_states, graph)
     nodes = graph._nodes
     states = old_states[: len(nodes)]
-    found, suspects = layout.diff(nodes, states, _diff.IDENTITY_TYPES)
+    found, suspects = layout.diff(nodes, states, _diff.IDENTITY_TYPES, _value_types())
     if not suspects:
         return found, states
     more, states = _diff.diff_states(states, graph, suspects)

@@ -746,6 +746,27 @@ def test_numpy_scalar_arguments_are_compared_by_value_in_c_as_python_compares_th
     assert_diffs_agree(states, g2)
 
 
+@needs_native
+def test_bytes_arguments_are_compared_by_value_in_c():
+    """A struct passed as bytes, made afresh each rebuild: equal bytes are the same argument, decided in C."""
+    from cudagraph.definition.diff import IDENTITY_TYPES, node_state
+    from cudagraph.executable import compare as _compare
+
+    words = [b"\x00\x00\x80\x3f", b"\x00\x00\x00\x40", b"\x00\x00\x00\x00"]
+    old = [words[i % 3] for i in range(12)]
+    new = [bytes(bytearray(w)) for w in old[:6]] + [bytes(bytearray(words[(i + 1) % 3])) for i in range(6, 12)]
+    one = np.int32(1)  # (the same object: only the bytes differ from node to node)
+    g1, g2 = cg.Graph(), cg.Graph()
+    for w in old:
+        g1.kernel(K1, 1, 32, (0x9000, w, one))
+    for w in new:
+        g2.kernel(K1, 1, 32, (0x9000, w, one))
+    states = [node_state(x) for x in g1.nodes]
+    found, suspects = _compare._LAYOUT.diff(g2._nodes, list(states), IDENTITY_TYPES, ())
+    assert suspects == [] and [x.index for x in found] == list(range(6, 12))
+    assert_diffs_agree(states, g2)
+
+
 def test_value_types_are_refused_when_malformed():
     from cudagraph.driver.c_entry import NATIVE
 

@@ -250,7 +250,7 @@ PyDoc_STRVAR(layout_diff_doc,
              "shared_mem and attrs are the very objects of its 6-tuple state (kernel, grid, block,\n"
              "shared_mem, args, attrs) is unchanged when its arguments are the recorded tuple or a\n"
              "tuple of the very same objects, and changed when another argument differs in type,\n"
-             "is of a type in the set `identity_types` (equal only to itself), or is an int or float\n"
+             "is of a type in the set `identity_types` (equal only to itself), or is an int, float or bytes\n"
              "of another value; its state then takes the new argument tuple (as\n"
              "cudagraph.definition.diff.diff_states records it). A fill or copy of a kind made known with\n"
              "simple() is decided when each field is the recorded object or both are ints. Returns the nodes\n"
@@ -320,6 +320,12 @@ args_compare(PyObject *a, PyObject *sa, PyObject *identity_types, PyObject *valu
             if (eq < 0)
                 return -2;
             if (!eq)
+                return 0;
+            continue;
+        }
+        if (PyBytes_CheckExact(x)) { /* a struct's bytes: equal when they are */
+            if (PyBytes_GET_SIZE(x) != PyBytes_GET_SIZE(y) ||
+                memcmp(PyBytes_AS_STRING(x), PyBytes_AS_STRING(y), (size_t)PyBytes_GET_SIZE(x)) != 0)
                 return 0;
             continue;
         }

@@ -437,3 +437,29 @@ def test_compiled_method_looks_like_the_python_one() -> None:
     assert g.kernel.__self__ is g
     with pytest.raises(TypeError):
         g.kernel()  # the Python method's own error
+
+
+def test_a_graphs_own_parameters_are_taken_while_other_graphs_have_parameters():
+    """Several live graphs with parameters (an ExecutableCache holding the last definition): a parameter the
+    building graph declared is taken in C; another graph's parameter, or one of the same name made by another
+    graph, goes to the Python method, which names it (the same error as the Python method alone)."""
+    k = CUkernel()
+    older = cg.Graph("older")
+    theirs = older.param("x")
+    g = cg.Graph("building")
+    x, n = g.param("x"), g.param("n", np.int32)
+    g.kernel(k, 1, 32, (x, n))  # teaches the types
+    before = COMPILED_KERNEL.taken
+    for _ in range(10):
+        g.kernel(k, 1, 32, (x, n))
+    assert COMPILED_KERNEL.taken - before == 10
+    errors = []
+    for method in (g.kernel, lambda *a, **kw: COMPILED_KERNEL.func(g, *a, **kw)):
+        count = len(g)
+        with pytest.raises(CudaGraphError) as info:
+            method(k, 1, 32, (theirs, n))
+        errors.append((type(info.value), str(info.value)))
+        assert len(g) == count  # nothing added
+    assert errors[0] == errors[1] and "older" in errors[0][1]
+    assert COMPILED_KERNEL.taken - before == 10
+    del older, theirs

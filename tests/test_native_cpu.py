@@ -333,6 +333,72 @@ def test_numpy_scalars_are_packed_as_their_bytes_both_ways(dtype, fake_driver, m
     assert INFOS[id(k3)]._kinds == {(int, t): b"PN"}
 
 
+def counting_packs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The argument tuples the Python packer packs from now on."""
+    packed: list[Any] = []
+    real = KernelInfo.pack
+
+    def pack(self: KernelInfo, args: Any, node: Any, bindings: Any) -> Any:
+        packed.append(args)
+        return real(self, args, node, bindings)
+
+    monkeypatch.setattr(KernelInfo, "pack", pack)
+    return packed
+
+
+def lower_bound(g: cg.Graph, d: Driver, bindings: dict[str, Any]) -> Any:
+    """Lower ``g`` with ``bindings``, in a context the compiled loop's simple kinds take (parameters included)."""
+    lowering = _explicit.Lowering(drv.CUcontext(0x77), bindings, [])
+    lowering.add = d.add_other
+    return lowering.lower_graph(g, drv.CUgraph(0x5000))
+
+
+def test_pointer_parameters_are_packed_from_the_bindings_both_ways(fake_driver, monkeypatch):
+    """A kernel node whose argument is a pointer Param: the compiled loop writes the address bound to its name
+    (kind ``M``), as the Python packer does; a scalar Param (its value a numpy scalar) goes through Python."""
+    packed = counting_packs(monkeypatch)
+    g = cg.Graph("params")
+    x, y, n = g.param("x"), g.param("y"), g.param("n", np.int32)
+    shared = (x, np.float32(1.0), np.int32(7))  # one tuple for several nodes, then fresh ones
+    prev = None
+    for i in range(12):
+        args = shared if i < 4 else ((x if i % 2 else y), np.float32(i), np.int32(i))
+        prev = g.kernel(K1, 1, 32, args, after=prev)
+    g.kernel(K2, 1, 32, (n, 0x9000), after=prev)  # a scalar parameter: the Python packer writes it
+    dn = lower_bound(g, fake_driver, {"x": 0xA000, "y": 0xB000, "n": np.int32(5)})
+    bound = {"x": 0xA000, "y": 0xB000}
+    for node in g.nodes:
+        call = fake_driver.calls[[c["handle"] for c in fake_driver.calls].index(dn.raw[node.index])]
+        a = node.args
+        if node.kernel is K1:
+            want = struct.pack("<Qfi", bound[a[0].name], float(a[1]), int(a[2]))
+        else:
+            want = struct.pack("<i", 5) + struct.pack("<Q", 0x9000)
+        assert call["launch"]["data"] == want, node.label
+    if fake_driver.adders:  # compiled: the first K1 node taught the loop, which packed the other 11
+        assert [a for a in packed if a[0] is not n] == [shared]
+        assert INFOS[id(K1)]._kinds[(cg.Param, np.float32, np.int32)] == b"MNN"
+        assert (cg.Param, np.float32, np.int32) not in INFOS[id(K1)]._packers  # no struct format for a Param
+    else:  # the twin packs every node, but a tuple again right after itself (the three repeats of shared)
+        assert len(packed) == 13 - 3
+
+
+@needs_native
+def test_a_parameter_the_bindings_do_not_hold_as_an_int_is_left_to_python(monkeypatch):
+    d = install("native", monkeypatch)
+    packed = counting_packs(monkeypatch)
+    g = cg.Graph("unbound")
+    x = g.param("x")
+    for i in range(3):
+        g.kernel(K1, 1, 32, (x, np.float32(1.0), np.int32(i)))
+    lower_bound(g, d, {"x": 0xA000})
+    assert len(packed) == 1  # the first taught the loop
+    packed.clear()
+    lower_bound(g, d, {"x": True})  # not an exact int: declined, and the Python packer writes it (as 1)
+    assert len(packed) == 3
+    assert [c["launch"]["data"] for c in d.calls[-3:]] == [struct.pack("<Qfi", 1, 1.0, i) for i in range(3)]
+
+
 def interleaved_graph() -> cg.Graph:
     """Two kernels alternating node by node (a fresh argument tuple each), some nodes with two dependencies."""
     g = cg.Graph("interleaved")
@@ -739,7 +805,7 @@ def test_numpy_scalar_arguments_are_compared_by_value_in_c_as_python_compares_th
     for v in new:
         g2.kernel(K1, 1, 32, (0x9000, v, np.int32(1)))
     states = [node_state(x) for x in g1.nodes]
-    found, suspects = _compare._LAYOUT.diff(g2._nodes, list(states), IDENTITY_TYPES, kernel_args.value_types())
+    found, suspects = _compare._layout().diff(g2._nodes, list(states), IDENTITY_TYPES, kernel_args.value_types())
     assert suspects == []  # every node decided in C
     want = [i for i, (a, b) in enumerate(zip(old, new)) if not (a is b or a == b)]
     assert [x.index for x in found] == want
@@ -762,9 +828,42 @@ def test_bytes_arguments_are_compared_by_value_in_c():
     for w in new:
         g2.kernel(K1, 1, 32, (0x9000, w, one))
     states = [node_state(x) for x in g1.nodes]
-    found, suspects = _compare._LAYOUT.diff(g2._nodes, list(states), IDENTITY_TYPES, ())
+    found, suspects = _compare._layout().diff(g2._nodes, list(states), IDENTITY_TYPES, ())
     assert suspects == [] and [x.index for x in found] == list(range(6, 12))
     assert_diffs_agree(states, g2)
+
+
+@needs_native
+def test_a_rebuilt_definitions_params_are_compared_in_c():
+    """Each rebuild makes its own Params: the same name and dtype is the same argument, another name a change,
+    decided in C as the Python twin decides (dtypes that are other objects are left to it)."""
+    from cudagraph.definition.diff import IDENTITY_TYPES, node_state
+    from cudagraph.driver import kernel_args
+    from cudagraph.executable import compare as _compare
+
+    def build(names: list[str]) -> cg.Graph:
+        g = cg.Graph()
+        params = {name: g.param(name) for name in set(names)}
+        n = g.param("n", np.int32)
+        for name in names:
+            g.kernel(K1, 1, 32, (params[name], np.float32(1), n))
+        return g
+
+    old = ["x", "y", "x", "x", "y", "x"]
+    new = ["x", "y", "y", "x", "x", "x"]
+    g1, g2 = build(old), build(new)
+    states = [node_state(x) for x in g1.nodes]
+    found, suspects = _compare._layout().diff(g2._nodes, list(states), IDENTITY_TYPES, kernel_args.value_types())
+    assert suspects == [] and [x.index for x in found] == [2, 4]
+    assert_diffs_agree(states, g2)
+    # a dtype equal but not the same object: left to Python, which finds it the same
+    g3 = build(old)
+    n3 = g3._nodes[0].args[2]
+    object.__setattr__(n3, "dtype", np.dtype(np.int32).newbyteorder("="))
+    if n3.dtype is not g1._nodes[0].args[2].dtype:
+        found, suspects = _compare._layout().diff(g3._nodes, list(states), IDENTITY_TYPES, kernel_args.value_types())
+        assert found == [] and suspects == list(range(6))
+    assert_diffs_agree(states, g3)
 
 
 def test_value_types_are_refused_when_malformed():

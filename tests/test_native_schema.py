@@ -135,6 +135,8 @@ def build(role: str, cls: type) -> Any:
         return native.KernelLoop(ADDRESS, 1, 1, cls, Node)
     if role == "node":
         return native.Layout(type("K", (cls,), {"__slots__": KernelNode.__slots__}), cls)
+    if role == "parameter_dtype":  # Layout.params reads it (and "parameter")
+        return native.Layout(KernelNode, Node).params(cls)
     simple = ("memset_node", "memcpy_node", "parameter", "parameter_at")
     if role in simple:  # KernelLoop.simple reads all four
         kinds = {r: cls if r == role else resolve(c_entry.SLOT_OWNERS[r]) for r in simple}

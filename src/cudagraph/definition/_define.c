@@ -75,9 +75,9 @@ km_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         !PyAnySet_CheckExact(PyTuple_GET_ITEM(src, S_NODE_CLASSES)) ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(src, S_GRIDS)) || !PyDict_CheckExact(PyTuple_GET_ITEM(src, S_BLOCKS)) ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(src, S_DIMS)) ||
-        !PyType_Check(PyTuple_GET_ITEM(src, S_PARAM)) || !PyList_CheckExact(PyTuple_GET_ITEM(src, S_PARAM_GRAPH))) {
+        !PyType_Check(PyTuple_GET_ITEM(src, S_PARAM))) {
         PyErr_SetString(PyExc_TypeError, "KernelMethod: sources must be (kernel types, argument types, buffer types, "
-                                         "node classes, grids, blocks, dims seen, Param, PARAM_GRAPH)");
+                                         "node classes, grids, blocks, dims seen, Param)");
         return NULL;
     }
     KernelMethod *m = (KernelMethod *)type->tp_alloc(type, 0);
@@ -89,12 +89,13 @@ km_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     m->gcore = (PyTypeObject *)Py_NewRef(gcore);
     for (int i = 0; i < S_COUNT; i++)
         m->src[i] = Py_NewRef(PyTuple_GET_ITEM(src, i));
-    static const int node_kept[2] = {N_GRAPH, N_PREDS}, graph_kept[G_COUNT] = {G_NODES};
+    static const int node_kept[2] = {N_GRAPH, N_PREDS}, graph_kept[G_COUNT] = {G_NODES, G_PARAMS};
     Py_ssize_t unused[N_COUNT];
     if (resolve(slots, "node", (PyTypeObject *)node, N_COUNT, unused, m->node_descr, node_kept, 2) < 0 ||
         resolve(slots, "node", (PyTypeObject *)knode, N_COUNT, m->node_at, NULL, NULL, 0) < 0 ||
         resolve(slots, "kernel_node", (PyTypeObject *)knode, K_COUNT, m->kernel_at, NULL, NULL, 0) < 0 ||
-        resolve(slots, "graph", (PyTypeObject *)gcore, G_COUNT, m->graph_at, m->graph_descr, graph_kept, G_COUNT) < 0) {
+        resolve(slots, "graph", (PyTypeObject *)gcore, G_COUNT, m->graph_at, m->graph_descr, graph_kept, G_COUNT) < 0 ||
+        resolve(slots, "param", (PyTypeObject *)m->src[S_PARAM], PARAM_COUNT, m->param_at, NULL, NULL, 0) < 0) {
         Py_DECREF(m);
         return NULL;
     }

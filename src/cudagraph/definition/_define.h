@@ -31,9 +31,10 @@ typedef struct {
 /* Slot roles, in the order of DEFINE_SLOTS in cudagraph.definition.kinds.kernel. */
 enum { N_GRAPH, N_INDEX, N_NAME, N_PREDS, N_COUNT };
 enum { K_KERNEL, K_GRID, K_BLOCK, K_SMEM, K_ARGS, K_ATTRS, K_COUNT };
-enum { G_NODES, G_COUNT };
+enum { G_NODES, G_PARAMS, G_COUNT };
+enum { PARAM_NAME, PARAM_COUNT };
 /* Sources, in the order of the tuple handed to KernelMethod. */
-enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_PARAM_GRAPH, S_COUNT };
+enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_COUNT };
 
 typedef struct {
     PyObject_HEAD
@@ -42,9 +43,9 @@ typedef struct {
     PyTypeObject *knode, *node, *gcore; /* KernelNode, Node, GraphCore */
     PyObject *src[S_COUNT];       /* the Python method's own tables */
     PyObject *node_descr[2];      /* Node.graph, Node._preds: a subclass must keep them */
-    PyObject *graph_descr[G_COUNT]; /* GraphCore._nodes */
+    PyObject *graph_descr[G_COUNT]; /* GraphCore._nodes, GraphCore._params */
     PyObject *dict;
-    Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT];
+    Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT], param_at[PARAM_COUNT];
     Py_ssize_t taken;             /* calls the compiled path answered */
     Py_ssize_t placed;            /* nodes of other builders placed (place()) */
     PyObject *dim_in[2], *dim_out[2]; /* grid, block: the last size found (an int or a 3-tuple) and its value */

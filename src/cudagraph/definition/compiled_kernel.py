@@ -26,7 +26,7 @@ from .dims import BLOCKS, DIMS_SEEN, GRIDS
 from .kinds.kernel import KERNEL_TYPES_SEEN, KernelBuilders, KernelNode
 from .node import Node
 from .operands import ARG_BUFFER_TYPES, ARG_TYPES_OK
-from .param import PARAM_GRAPH, Param
+from .param import Param
 
 __all__ = ["DEFINE_SLOTS", "compiled_kernel", "define_module", "install_compiled_kernel"]
 
@@ -37,7 +37,8 @@ DEFINE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
     {
         "node": ("graph", "index", "name", "_preds"),
         "kernel_node": ("kernel", "grid", "block", "shared_mem", "args", "attrs"),
-        "graph": ("_nodes",),
+        "graph": ("_nodes", "_params"),
+        "param": ("name",),
     }
 )
 
@@ -58,7 +59,7 @@ def compiled_kernel(twin: Any) -> Any:
     module = define_module()
     if module is None:
         return None
-    # The Python method's own tables, in the order of the C side's (S_KERNELS ... S_PARAM_GRAPH).
+    # The Python method's own tables, in the order of the C side's (S_KERNELS ... S_PARAM).
     sources = (
         KERNEL_TYPES_SEEN,
         ARG_TYPES_OK,
@@ -68,7 +69,6 @@ def compiled_kernel(twin: Any) -> Any:
         BLOCKS,
         DIMS_SEEN,
         Param,
-        PARAM_GRAPH,
     )
     method = module.KernelMethod(twin, KernelNode, Node, GraphCore, dict(DEFINE_SLOTS), sources)
     functools.update_wrapper(method, twin)

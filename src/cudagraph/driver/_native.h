@@ -449,6 +449,7 @@ enum {
     KIND_POINTER = 'P', /* an int (exactly): a 64-bit address */
     KIND_SCALAR = 'S',  /* a numpy scalar: its bytes (buffer protocol), exactly the parameter's size */
     KIND_VALUE = 'N',   /* a numpy scalar of a type whose value follows the object header: those bytes */
+    KIND_PARAM = 'M',   /* a Param (exact type): the address bound to its name, when that is an exact int */
     KIND_BYTES = 'B',   /* bytes (exactly): exactly the parameter's size */
     KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
 };
@@ -482,12 +483,14 @@ cg_handle_memo_clear(cg_handle_memo *m)
 }
 
 /* Pack `args` (held by the caller) into p's buffer by the kinds learned for their types. 1: packed;
+ * 2: packed, with a Param's bound address among them (bytes that hold only while the bindings do);
  * 0: declined (no exception set: p not set up, not a tuple of n items, types with no learned kinds, or
  * a value that does not fit), and the Python packer, which names the node and argument at fault, takes
- * them. `memo` (NULL: none) is the run's cg_handle_memo. May run Python code (a type's __hash__ or
- * __eq__ in the lookup, int() of a handle, releasing the last entry used or the memo's object): the
- * caller keeps p in place with the same buffer and layout meanwhile. */
-int cg_pack(cg_packer *p, PyObject *args, cg_handle_memo *memo);
+ * them. `memo` (NULL: none) is the run's cg_handle_memo; `params` (NULL: none) the Param type, its name's
+ * slot and the bindings (name -> address) of the run (a Param is declined without them). May run Python
+ * code (a type's __hash__ or __eq__ in the lookup, int() of a handle, releasing the last entry used or the
+ * memo's object): the caller keeps p in place with the same buffer and layout meanwhile. */
+int cg_pack(cg_packer *p, PyObject *args, cg_handle_memo *memo, const cg_simple_kinds *params);
 
 /* Release the references p holds (kinds, last_key, last_kinds), with Py_CLEAR; may run Python code. */
 void cg_packer_clear(cg_packer *p);
@@ -534,10 +537,11 @@ Py_ssize_t *cg_use_layout(PyObject *const *argv, void **scratch, void **function
 #define CG_ENTRY_REFS 6
 void cg_entry_refs(cg_kernel_entry *e, PyObject **out);
 
-/* Pack `args` into the entry's buffer by the kinds learned for their types; on success the entry holds
- * `args`. 1: packed; 0: not (no exception set): the caller packs in Python, which names bad arguments.
+/* Pack `args` into the entry's buffer by the kinds learned for their types (`params`: as cg_pack); on
+ * success the entry holds `args` (unless a Param's address was read: bindings may change between runs).
+ * 1: packed; 0: not (no exception set): the caller packs in Python, which names bad arguments.
  * May run Python code (int(handle), a type's __hash__): the caller holds `args` and keeps `e` in place. */
-int cg_entry_pack(cg_kernel_entry *e, PyObject *args, cg_handle_memo *memo);
+int cg_entry_pack(cg_kernel_entry *e, PyObject *args, cg_handle_memo *memo, const cg_simple_kinds *params);
 
 /* A launch of the executable to make right after the set calls of a rebind, in the same release of the GIL
  * (the compiled Executable.launch asks it of the compiled binds it calls; see _native_exec_launch.c). It is

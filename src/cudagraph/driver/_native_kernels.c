@@ -88,15 +88,18 @@ cg_entry_refs(cg_kernel_entry *e, PyObject **out)
 /* ------------------------------------------------------------------ packing */
 
 int
-cg_entry_pack(cg_kernel_entry *e, PyObject *args, cg_handle_memo *memo)
+cg_entry_pack(cg_kernel_entry *e, PyObject *args, cg_handle_memo *memo, const cg_simple_kinds *params)
 {
     Py_INCREF(args); /* the Python code cg_pack may run (a __hash__, int(handle)) may drop the node's reference */
     /* From here on the buffer may be overwritten: whatever happens, it no longer holds e->args (the
      * Python twin forgets it too when it declines). */
     PyObject *old = e->args;
     e->args = NULL;
-    int ok = cg_pack(&e->pk, args, memo);
-    if (ok) {
+    int ok = cg_pack(&e->pk, args, memo, params);
+    if (ok == 2) { /* packed from the bindings: not remembered as these arguments' bytes */
+        Py_DECREF(args);
+        ok = 1;
+    } else if (ok) {
         PyObject *prev = e->args; /* NULL, unless Python code run above packed this kernel too */
         e->args = args;           /* our reference */
         Py_XDECREF(prev);

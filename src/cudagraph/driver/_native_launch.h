@@ -132,7 +132,7 @@ typedef struct {
 static inline int
 cg_lk_pack(LaunchKernel *lk, PyObject *args, cg_handle_memo *memo)
 {
-    return cg_pack(&lk->pk, args, memo);
+    return cg_pack(&lk->pk, args, memo, NULL) == 1; /* (a Param is declined without bindings) */
 }
 
 /* Take lk's argument buffer for one call, from packing to the end of the driver calls reading it: 1,

@@ -22,6 +22,8 @@ typedef struct {
     PyTypeObject *memset_type, *memcpy_type; /* fills and 1-D copies diffed here too (see simple()); NULL: none */
     cg_memset_slots ms;
     cg_memcpy_slots mc;
+    PyTypeObject *param_type; /* Param arguments compared here too (see params()); NULL: by the caller */
+    Py_ssize_t param_name, param_dtype;
 } Layout;
 
 static void
@@ -31,6 +33,7 @@ layout_dealloc(Layout *self)
     Py_CLEAR(self->node_type);
     Py_CLEAR(self->memset_type);
     Py_CLEAR(self->memcpy_type);
+    Py_CLEAR(self->param_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -303,10 +306,24 @@ value_equal(PyObject *x, PyObject *y, PyObject *value_types)
     return -1;
 }
 
+/* For two distinct Params `x` and `y` (exact type): 1 the same slot (the same name, the same dtype object), 0 another
+ * name, -1 the caller decides (names not exact str, or dtypes other objects). Runs no Python code. */
+static int
+param_same(Layout *self, PyObject *x, PyObject *y)
+{
+    PyObject *nx = SLOT(x, self->param_name), *ny = SLOT(y, self->param_name);
+    if (nx == NULL || ny == NULL || !PyUnicode_CheckExact(nx) || !PyUnicode_CheckExact(ny))
+        return -1;
+    if (nx != ny && PyUnicode_Compare(nx, ny) != 0) /* (exact str: no Python code, no error) */
+        return 0;
+    PyObject *dx = SLOT(x, self->param_dtype), *dy = SLOT(y, self->param_dtype);
+    return dx != NULL && dx == dy ? 1 : -1;
+}
+
 /* 1: same; 0: changed; -1: undecided (the caller compares by value); -2: error.
  * The caller holds `a` and `sa` (a type's __hash__ runs in the set lookup). */
 static int
-args_compare(PyObject *a, PyObject *sa, PyObject *identity_types, PyObject *value_types)
+args_compare(Layout *self, PyObject *a, PyObject *sa, PyObject *identity_types, PyObject *value_types)
 {
     int undecided = 0;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
@@ -321,6 +338,14 @@ args_compare(PyObject *a, PyObject *sa, PyObject *identity_types, PyObject *valu
                 return -2;
             if (!eq)
                 return 0;
+            continue;
+        }
+        if (Py_TYPE(x) == self->param_type) { /* a rebuilt definition's own Param of the same name */
+            int same = param_same(self, x, y);
+            if (same == 0)
+                return 0;
+            if (same < 0)
+                undecided = 1;
             continue;
         }
         if (PyBytes_CheckExact(x)) { /* a struct's bytes: equal when they are */
@@ -380,7 +405,7 @@ kernel_verdict(Layout *self, PyObject *node, PyObject *s, PyObject *states, Py_s
     Py_INCREF(node);
     Py_INCREF(s);
     Py_INCREF(a);
-    int verdict = args_compare(a, sa, identity, values);
+    int verdict = args_compare(self, a, sa, identity, values);
     if (verdict >= 0) { /* decided here: record the new arguments */
         PyObject *ns = PyTuple_New(6);
         if (ns == NULL) {
@@ -486,6 +511,31 @@ layout_simple(Layout *self, PyObject *const *argv, Py_ssize_t argc)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(layout_params_doc,
+             "params(param_type) -> None\n\n"
+             "Compare arguments of the exact type `param_type` (Param) here too: two are the same argument when\n"
+             "their names are equal and their dtypes the same object, as cudagraph.definition.diff.same_value\n"
+             "answers; another name is a change; other dtype objects are left to the caller.");
+
+static PyObject *
+layout_params(Layout *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 1 || !PyType_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "params(param_type: type)");
+        return NULL;
+    }
+    Py_ssize_t name, dtype;
+    if (cg_resolve_slots((PyTypeObject *)argv[0], "parameter", 1, &name) < 0 ||
+        cg_resolve_slots((PyTypeObject *)argv[0], "parameter_dtype", 1, &dtype) < 0)
+        return NULL;
+    PyTypeObject *old = self->param_type;
+    self->param_name = name;
+    self->param_dtype = dtype;
+    self->param_type = (PyTypeObject *)Py_NewRef(argv[0]);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 layout_diff(Layout *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -531,6 +581,7 @@ fail:
 static PyMethodDef layout_methods[] = {
     {"signature", (PyCFunction)(void (*)(void))layout_signature, METH_FASTCALL, layout_signature_doc},
     {"diff", (PyCFunction)(void (*)(void))layout_diff, METH_FASTCALL, layout_diff_doc},
+    {"params", (PyCFunction)(void (*)(void))layout_params, METH_FASTCALL, layout_params_doc},
     {"simple", (PyCFunction)(void (*)(void))layout_simple, METH_FASTCALL, layout_simple_doc},
     {"sinks", (PyCFunction)(void (*)(void))layout_sinks, METH_FASTCALL, layout_sinks_doc},
     {NULL, NULL, 0, NULL},

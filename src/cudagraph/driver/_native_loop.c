@@ -485,7 +485,7 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
         PyObject *args = SLOT(node, self->kn.args);
         if (args != e->args) {
             Py_INCREF(node); /* packing may run Python code that drops `order`'s reference */
-            int ok = args != NULL && cg_entry_pack(e, args, &memo);
+            int ok = args != NULL && cg_entry_pack(e, args, &memo, &self->simple);
             /* Packing may have run Python code (int(handle), a type's __hash__): the node is read again
              * (the table stays as it is: use() is refused meanwhile). e->args holds `args` when packed,
              * so the last test is not fooled by a reused address. */

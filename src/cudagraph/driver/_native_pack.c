@@ -58,12 +58,34 @@ packer_kinds(cg_packer *p, PyObject *args)
     return kinds;
 }
 
+/* The address bound to Param `a` in `params`' bindings, written as 8 bytes at `to`: 1, or 0 (no exception set:
+ * no bindings, not the Param type, a name that is not an exact str, unbound, or not an exact int that fits).
+ * Runs no Python code (a lookup by an exact str). */
+static int
+pack_param(PyObject *a, char *to, Py_ssize_t size, const cg_simple_kinds *params)
+{
+    if (params == NULL || params->param_type == NULL || params->bindings == NULL || Py_TYPE(a) != params->param_type ||
+        size != 8)
+        return 0;
+    PyObject *name = SLOT(a, params->pm.name);
+    if (name == NULL || !PyUnicode_CheckExact(name))
+        return 0;
+    PyObject *v = PyDict_GetItemWithError(params->bindings, name);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return PyLong_CheckExact(v) && pack_u64(v, to);
+}
+
 /* Write one argument `a` of kind `kind` as `size` bytes at `to`; 1, or 0 (no exception set). May run
  * Python code (reading `handle`, int() of it, releasing the memo's object). */
 static int
-pack_one(char kind, PyObject *a, char *to, Py_ssize_t size, cg_handle_memo *memo)
+pack_one(char kind, PyObject *a, char *to, Py_ssize_t size, cg_handle_memo *memo, const cg_simple_kinds *params)
 {
     switch (kind) {
+    case KIND_PARAM: /* (a scalar parameter's value is not an int: the Python packer writes it) */
+        return pack_param(a, to, size, params);
     case KIND_POINTER:
         return size == 8 && PyLong_CheckExact(a) && pack_u64(a, to); /* (an int subclass is not a pointer) */
     case KIND_SCALAR: {
@@ -118,7 +140,7 @@ pack_one(char kind, PyObject *a, char *to, Py_ssize_t size, cg_handle_memo *memo
 }
 
 int
-cg_pack(cg_packer *p, PyObject *args, cg_handle_memo *memo)
+cg_pack(cg_packer *p, PyObject *args, cg_handle_memo *memo, const cg_simple_kinds *params)
 {
     Py_ssize_t n = p->n;
     if (p->kinds == NULL || !PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n)
@@ -127,11 +149,13 @@ cg_pack(cg_packer *p, PyObject *args, cg_handle_memo *memo)
     if (kinds == NULL)
         return 0;
     const char *k = PyBytes_AS_STRING(kinds);
-    int ok = 1;
-    for (Py_ssize_t i = 0; ok && i < n; i++)
-        ok = pack_one(k[i], PyTuple_GET_ITEM(args, i), p->buf + p->offsets[i], p->sizes[i], memo);
+    int ok = 1, bound = 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        ok = pack_one(k[i], PyTuple_GET_ITEM(args, i), p->buf + p->offsets[i], p->sizes[i], memo, params);
+        bound |= k[i] == KIND_PARAM;
+    }
     Py_DECREF(kinds);
-    return ok;
+    return ok && bound ? 2 : ok;
 }
 
 void

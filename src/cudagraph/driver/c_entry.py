@@ -99,6 +99,8 @@ NATIVE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
         "memcpy_node": ("dst", "src", "nbytes"),
         "parameter": ("name",),
         "parameter_at": ("param", "offset"),
+        # Layout.params: a Param's dtype (its name is "parameter"'s), which the diff compares by identity
+        "parameter_dtype": ("dtype",),
         # BindMethod, BindManyMethod: the executable's state they read and write (cg_executable_slots)
         "executable": ("_exec", "_exec_addr", "_raw_bound", "_bindings", "_plans", "_lock", "update_calls", "_checks"),
         # BindMethod, BindManyMethod: a prepared rebinding plan of one name (cg_bind_plan_slots)
@@ -122,6 +124,7 @@ SLOT_OWNERS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "memset_node": "cudagraph.definition.nodes:MemsetNode",
         "memcpy_node": "cudagraph.definition.nodes:MemcpyNode",
         "parameter": "cudagraph.definition.param:Param",
+        "parameter_dtype": "cudagraph.definition.param:Param",
         "parameter_at": "cudagraph.definition.param_offset:ParamAt",
         "executable": "cudagraph.executable.executable:Executable",
         "launch": "cudagraph.executable.executable:Executable",

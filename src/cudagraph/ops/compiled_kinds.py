@@ -63,6 +63,7 @@ def compiled_layout() -> Any:
     pairs = ((memset_cls, "memset_node"), (memcpy_cls, "memcpy_node"))
     if all(_diff.state_fields(cls) == NATIVE_SLOTS[role] for cls, role in pairs):
         layout.simple(memset_cls, memcpy_cls)
+    layout.params(Param)  # a rebuilt definition's Params (bench/cache_cpu.py: cache.get 1.34 -> 0.25 µs a node)
     return layout
 
 

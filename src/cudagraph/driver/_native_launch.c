@@ -139,7 +139,7 @@ lk_pack_method(LaunchKernel *self, PyObject *args)
     if (!cg_lk_take(self))
         Py_RETURN_NONE;
     Py_INCREF(args);
-    int ok = cg_lk_pack(self, args, NULL);
+    int ok = cg_lk_pack(self, args, NULL, NULL);
     Py_DECREF(args);
     PyObject *out = ok ? PyBytes_FromStringAndSize(self->pk.buf, self->size) : Py_NewRef(Py_None);
     cg_lk_give(self);

@@ -127,12 +127,13 @@ typedef struct {
 } RunState;
 
 /* Pack `args` (held by the caller) into lk's buffer by the learned kinds (cg_pack, the kernel loop's
- * packer too); the caller has taken the buffer (cg_lk_take). 1: packed; 0: declined (no exception
- * set). May run Python code (int(handle), a type's __hash__). */
+ * packer too); the caller has taken the buffer (cg_lk_take). `params`: the run's parameters (a Graph.run or
+ * capture with bindings; NULL: a Param is declined). 1: packed; 0: declined (no exception set). May run
+ * Python code (int(handle), a type's __hash__). */
 static inline int
-cg_lk_pack(LaunchKernel *lk, PyObject *args, cg_handle_memo *memo)
+cg_lk_pack(LaunchKernel *lk, PyObject *args, cg_handle_memo *memo, const cg_simple_kinds *params)
 {
-    return cg_pack(&lk->pk, args, memo, NULL) == 1; /* (a Param is declined without bindings) */
+    return cg_pack(&lk->pk, args, memo, params) != 0;
 }
 
 /* Take lk's argument buffer for one call, from packing to the end of the driver calls reading it: 1,

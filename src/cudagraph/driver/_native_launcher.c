@@ -426,7 +426,7 @@ launcher_launch(StreamLauncher *self, PyObject *const *argv, Py_ssize_t argc)
     LaunchKernel *lk = NULL;
     if (target_stream(self, argv[0], &stream) == 0 && config_dims(self, argv[1], d, &smem) == 0 &&
         (lk = cg_launcher_kernel(self, argv[2])) != NULL && cg_lk_take(lk)) {
-        if (cg_lk_pack(lk, argv[3], NULL))
+        if (cg_lk_pack(lk, argv[3], NULL, NULL))
             rc = cg_launcher_call(self, lk, d, smem, stream, 1);
         cg_lk_give(lk);
     }
@@ -492,7 +492,7 @@ cg_run_prepare(StreamLauncher *self, RunState *run, PyObject *node, unsigned int
         run->packed = NULL;           /* the buffer is being written */
         if (prev != NULL)
             old_packed = prev;
-        ok = cg_lk_pack(run->lk, args, &run->memo);
+        ok = cg_lk_pack(run->lk, args, &run->memo, &self->simple); /* (the run's bindings: fixed while it runs) */
         if (ok)
             run->packed = Py_NewRef(args);
     }

@@ -354,8 +354,8 @@ def lower_bound(g: cg.Graph, d: Driver, bindings: dict[str, Any]) -> Any:
 
 
 def test_pointer_parameters_are_packed_from_the_bindings_both_ways(fake_driver, monkeypatch):
-    """A kernel node whose argument is a pointer Param: the compiled loop writes the address bound to its name
-    (kind ``M``), as the Python packer does; a scalar Param (its value a numpy scalar) goes through Python."""
+    """A kernel node whose argument is a Param: the compiled loop writes the address bound to its name, or a
+    scalar parameter's bytes (kind ``M``, from compiled_bindings), as the Python packer does."""
     packed = counting_packs(monkeypatch)
     g = cg.Graph("params")
     x, y, n = g.param("x"), g.param("y"), g.param("n", np.int32)
@@ -364,7 +364,8 @@ def test_pointer_parameters_are_packed_from_the_bindings_both_ways(fake_driver, 
     for i in range(12):
         args = shared if i < 4 else ((x if i % 2 else y), np.float32(i), np.int32(i))
         prev = g.kernel(K1, 1, 32, args, after=prev)
-    g.kernel(K2, 1, 32, (n, 0x9000), after=prev)  # a scalar parameter: the Python packer writes it
+    for _ in range(3):
+        prev = g.kernel(K2, 1, 32, (n, 0x9000), after=prev)  # a scalar parameter: its bytes
     dn = lower_bound(g, fake_driver, {"x": 0xA000, "y": 0xB000, "n": np.int32(5)})
     bound = {"x": 0xA000, "y": 0xB000}
     for node in g.nodes:
@@ -375,12 +376,12 @@ def test_pointer_parameters_are_packed_from_the_bindings_both_ways(fake_driver, 
         else:
             want = struct.pack("<i", 5) + struct.pack("<Q", 0x9000)
         assert call["launch"]["data"] == want, node.label
-    if fake_driver.adders:  # compiled: the first K1 node taught the loop, which packed the other 11
-        assert [a for a in packed if a[0] is not n] == [shared]
+    if fake_driver.adders:  # compiled: the first node of each kernel taught the loop, which packed the others
+        assert packed == [shared, (n, 0x9000)]
         assert INFOS[id(K1)]._kinds[(cg.Param, np.float32, np.int32)] == b"MNN"
         assert (cg.Param, np.float32, np.int32) not in INFOS[id(K1)]._packers  # no struct format for a Param
     else:  # the twin packs every node, but a tuple again right after itself (the three repeats of shared)
-        assert len(packed) == 13 - 3
+        assert len(packed) == 15 - 3
 
 
 @needs_native

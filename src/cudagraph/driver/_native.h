@@ -449,7 +449,7 @@ enum {
     KIND_POINTER = 'P', /* an int (exactly): a 64-bit address */
     KIND_SCALAR = 'S',  /* a numpy scalar: its bytes (buffer protocol), exactly the parameter's size */
     KIND_VALUE = 'N',   /* a numpy scalar of a type whose value follows the object header: those bytes */
-    KIND_PARAM = 'M',   /* a Param (exact type): the address bound to its name, when that is an exact int */
+    KIND_PARAM = 'M',   /* a Param (exact type): the address (an int) or the bytes bound to its name */
     KIND_BYTES = 'B',   /* bytes (exactly): exactly the parameter's size */
     KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
 };

@@ -58,14 +58,15 @@ packer_kinds(cg_packer *p, PyObject *args)
     return kinds;
 }
 
-/* The address bound to Param `a` in `params`' bindings, written as 8 bytes at `to`: 1, or 0 (no exception set:
- * no bindings, not the Param type, a name that is not an exact str, unbound, or not an exact int that fits).
- * Runs no Python code (a lookup by an exact str). */
+/* The value bound to Param `a` in `params`' bindings, written as `size` bytes at `to`: a pointer parameter's
+ * address (an exact int, 8 bytes) or a scalar parameter's bytes (exact bytes of that size: the Python side's
+ * compiled_bindings writes a numpy value so). 1, or 0 (no exception set: no bindings, not the Param type, a
+ * name that is not an exact str, unbound, or a value of another kind or size). Runs no Python code (a
+ * lookup by an exact str). */
 static int
 pack_param(PyObject *a, char *to, Py_ssize_t size, const cg_simple_kinds *params)
 {
-    if (params == NULL || params->param_type == NULL || params->bindings == NULL || Py_TYPE(a) != params->param_type ||
-        size != 8)
+    if (params == NULL || params->param_type == NULL || params->bindings == NULL || Py_TYPE(a) != params->param_type)
         return 0;
     PyObject *name = SLOT(a, params->pm.name);
     if (name == NULL || !PyUnicode_CheckExact(name))
@@ -75,7 +76,11 @@ pack_param(PyObject *a, char *to, Py_ssize_t size, const cg_simple_kinds *params
         PyErr_Clear();
         return 0;
     }
-    return PyLong_CheckExact(v) && pack_u64(v, to);
+    if (PyBytes_CheckExact(v) && PyBytes_GET_SIZE(v) == size) {
+        memcpy(to, PyBytes_AS_STRING(v), (size_t)size);
+        return 1;
+    }
+    return size == 8 && PyLong_CheckExact(v) && pack_u64(v, to);
 }
 
 /* Write one argument `a` of kind `kind` as `size` bytes at `to`; 1, or 0 (no exception set). May run
@@ -84,7 +89,7 @@ static int
 pack_one(char kind, PyObject *a, char *to, Py_ssize_t size, cg_handle_memo *memo, const cg_simple_kinds *params)
 {
     switch (kind) {
-    case KIND_PARAM: /* (a scalar parameter's value is not an int: the Python packer writes it) */
+    case KIND_PARAM:
         return pack_param(a, to, size, params);
     case KIND_POINTER:
         return size == 8 && PyLong_CheckExact(a) && pack_u64(a, to); /* (an int subclass is not a pointer) */

@@ -27,7 +27,7 @@ from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
-from ..driver.kernel_args import PACKING_LOCK
+from ..driver.kernel_args import PACKING_LOCK, compiled_bindings
 from ..driver.streams import capture_dependencies, set_capture_dependencies
 from ..errors import UnsupportedError
 from ..ops.compiled_kinds import compiled_layout
@@ -105,12 +105,13 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
     exits: list[Any] = [None] * len(graph._nodes)  # node index -> the stream's dependencies after it
     outer, rp.raw = rp.raw, raw
     fast = rp.fast
+    bindings = compiled_bindings(rp.run.bindings)
     try:
         i = 0
         while i < total:
             if fast is not None:  # the kernel, fill, copy and empty nodes it can take, in a row
                 start = i
-                i = fast.capture(order, i, rp.handle, exits, raw, entry, rp.run.bindings)
+                i = fast.capture(order, i, rp.handle, exits, raw, entry, bindings)
                 if fast.rc:
                     if fast.rc < 0:
                         raise MemoryError("capture: out of memory")

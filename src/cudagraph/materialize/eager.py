@@ -16,7 +16,7 @@ from ..definition.nodes import Node
 from ..driver import stream_launch
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
-from ..driver.kernel_args import PACKING_LOCK
+from ..driver.kernel_args import PACKING_LOCK, compiled_bindings
 from ..driver.streams import stream_handle
 from ..errors import HostCallbackError
 from ..ops.compiled_kinds import add_stream_kinds
@@ -69,8 +69,9 @@ class StreamIssue:
             return
         h = int(stream)
         i, total = 0, len(order)
+        bindings = compiled_bindings(self.bindings)
         while i < total:
-            i = fast.issue(order, i, h, self.bindings)
+            i = fast.issue(order, i, h, bindings)
             if fast.rc:
                 raise_error(require_driver().CUresult(fast.rc), fast.failed, order[i])
             if i < total:

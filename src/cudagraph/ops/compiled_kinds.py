@@ -20,10 +20,18 @@ from ..definition.nodes import KernelNode, Node
 from ..definition.param import Param
 from ..definition.param_offset import ParamAt
 from ..driver.c_entry import NATIVE, NATIVE_SLOTS, c_address
+from ..driver.kernel_args import compiled_bindings
 from .operands import LOWEST_VALID_ADDRESS
 from .registry import OPS
 
-__all__ = ["ROLES", "STREAM_CALLS", "add_simple_kinds", "add_stream_kinds", "compiled_classes", "compiled_layout"]
+__all__ = [
+    "ROLES",
+    "STREAM_CALLS",
+    "add_simple_kinds",
+    "add_stream_kinds",
+    "compiled_classes",
+    "compiled_layout",
+]
 
 #: What the compiled loop can write, in the order ``KernelLoop.simple`` takes the node classes.
 ROLES = ("memset", "memcpy", "empty")
@@ -92,7 +100,16 @@ def add_simple_kinds(loop: Any, ctx: Any, bindings: dict[str, Any] | None = None
         return
     attributes = c_address("cuPointerGetAttributes") or 0
     set_fn = c_address("cuGraphExecNodeSetParams") or 0
-    loop.simple(context, attributes, LOWEST_VALID_ADDRESS, *compiled_classes(), set_fn, Param, ParamAt, bindings)
+    loop.simple(
+        context,
+        attributes,
+        LOWEST_VALID_ADDRESS,
+        *compiled_classes(),
+        set_fn,
+        Param,
+        ParamAt,
+        compiled_bindings(bindings),
+    )
 
 
 def add_stream_kinds(launcher: Any) -> None:

@@ -51,7 +51,7 @@ from ...driver.c_entry import NATIVE, c_address, kernel_loop, use_kernel
 from ...driver.calls import check, raise_error, require_driver
 from ...driver.compat import BINDINGS_MAJOR
 from ...driver.devices import primary_context
-from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, kernel_info
+from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, compiled_bindings, kernel_info
 from ...driver.stream_launch import launch_packed
 from ...driver.stream_launch import prepared as prepared_launch
 from ...errors import DriverError, OperandError, UnsupportedError
@@ -608,7 +608,7 @@ class KernelWriter:
         if raw is None:
             raw = [int(d) for d in driver_nodes]
         loop.args = None  # other code (a PreparedKernel, a launch) may have packed the kernels' buffers since
-        loop.bindings = bindings  # (this update's, which the executable keeps: every run sets its own)
+        loop.bindings = compiled_bindings(bindings)  # (this update's: every run sets its own)
         while True:
             i: int = loop.run(nodes, start, raw)
             if loop.rc:

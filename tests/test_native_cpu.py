@@ -278,9 +278,8 @@ def test_the_compiled_loop_adds_runs_of_kernel_nodes(monkeypatch):
     assert adder.kernel is K1 and adder.args is same
 
 
-@needs_native
-def test_the_compiled_loop_packs_arguments_of_known_types(monkeypatch):
-    d = install("native", monkeypatch)
+def counting_packs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The argument tuples the Python packer packs from now on."""
     packed: list[Any] = []
     real = KernelInfo.pack
 
@@ -289,6 +288,13 @@ def test_the_compiled_loop_packs_arguments_of_known_types(monkeypatch):
         return real(self, args, node, bindings)
 
     monkeypatch.setattr(KernelInfo, "pack", pack)
+    return packed
+
+
+@needs_native
+def test_the_compiled_loop_packs_arguments_of_known_types(monkeypatch):
+    d = install("native", monkeypatch)
+    packed = counting_packs(monkeypatch)
     g = cg.Graph("distinct")
     prev = None
     for i in range(20):
@@ -331,19 +337,6 @@ def test_numpy_scalars_are_packed_as_their_bytes_both_ways(dtype, fake_driver, m
     assert dn.raw == [c["handle"] for c in fake_driver.calls]
     assert kernel_args._value_after_header(t, np.dtype(dtype))
     assert INFOS[id(k3)]._kinds == {(int, t): b"PN"}
-
-
-def counting_packs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The argument tuples the Python packer packs from now on."""
-    packed: list[Any] = []
-    real = KernelInfo.pack
-
-    def pack(self: KernelInfo, args: Any, node: Any, bindings: Any) -> Any:
-        packed.append(args)
-        return real(self, args, node, bindings)
-
-    monkeypatch.setattr(KernelInfo, "pack", pack)
-    return packed
 
 
 def lower_bound(g: cg.Graph, d: Driver, bindings: dict[str, Any]) -> Any:

@@ -293,7 +293,7 @@ def test_what_the_python_method_must_answer_is_left_to_it() -> None:
     g.memset(OPERANDS["cai"], 1)  # an array interface
     g.memset(0x40000, 1, np.int64(4))  # a numpy count
     g.memset(OPERANDS["buf-size-np"], 1)  # a Buffer whose size is a numpy int
-    p = g.param("p")
+    p = cg.Graph("another").param("p")  # another graph's parameter (the Python method adopts it)
     g.memset(p, 1, 4)
     assert ms.taken == before and len(g) == 5
     with pytest.raises(cg.errors.OperandError, match=r"memset#5 'memset': value 256 does not fit in 1 byte"):
@@ -439,3 +439,54 @@ def test_forget_empties_the_learned_tables() -> None:
         type(ms)("memset", ms.func, COMPILED_KERNEL, object, OP_SLOTS["memset"], SOURCES)
     with pytest.raises(TypeError, match=r"MemcpyNode.value is not an object slot"):
         type(ms)("memset", ms.func, COMPILED_KERNEL, MemcpyNode, OP_SLOTS["memset"], SOURCES)
+
+
+def test_pointer_parameters_of_the_graph_are_taken_in_c_and_every_other_parameter_is_left_to_python() -> None:
+    """A fill's or copy's operand that is a pointer parameter the graph declared is taken in C; a scalar
+    parameter, one of another graph (which the Python method adopts) or a call without a size goes to the
+    Python method: both build the same graphs and raise the same errors."""
+    ms, mc = COMPILED_OPS["memset"], COMPILED_OPS["memcpy"]
+    older = cg.Graph("older")
+    theirs = older.param("t")
+
+    def build(python: bool) -> tuple[cg.Graph, list[Any]]:
+        g = cg.Graph("g")
+        x, y, s = g.param("x"), g.param("y"), g.param("s", np.float32)
+        memset = COMPILED_OPS["memset"].func.__get__(g) if python else g.memset
+        memcpy = COMPILED_OPS["memcpy"].func.__get__(g) if python else g.memcpy
+        calls = [
+            lambda: memset(x, 0, count=64, element_size=4),
+            lambda: memset(x, np.float32(1.5), count=16),
+            lambda: memcpy(x, y, 256),
+            lambda: memcpy(x, 0x9000, 64),
+            lambda: memset(x, 0),  # no size: the Python method names it
+            lambda: memset(s, 0, count=4),  # a scalar parameter: refused by the Python method
+            lambda: memcpy(y, theirs, 8),  # another graph's parameter: adopted by the Python method
+        ]
+        out = []
+        for call in calls:
+            try:
+                call()
+                out.append(None)
+            except CudaGraphError as e:
+                out.append((type(e).__name__, str(e)))
+        return g, out
+
+    warm = cg.Graph("warm")  # the graph type learned (the first call of a process teaches it)
+    warm.memcpy(0x9000, 0x9100, 4, after=warm.memset(0x9000, 0, count=4))
+    before = ms.taken, mc.taken
+    compiled, errors = build(False)
+    assert (ms.taken - before[0], mc.taken - before[1]) == (2, 2)
+    python, python_errors = build(True)
+    assert errors == python_errors and errors[:4] == [None] * 4 and all(errors[4:6])
+
+    def fields(g: cg.Graph) -> list[Any]:  # a parameter by its name: each graph has its own
+        return [
+            [(s, getattr(n, s).name if isinstance(getattr(n, s), cg.Param) else getattr(n, s)) for s in n.__slots__]
+            + [n.index, n.name, [q.index for q in n.predecessors]]
+            for n in g.nodes
+        ]
+
+    assert fields(compiled) == fields(python) and compiled.summary() == python.summary()
+    assert sorted(compiled.params) == sorted(python.params) == ["s", "t", "x", "y"]
+    assert compiled.nodes[0].dst is compiled.params["x"] and compiled.nodes[0]._keep == (None,)

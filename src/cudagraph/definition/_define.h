@@ -32,7 +32,7 @@ typedef struct {
 enum { N_GRAPH, N_INDEX, N_NAME, N_PREDS, N_COUNT };
 enum { K_KERNEL, K_GRID, K_BLOCK, K_SMEM, K_ARGS, K_ATTRS, K_COUNT };
 enum { G_NODES, G_PARAMS, G_COUNT };
-enum { PARAM_NAME, PARAM_COUNT };
+enum { PARAM_NAME, PARAM_DTYPE, PARAM_COUNT };
 /* Sources, in the order of the tuple handed to KernelMethod. */
 enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_COUNT };
 
@@ -89,6 +89,10 @@ void cg_learn_links(KernelMethod *m, PyObject *self, PyObject *node);
 PyObject *cg_km_place(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc);
 /* Whether the `k` items of `items` are distinct objects: 1, 0, -1 (no memory, error set). Runs no Python code. */
 int cg_distinct(PyObject **items, Py_ssize_t k);
+
+/* Whether `a` (an exact Param) is the parameter the graph `self` (of a learned graph type) declared under its name:
+ * 1, or 0 (the Python path decides). Runs no Python code (a lookup by an exact str). (_define_kernel.c) */
+int cg_param_declared(KernelMethod *m, PyObject *self, PyObject *a);
 
 /* KernelMethod.validate (_define_validate.c). */
 PyObject *cg_km_validate(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc);

@@ -175,23 +175,24 @@ buffers_pass(KernelMethod *m, PyObject *args)
 static int
 params_declared(KernelMethod *m, PyObject *self, PyObject *args)
 {
-    PyObject *declared = SLOT(self, m->graph_at[G_PARAMS]);
-    if (declared == NULL || !PyDict_CheckExact(declared))
-        return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
         PyObject *a = PyTuple_GET_ITEM(args, i);
-        if ((PyObject *)Py_TYPE(a) != m->src[S_PARAM])
-            continue;
-        PyObject *name = SLOT(a, m->param_at[PARAM_NAME]);
-        if (name == NULL || !PyUnicode_CheckExact(name))
+        if ((PyObject *)Py_TYPE(a) == m->src[S_PARAM] && !cg_param_declared(m, self, a))
             return 0;
-        PyObject *mine = PyDict_GetItemWithError(declared, name);
-        if (mine != a) {
-            PyErr_Clear();
-            return 0;
-        }
     }
     return 1;
+}
+
+int
+cg_param_declared(KernelMethod *m, PyObject *self, PyObject *a)
+{
+    PyObject *declared = SLOT(self, m->graph_at[G_PARAMS]), *name = SLOT(a, m->param_at[PARAM_NAME]);
+    if (declared == NULL || !PyDict_CheckExact(declared) || name == NULL || !PyUnicode_CheckExact(name))
+        return 0;
+    PyObject *mine = PyDict_GetItemWithError(declared, name);
+    if (mine == NULL)
+        PyErr_Clear();
+    return mine == a;
 }
 
 /* The node, a new reference; Py_NotImplemented (new reference) when the Python path must answer; NULL with

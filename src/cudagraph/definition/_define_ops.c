@@ -104,12 +104,22 @@ property(PyObject *obj, PyObject *name)
     return v;
 }
 
-/* Operand `obj` (held by the caller) read as the Python path reads an exact int or a learned Buffer: 1 with *addr
- * (an exact int, new reference), *keep (the Buffer or None, new reference) and *size (-1 when unknown); 0 when the
- * Python path must read it (nothing set); -1 with an error set. Runs Python code for a Buffer. */
+/* Operand `obj` (held by the caller) read as the Python path reads an exact int, a pointer parameter the graph
+ * `self` declared, or a learned Buffer: 1 with *addr (an exact int, or the parameter; new reference), *keep (the
+ * Buffer or None, new reference) and *size (-1 when unknown); 0 when the Python path must read it (nothing set);
+ * -1 with an error set. Runs Python code for a Buffer. */
 static int
-read_operand(OpMethod *m, PyObject *obj, PyObject **addr, PyObject **keep, long long *size)
+read_operand(OpMethod *m, PyObject *self, PyObject *obj, PyObject **addr, PyObject **keep, long long *size)
 {
+    /* A pointer parameter (a chain of 2000 fills of a parameter, CPU: 2.75 -> 0.32 us a node; of an int: 0.49) */
+    if ((PyObject *)Py_TYPE(obj) == m->km->src[S_PARAM]) {
+        if (SLOT(obj, m->km->param_at[PARAM_DTYPE]) != Py_None || !cg_param_declared(m->km, self, obj))
+            return 0;
+        *addr = Py_NewRef(obj);
+        *keep = Py_NewRef(Py_None);
+        *size = -1;
+        return 1;
+    }
     if (PyLong_CheckExact(obj)) {
         unsigned long long v = PyLong_AsUnsignedLongLong(obj);
         if (v == (unsigned long long)-1 && PyErr_Occurred()) {
@@ -221,7 +231,7 @@ scalar_bits(PyObject *v, unsigned long long *bits)
 /* The node of `p` (the parameters, borrowed), its own slots set, placed; Py_NotImplemented when the Python path
  * must answer; NULL with an error set. */
 static PyObject *
-memset_fast(OpMethod *m, PyObject *const *p)
+memset_fast(OpMethod *m, PyObject *self, PyObject *const *p)
 {
     PyObject *v = p[MS_VALUE], *es_obj = p[MS_ESIZE], *cnt = p[MS_COUNT], *wid = p[MS_WIDTH];
     PyObject *hgt = p[MS_HEIGHT], *pitch = p[MS_PITCH];
@@ -267,7 +277,7 @@ memset_fast(OpMethod *m, PyObject *const *p)
     PyObject *addr = NULL, *keep = NULL, *r = NULL;
     PyObject *own[OP_SLOTS] = {NULL};
     long long dsize;
-    int read = read_operand(m, p[MS_DST], &addr, &keep, &dsize);
+    int read = read_operand(m, self, p[MS_DST], &addr, &keep, &dsize);
     if (read <= 0)
         return read < 0 ? NULL : Py_NewRef(Py_NotImplemented);
     r = Py_NewRef(Py_NotImplemented);
@@ -298,7 +308,7 @@ done:
 }
 
 static PyObject *
-memcpy_fast(OpMethod *m, PyObject *const *p)
+memcpy_fast(OpMethod *m, PyObject *self, PyObject *const *p)
 {
     PyObject *nb = p[MC_NBYTES] == Py_None ? NULL : p[MC_NBYTES];
     long long n = nb == NULL ? 0 : positive(nb);
@@ -307,10 +317,10 @@ memcpy_fast(OpMethod *m, PyObject *const *p)
     PyObject *d = NULL, *dkeep = NULL, *s = NULL, *skeep = NULL, *r = NULL;
     PyObject *own[4] = {NULL};
     long long dsize, ssize;
-    int read = read_operand(m, p[MC_DST], &d, &dkeep, &dsize);
+    int read = read_operand(m, self, p[MC_DST], &d, &dkeep, &dsize);
     if (read <= 0)
         return read < 0 ? NULL : Py_NewRef(Py_NotImplemented);
-    if ((read = read_operand(m, p[MC_SRC], &s, &skeep, &ssize)) <= 0) {
+    if ((read = read_operand(m, self, p[MC_SRC], &s, &skeep, &ssize)) <= 0) {
         Py_DECREF(d);
         Py_DECREF(dkeep);
         return read < 0 ? NULL : Py_NewRef(Py_NotImplemented);
@@ -390,8 +400,8 @@ op_fast(OpMethod *m, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames)
     /* Held across the operands' Python code: the caller holds the arguments, but not what `after` holds. */
     Py_INCREF(self);
     Py_XINCREF(after);
-    PyObject *node = m->kind == OP_MEMSET   ? memset_fast(m, p)
-                     : m->kind == OP_MEMCPY ? memcpy_fast(m, p)
+    PyObject *node = m->kind == OP_MEMSET   ? memset_fast(m, self, p)
+                     : m->kind == OP_MEMCPY ? memcpy_fast(m, self, p)
                                             : m->ntype->tp_alloc(m->ntype, 0); /* an empty node: no own slots */
     if (node != NULL && node != Py_NotImplemented) {
         int placed = cg_place_node(m->km, self, node, after, name);

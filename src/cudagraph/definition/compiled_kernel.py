@@ -38,7 +38,7 @@ DEFINE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
         "node": ("graph", "index", "name", "_preds"),
         "kernel_node": ("kernel", "grid", "block", "shared_mem", "args", "attrs"),
         "graph": ("_nodes", "_params"),
-        "param": ("name",),
+        "param": ("name", "dtype"),
     }
 )
 

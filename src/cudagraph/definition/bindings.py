@@ -19,8 +19,12 @@ def node_params_uses(node: Node) -> list[str]:
     """Names of the parameters a node uses directly (not inside bodies)."""
     names: list[str] = []
     for field in node.arg_fields:
-        names += [a.name for a in getattr(node, field) if type(a) is Param]
-        names += [n for a in getattr(node, field) if type(a) is ParamBytes for n in a.names()]
+        for a in getattr(node, field):  # (one pass: lowering asks it of every node when a graph has parameters)
+            t = type(a)
+            if t is Param:
+                names.append(a.name)
+            elif t is ParamBytes:
+                names += a.names()
     for field in node.pointer_fields:
         v = getattr(node, field)
         if type(v) is Param:

@@ -91,7 +91,8 @@ PyObject *cg_km_place(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc);
 int cg_distinct(PyObject **items, Py_ssize_t k);
 
 /* Whether `a` (an exact Param) is the parameter the graph `self` (of a learned graph type) declared under its name:
- * 1, or 0 (the Python path decides). Runs no Python code (a lookup by an exact str). (_define_kernel.c) */
+ * 1, or 0 (the Python path decides). A lookup by an exact str: no Python code runs, unless the graph declared a
+ * parameter under a str subclass whose __eq__ a hash collision calls (the callers read the state after it). */
 int cg_param_declared(KernelMethod *m, PyObject *self, PyObject *a);
 
 /* KernelMethod.validate (_define_validate.c). */

@@ -168,7 +168,7 @@ buffers_pass(KernelMethod *m, PyObject *args)
 
 /* Every parameter among the arguments is the one graph `self` (a learned graph type) declared under its name, as
  * the Python method requires before it looks further (GraphCore._kernel_params): 1, or 0 (the Python path
- * decides and names a parameter of another graph). Lookups by exact str: no Python code runs. This replaces
+ * decides and names a parameter of another graph). Lookups by exact str (see cg_param_declared). This replaces
  * the Python method's PARAM_GRAPH gate, which sends every call with a parameter to the Python path while
  * several live graphs have parameters (an ExecutableCache holding the last definition while the next one is
  * built: bench/cache_cpu.py, define with a parameter in every node, 2.05 -> 0.73 µs a node). */

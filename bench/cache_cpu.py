@@ -25,27 +25,11 @@ import os
 import statistics
 import sys
 import time
-from typing import Any
 
 from _common import fmt, relaunch_under_fake_driver
+from rebuilt import BUFFERS, define  # the GPU script's chain, rebuilt the same way
 
 KERNELS = ("inc", "dec", "mul")
-#: Buffers the changing nodes take in turn (one node in a hundred changes each step).
-BUFFERS = 20
-
-
-def define(cg: Any, kernels: list[Any], bufs: list[Any], n: int, step: int, param: bool = False) -> Any:
-    """A chain of ``n`` kernels written as users write it: fresh argument tuples and numpy scalars. With
-    ``param``, the nodes that do not change take the graph's own parameter ``x`` (bound to a Buffer)."""
-    import numpy as np
-
-    g = cg.Graph("step")
-    x = g.param("x") if param else bufs[0]
-    prev = None
-    for i in range(n):
-        buf = bufs[(i + step) % BUFFERS] if i % 100 == 0 else x
-        prev = g.kernel(kernels[i % 3], 64, 256, (buf, np.float32(1.0), np.int32(1024)), after=prev)
-    return g
 
 
 def main() -> int:
@@ -75,7 +59,7 @@ def main() -> int:
     for label, param in (("Buffers", False), ("a Param", True)):
         bind = {"x": bufs[0]} if param else {}
         cache = cg.ExecutableCache()
-        first = cache.get(define(cg, kernels, bufs, n, 0, param), **bind).update_calls
+        first = cache.get(define(cg, kernels, bufs, n, 0, param, False), **bind).update_calls
         times: dict[str, list[float]] = {"define": [], "cache": [], "instantiate": []}
         calls = first
         for step in range(1, opts.steps + 1):
@@ -83,7 +67,7 @@ def main() -> int:
             gc.disable()
             try:
                 t0 = time.perf_counter()
-                g = define(cg, kernels, bufs, n, step, param)
+                g = define(cg, kernels, bufs, n, step, param, False)
                 t1 = time.perf_counter()
                 calls = cache.get(g, **bind).update_calls
                 t2 = time.perf_counter()

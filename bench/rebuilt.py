@@ -31,7 +31,9 @@ STYLES = (("Buffers", False, False), ("a pointer Param", True, False), ("+ a sca
 
 
 def define(cg: Any, kernels: list[Any], bufs: list[Any], n: int, step: int, param: bool, scalar: bool) -> Any:
-    """The chain of step ``step`` (see the module's docstring)."""
+    """A chain of ``n`` kernels written as users write it: fresh argument tuples and numpy scalars, every
+    hundredth node on the Buffer of step ``step``; with ``param`` the other nodes take the graph's own pointer
+    parameter ``x``, and with ``scalar`` every node the scalar parameter ``a`` (else a fresh numpy scalar)."""
     import numpy as np
 
     g = cg.Graph("step")

@@ -41,8 +41,6 @@ _STRUCT_CODES = {
 
 #: Where numpy's scalar objects keep their value: right after the object header (its ``PyObject_HEAD``).
 _HEADER = object.__basicsize__
-#: Numpy scalar type -> whether its instances hold their value right after the header (checked once).
-_VALUE_AFTER_HEADER: dict[type, bool] = {}
 
 
 def _value_after_header(t: type, dtype: np.dtype[Any]) -> bool:
@@ -51,43 +49,37 @@ def _value_after_header(t: type, dtype: np.dtype[Any]) -> bool:
     there instead of through the buffer protocol (bench/construction.py --cpu, user-style chain: lower 0.120-0.128
     -> 0.111-0.118 µs/node; the packing 646 -> 376 instructions a node under callgrind).
 
-    Checked once per type on two instances of different values: the bytes there must be their buffer's.
+    Checked on two instances of different values: the bytes there must be their buffer's.
     """
-    global _VALUE_TYPES
-    known = _VALUE_AFTER_HEADER.get(t)
-    if known is None:
-        size = dtype.itemsize
-        known = t.__basicsize__ >= _HEADER + size and dtype.kind in "biuf"
-        if known:
-            probes = np.array([1, 2], dtype=dtype)
-            for i in range(2):
-                value = probes[i]
-                held = ctypes.string_at(id(value) + _HEADER, size)  # (value is alive and that large)
-                known = known and type(value) is t and held == probes[i : i + 1].tobytes()
-        _VALUE_AFTER_HEADER[t] = known
-        if known:
-            _VALUE_TYPES = (*_VALUE_TYPES, (t, size, dtype.kind == "f"))
-    return known
+    size = dtype.itemsize
+    if t.__basicsize__ < _HEADER + size or dtype.kind not in "biuf":
+        return False
+    probes = np.array([1, 2], dtype=dtype)
+    for i in range(2):
+        value = probes[i]
+        held = ctypes.string_at(id(value) + _HEADER, size)  # (value is alive and that large)
+        if type(value) is not t or held != probes[i : i + 1].tobytes():
+            return False
+    return True
 
 
-#: ``(type, size, is_float)`` of each numpy scalar type found to hold its value right after the header.
-_VALUE_TYPES: tuple[tuple[type, int, bool], ...] = ()
+#: Numpy scalar type of a struct code (bool, the ints, the floats; ``longlong`` too) -> whether its instances
+#: hold their value right after the header (checked once, at import).
+_VALUE_AFTER_HEADER: dict[type, bool] = {
+    d.type: _value_after_header(d.type, d)
+    for d in map(np.dtype, np.typecodes["AllInteger"] + np.typecodes["Float"] + "?")
+    if (d.kind, d.itemsize) in _STRUCT_CODES
+}
+#: ``(type, size, is_float)`` of each of those types that does.
+_VALUE_TYPES: tuple[tuple[type, int, bool], ...] = tuple(
+    (t, np.dtype(t).itemsize, np.dtype(t).kind == "f") for t, ok in _VALUE_AFTER_HEADER.items() if ok
+)
 
 
 def value_types() -> tuple[tuple[type, int, bool], ...]:
-    """``(type, size, is_float)`` of every numpy scalar type of a struct code (``bool``, the ints, the floats)
-    whose instances hold their value's ``size`` bytes right after the object header (each type checked once,
-    at the first call or when the packer first met it); ``Layout.diff`` compares such arguments by them."""
-    if not _PROBED:
-        for kind, size in _STRUCT_CODES:
-            dtype = np.dtype(f"{kind}{size}") if kind != "b" else np.dtype(bool)
-            _value_after_header(dtype.type, dtype)
-        _PROBED.append(True)
+    """``(type, size, is_float)`` of every numpy scalar type of a struct code whose instances hold their value's
+    ``size`` bytes right after the object header; ``Layout.diff`` compares such arguments by them."""
     return _VALUE_TYPES
-
-
-#: Not empty once :func:`value_types` checked every type of a struct code.
-_PROBED: list[bool] = []
 
 
 def _buffer_address(buf: Any) -> int:
@@ -258,7 +250,7 @@ class KernelInfo:
             elif isinstance(a, np.generic) and t is a.dtype.type:
                 # (not a subclass: struct would pack what its __float__ or __index__ says, not its bytes)
                 code = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), "")
-                kind = b"N" if _value_after_header(t, a.dtype) else b"S"
+                kind = b"N" if _VALUE_AFTER_HEADER.get(t) else b"S"
             elif buffer_like(a):
                 code, kind, conv = "Q", b"H", _buffer_address
             else:

@@ -44,16 +44,16 @@ def _layout() -> Any:
         from ..ops.compiled_kinds import compiled_layout
 
         _LAYOUT = compiled_layout()
-        _value_types = value_types
+        _value_types = value_types()
         _layout_ready = True
     return _LAYOUT
 
 
 _LAYOUT: Any = None
 _layout_ready = False
-#: :func:`cudagraph.driver.kernel_args.value_types`, set by :func:`_layout` (the numpy scalar types the diff
+#: :func:`cudagraph.driver.kernel_args.value_types`, read by :func:`_layout` (the numpy scalar types the diff
 #: compares by value in C).
-_value_types: Any = None
+_value_types: tuple[Any, ...] = ()
 #: Node classes without nested bodies, and those with (a graph holding one is signed in Python).
 _FLAT: set[type] = set()
 _NESTED: set[type] = set()
@@ -114,7 +114,7 @@ def diff_states(old_states: list[tuple[Any, ...]], graph: Graph) -> tuple[list[N
         return _diff.diff_states(old_states, graph)
     nodes = graph._nodes
     states = old_states[: len(nodes)]
-    found, suspects = layout.diff(nodes, states, _diff.IDENTITY_TYPES, _value_types())
+    found, suspects = layout.diff(nodes, states, _diff.IDENTITY_TYPES, _value_types)
     if not suspects:
         return found, states
     more, states = _diff.diff_states(states, graph, suspects)

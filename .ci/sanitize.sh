@@ -70,7 +70,8 @@ if [[ $# -eq 0 ]]; then
     set -- tests/test_native_cpu.py tests/test_native_hostile.py tests/test_native_fuzz.py \
         tests/test_native_schema.py tests/test_bind_plan_cpu.py tests/test_updates_cpu.py \
         tests/test_cache_cpu.py tests/test_executable_parts_cpu.py tests/test_materializers_cpu.py \
-        tests/test_lift_cpu.py tests/test_stream_launch_cpu.py tests/test_launch_targets_cpu.py \
+        tests/test_lift_cpu.py tests/test_lift_compiled_cpu.py tests/test_stream_launch_cpu.py \
+        tests/test_launch_targets_cpu.py \
         tests/test_patch_plan_cpu.py tests/test_parametrize_bind_cpu.py tests/test_stream_launch_hostile.py \
         tests/test_stream_launch_fuzz.py tests/test_define_compiled_cpu.py tests/test_definition_path_builders.py \
         tests/test_compat_launch_compiled_cpu.py tests/test_bind_many_cpu.py tests/test_bind_many_hostile.py \

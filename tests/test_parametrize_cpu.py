@@ -324,7 +324,8 @@ def test_parametrize_report_is_public():
 
 def test_lift_with_params_rewrites_the_lifted_argument_bytes(monkeypatch):
     from cudagraph.materialize import lift as _lift
-    from test_lift_cpu import ARGS, FakeBindings, FakeDriver
+    from lift_fakes import FakeBindings, FakeDriver
+    from test_lift_cpu import ARGS
 
     f = FakeDriver()
     b = FakeBindings(f)

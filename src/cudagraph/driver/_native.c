@@ -260,6 +260,7 @@ static PyMethodDef native_methods[] = {
     {"patch", (PyCFunction)(void (*)(void))cg_patch, METH_FASTCALL, cg_patch_doc},
     {"read_nodes", (PyCFunction)(void (*)(void))cg_read_nodes, METH_FASTCALL, cg_read_nodes_doc},
     {"kernel_args", (PyCFunction)(void (*)(void))cg_kernel_args, METH_FASTCALL, cg_kernel_args_doc},
+    {"lift_graph", (PyCFunction)(void (*)(void))cg_lift_graph, METH_FASTCALL, cg_lift_graph_doc},
     {"current_context", (PyCFunction)(void (*)(void))current_context, METH_FASTCALL, current_context_doc},
     {"create_graph", (PyCFunction)(void (*)(void))create_graph, METH_FASTCALL, create_graph_doc},
     {"pointer_attribute", (PyCFunction)(void (*)(void))pointer_attribute, METH_FASTCALL, pointer_attribute_doc},

@@ -43,6 +43,7 @@ Layout.diff                    cudagraph.definition.diff.diff_states
 Layout.sinks                   cudagraph.definition.graph.Graph.leaves
 read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
 kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
+lift_graph                     cudagraph.materialize.lift._Lifter.into_steps
 current_context                cudagraph.driver.calls.ensure_context
 create_graph                   cudagraph.driver.calls.create_graph
 pointer_attribute              cudagraph.driver.calls.pointer_attribute
@@ -152,6 +153,7 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "Layout.sinks": "cudagraph.definition.graph:Graph.leaves",
         "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",
         "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
+        "lift_graph": "cudagraph.materialize.lift:_Lifter.into_steps",
         "current_context": "cudagraph.driver.calls:ensure_context",
         "create_graph": "cudagraph.driver.calls:create_graph",
         "pointer_attribute": "cudagraph.driver.calls:pointer_attribute",

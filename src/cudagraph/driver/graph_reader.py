@@ -192,6 +192,32 @@ class GraphReader:
             _fail(rc, call)
         return out  # type: ignore[no-any-return]
 
+    def lift(self, graph: int, add_kernel: Any, kernel_of: Any, other: Any) -> bool:
+        """Lift ``graph`` in one compiled call (``lift_graph``); ``False`` without the compiled module.
+
+        ``add_kernel`` is the definition's ``Graph.kernel``;
+        ``kernel_of(func, kern)`` gives ``(handle, name, sizes, read_args)`` of the
+        kernel a node launches; ``other(handle, type, after)`` makes any node but
+        a kernel node. The twin is :meth:`cudagraph.materialize.lift._Lifter.into_steps`.
+
+        Raises
+        ------
+        DriverError
+            A read the driver refused, naming the call.
+        """
+        if NATIVE is None:
+            return False
+        fns = tuple(map(_address, (self._get_nodes, self._get_edges, self._get_type, self._get_kernel)))
+        out = NATIVE.lift_graph(fns, graph, add_kernel, _KERNEL_KEYWORDS, kernel_of, other)
+        if out is not None:
+            _, rc, call = out
+            _fail(rc, call)
+        return True
+
+
+#: The keywords ``lift_graph`` passes ``Graph.kernel`` the shared memory, the dependencies and the name by.
+_KERNEL_KEYWORDS = ("shared_mem", "after", "name")
+
 
 def _address(fn: Any) -> int:
     return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)

@@ -3,7 +3,7 @@
 ``bench/fake_driver/fake_libcuda.c`` is built into a ``libcuda.so.1`` that ``cuda.bindings`` loads instead
 of the driver, with its graphs recorded (``fake_record_graphs``): the nodes that a graph's lowering adds
 are kept with their types, dependencies, kernel parameters and argument bytes, and read back by
-``cudagraph.lift`` through the same entry points as on a GPU (``cuGraphGetNodes``, ``cuGraphGetEdges_v2``,
+``cudagraph.lift`` through the same entry points as on a GPU (``cuGraphGetNodes``, ``cuGraphNodeGetDependencies_v2``,
 ``cuGraphNodeGetType``, ``cuGraphKernelNodeGetParams_v2``). Each of those returns at once here, so the
 figures are cudagraph's own work: what ``bench/materializers.py`` measures on a GPU less the driver's reads.
 

@@ -18,7 +18,7 @@ from cudagraph.materialize import lift as _lift  # noqa: E402
 INT = ctypes.c_int
 VP = ctypes.c_void_p
 GET_NODES = ctypes.CFUNCTYPE(INT, VP, VP, VP)
-GET_EDGES = ctypes.CFUNCTYPE(INT, VP, VP, VP, VP, VP)
+GET_DEPS = ctypes.CFUNCTYPE(INT, VP, VP, VP, VP)
 GET_ONE = ctypes.CFUNCTYPE(INT, VP, VP)
 
 KERNEL, GRAPH, EMPTY, MEM_ALLOC = (
@@ -43,7 +43,7 @@ class FakeDriver:
         self.calls: dict[str, int] = {}
         self.fns = (
             GET_NODES(self._get_nodes),
-            GET_EDGES(self._get_edges),
+            GET_DEPS(self._get_deps),
             GET_ONE(self._get_type),
             GET_ONE(self._get_kernel),
         )
@@ -117,21 +117,27 @@ class FakeDriver:
             size.value = len(nodes)
         return 0
 
-    def _get_edges(self, graph: int, frm: int | None, to: int | None, data: int | None, count: int) -> int:
-        rc = self._count("cuGraphGetEdges_v2")
+    def deps_of(self, node: int) -> list[int]:
+        """The nodes ``node`` depends on, in the order its graph's edges list them."""
+        for nodes, edges in self.graphs.values():
+            if node in nodes:
+                return [a for a, b in edges if b == node]
+        return []
+
+    def _get_deps(self, node: int, out: int | None, data: int | None, count: int) -> int:
+        rc = self._count("cuGraphNodeGetDependencies_v2")
         if rc:
             return rc
-        edges = self.graphs[graph][1]
+        deps = self.deps_of(node)
         size = ctypes.c_size_t.from_address(count)
-        if frm:
-            assert to and data, "edge data must be asked for (a NULL query is lossy with programmatic edges)"
-            k = min(size.value, len(edges))
-            (VP * k).from_address(frm)[:] = [a for a, _ in edges[:k]]
-            (VP * k).from_address(to)[:] = [b for _, b in edges[:k]]
+        if out:
+            assert data, "edge data must be asked for (a NULL query is lossy with programmatic edges)"
+            k = min(size.value, len(deps))
+            (VP * k).from_address(out)[:] = deps[:k]
             ctypes.memset(data, 0, 8 * k)
             size.value = k
         else:
-            size.value = len(edges)
+            size.value = len(deps)
         return 0
 
     def _get_type(self, node: int, out: int) -> int:
@@ -184,11 +190,10 @@ class FakeBindings:
         nodes = self._fake.graphs[int(graph)][0]
         return 0, [drv.CUgraphNode(n) for n in nodes[:count]], len(nodes)
 
-    def cuGraphGetEdges(self, graph: Any, count: int = 0) -> Any:
-        edges = self._fake.graphs[int(graph)][1][:count] if count else []
-        frm = [drv.CUgraphNode(a) for a, _ in edges]
-        to = [drv.CUgraphNode(b) for _, b in edges]
-        return 0, frm, to, [drv.CUgraphEdgeData() for _ in edges], len(self._fake.graphs[int(graph)][1])
+    def cuGraphNodeGetDependencies(self, node: Any, count: int = 0) -> Any:
+        deps = self._fake.deps_of(int(node))
+        got = deps[:count] if count else []
+        return 0, [drv.CUgraphNode(d) for d in got], [drv.CUgraphEdgeData() for _ in got], len(deps)
 
     def cuGraphNodeGetType(self, node: Any) -> Any:
         return 0, drv.CUgraphNodeType(self._fake.types[int(node)])

@@ -122,11 +122,30 @@ def test_compiled_lift_of_a_large_chain_and_fan(fake: Fake) -> None:
     assert sink.kind == "empty" and len(sink.predecessors) == 8
 
 
+@pytest.mark.parametrize("width", [31, 32, 33, 64, 65, 130])
+@pytest.mark.parametrize("steps", [False, True], ids=["compiled", "twin"])
+def test_a_node_with_more_dependencies_than_read_at_first_gets_them_all(fake: Fake, width: int, steps: bool) -> None:
+    """Dependencies are read 32 a call at first; a wider fan-in is read again with more room, in order."""
+    f, _b, _infos = fake
+    g = f.graph()
+    heads = [f.kernel(g, [bytes([i]) * 8, b"abcd", b"wxyz"]) for i in range(width)]
+    order = heads[:]
+    random.Random(width).shuffle(order)
+    sink = f.node(g, EMPTY, tuple(order))
+    lifted = _lift_with(f, g, steps)
+    assert len(lifted) == width + 1
+    made = lifted.nodes[-1]
+    assert made.kind == "empty"
+    assert [p.args[0][:1] for p in made.predecessors] == [bytes([heads.index(h)]) for h in order]
+    assert f.deps_of(sink) == order
+
+
 @pytest.mark.parametrize(
     ("symbol", "call", "at"),
     [
         ("cuGraphGetNodes", "cuGraphGetNodes", 1),
-        ("cuGraphGetEdges_v2", "cuGraphGetEdges", 1),
+        ("cuGraphNodeGetDependencies_v2", "cuGraphNodeGetDependencies", 1),
+        ("cuGraphNodeGetDependencies_v2", "cuGraphNodeGetDependencies", 3),
         ("cuGraphNodeGetType", "cuGraphNodeGetType", 1),
         ("cuGraphNodeGetType", "cuGraphNodeGetType", 3),
         ("cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeGetParams", 1),
@@ -182,11 +201,11 @@ def test_unreadable_arguments_are_refused_naming_the_kernel(fake: Fake, steps: b
 
 
 @pytest.mark.parametrize("steps", [False, True], ids=["compiled", "twin"])
-def test_an_edge_to_a_node_not_listed_is_a_key_error(fake: Fake, steps: bool) -> None:
+def test_an_edge_from_a_node_not_listed_is_a_key_error(fake: Fake, steps: bool) -> None:
     f, _b, _infos = fake
     g = f.graph()
     a = f.kernel(g, [b"a" * 8, b"abcd", b"wxyz"])
-    f.graphs[g][1].append((a, 0xDEAD00))
+    f.graphs[g][1].append((0xDEAD00, a))  # a dependency that is not a node of the graph
     with pytest.raises(KeyError, match=str(0xDEAD00)):
         _lift_with(f, g, steps)
 

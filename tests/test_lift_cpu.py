@@ -85,7 +85,7 @@ def test_reader_nodes_edges_and_kernel_params():
     b = f.node(g, EMPTY, (a,))
     r = f.reader()
     assert r.nodes(g) == [a, b]
-    assert r.edges(g) == ([a], [b])
+    assert r.edges([a, b]) == ([a], [b])
     t, kp = r.read(a)
     assert t == KERNEL and kp is not None
     func, gx, gy, gz, bx, by, bz, smem, address, extra, kern = kp
@@ -94,14 +94,14 @@ def test_reader_nodes_edges_and_kernel_params():
     assert r.read(b) == (EMPTY, None)
     assert f.calls["cuGraphKernelNodeGetParams_v2"] == 1  # not called for the empty node
     empty = f.graph()
-    assert r.nodes(empty) == [] and r.edges(empty) == ([], [])
+    assert r.nodes(empty) == [] and r.edges([]) == ([], [])
 
 
 @pytest.mark.parametrize(
     ("symbol", "call"),
     [
         ("cuGraphGetNodes", "cuGraphGetNodes"),
-        ("cuGraphGetEdges_v2", "cuGraphGetEdges"),
+        ("cuGraphNodeGetDependencies_v2", "cuGraphNodeGetDependencies"),
         ("cuGraphNodeGetType", "cuGraphNodeGetType"),
         ("cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeGetParams"),
     ],
@@ -115,7 +115,7 @@ def test_reader_raises_typed_errors_naming_the_call(symbol, call):
     r = f.reader()
     with pytest.raises(DriverError) as info:
         r.nodes(g)
-        r.edges(g)
+        r.edges(f.graphs[g][0])
         r.read(a)
     assert info.value.call == call and info.value.name == "CUDA_ERROR_INVALID_VALUE"
 

@@ -320,8 +320,8 @@ CUresult cuPointerGetAttribute(void *data, int attr, u64 p) { memset(data, 0, 8)
 
 /* Recorded graphs (off by default: adding a node then costs nothing): with fake_record_graphs(1), the nodes
  * added by cuGraphAddNode are kept with their type, dependencies and (kernels) parameters and argument bytes,
- * so that a graph can be read back (cuGraphGetNodes, cuGraphGetEdges_v2, cuGraphNodeGetType,
- * cuGraphKernelNodeGetParams_v2): bench/lift_cpu.py lifts graphs built here. */
+ * so that a graph can be read back (cuGraphGetNodes, cuGraphGetEdges_v2, cuGraphNodeGetDependencies_v2,
+ * cuGraphNodeGetType, cuGraphKernelNodeGetParams_v2): bench/lift_cpu.py lifts graphs built here. */
 static int recording;
 void fake_record_graphs(int on) { recording = on; }
 struct KernelCopy {
@@ -392,6 +392,19 @@ CUresult cuGraphGetEdges_v2(H g, H *from, H *to, void *edata, size_t *n) {
     return 0;
 }
 CUresult cuGraphGetEdges(H g, H *from, H *to, void *edata, size_t *n) __attribute__((alias("cuGraphGetEdges_v2")));
+CUresult cuGraphNodeGetDependencies_v2(H n, H *deps, void *edata, size_t *count) {
+    Obj *o = get(n);
+    size_t k = o ? o->ndeps : 0;
+    if (deps) {
+        if (k > *count) k = *count;
+        if (k) memcpy(deps, o->deps, k * sizeof(H));
+        if (edata) memset(edata, 0, 8 * k);
+    }
+    *count = k;
+    return 0;
+}
+CUresult cuGraphNodeGetDependencies(H n, H *deps, void *edata, size_t *count)
+    __attribute__((alias("cuGraphNodeGetDependencies_v2")));
 CUresult cuGraphKernelNodeGetParams_v2(H n, void *out) {
     Obj *o = get(n);
     if (!o || !o->kc) return 1; /* CUDA_ERROR_INVALID_VALUE */

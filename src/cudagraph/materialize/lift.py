@@ -42,18 +42,23 @@ class _BindingsReader:
         nodes, count = check(drv.cuGraphGetNodes(handle, count), "cuGraphGetNodes")
         return [int(n) for n in nodes[:count]]
 
-    def edges(self, graph: int) -> tuple[list[int], list[int]]:
+    def edges(self, nodes: list[int]) -> tuple[list[int], list[int]]:
         drv = self.drv
-        handle = drv.CUgraph(graph)
-        res = drv.cuGraphGetEdges(handle, 0)
-        check(res[:1], "cuGraphGetEdges")
-        nedges = res[-1]
-        if not nedges:
-            return [], []
-        res = drv.cuGraphGetEdges(handle, nedges)
-        check(res[:1], "cuGraphGetEdges")
-        nedges = min(nedges, res[-1])
-        return [int(a) for a in res[1][:nedges]], [int(b) for b in res[2][:nedges]]
+        frm: list[int] = []
+        to: list[int] = []
+        room = 4  # one call a node for most (a node with as many is read again with room for twice as many)
+        for node in nodes:
+            dn = drv.CUgraphNode(node)
+            while True:
+                res = drv.cuGraphNodeGetDependencies(dn, room)
+                check(res[:1], "cuGraphNodeGetDependencies")
+                if res[-1] < room:
+                    break
+                room *= 2
+            deps = [int(d) for d in res[1][: res[-1]]]
+            frm.extend(deps)
+            to.extend([node] * len(deps))
+        return frm, to
 
     def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
         return [self.read(n) for n in nodes]
@@ -151,7 +156,7 @@ class _Lifter:
         """:meth:`into` in Python: the reference, and the path without the compiled module."""
         reader = self.reader
         nodes = reader.nodes(graph)
-        frm, to = reader.edges(graph)
+        frm, to = reader.edges(nodes)
         order, preds = _topo(nodes, frm, to)
         made: list[Any] = [None] * len(nodes)
         reads = reader.read_all(nodes)

@@ -23,7 +23,9 @@ Printed, in µs per step (best of several rounds of many steps):
   node, and the driver calls per step;
 - where PyTorch is importable, reading one fresh tensor (its address and layout
   key, and the key's look-up) with the exact ``torch.Tensor`` reader and with the
-  general one (CPU tensors cost what CUDA ones do to read);
+  general one (CPU tensors cost what CUDA ones do to read); and, with the compiled
+  module, ``exe.launch(s, x=, out=)`` with two tensors in turn, the compiled
+  rebind reading them in C and through that Python reader;
 - ``g.parametrize(x=..., out=...)`` per node of the definition (and of one 20
   times larger).
 
@@ -377,6 +379,67 @@ def torch_readers(steps: int, rounds: int) -> None:
         print(f"| {label} | {fmt(per_step(step, steps, rounds), 2)} |")
 
 
+def torch_rebinds(fake: FakeDriver, steps: int, rounds: int, native: bool) -> None:
+    """µs above ``exe.launch(s)`` of ``exe.launch(s, x=, out=)`` with two PyTorch tensors (two pairs in turn), the
+    compiled ``_bind_many`` reading them in C and through the Python reader (needs torch and the compiled module).
+
+    The graph is parametrized with address ranges and the full check of a new layout is replaced: CPU tensors,
+    which it refuses as host memory, stand for CUDA ones (they cost the same to read).
+    """
+    try:
+        import torch
+    except ImportError:
+        print("\ntorch is not importable: rebinding torch tensors is not timed")
+        return
+    from cudagraph.driver.c_entry import NATIVE
+    from cudagraph.executable import bind_checks, executable
+    from cudagraph.executable.binding import Binding
+    from cudagraph.executable.executable import Executable
+
+    compiled = Executable.__dict__.get("_bind_many")
+    if not native or NATIVE is None or not isinstance(compiled, NATIVE.BindManyMethod):
+        print("\nno compiled _bind_many: rebinding torch tensors is not timed")
+        return
+    g = lifted_like()
+    g.parametrize(x=(X1, NBYTES), out=(OUT1, NBYTES))
+    exe = make_exe(fake.drv, g)
+    s = fake.drv.CUstream(0x99)
+    pairs = [(torch.empty(SHAPE), torch.empty(SHAPE)) for _ in range(2)]
+    full = bind_checks.checked_address
+    bind_checks.checked_address = lambda name, captured, value, graph: int(value.data_ptr())  # type: ignore[assignment]
+    python_reader = NATIVE.BindManyMethod(
+        Binding._bind_many,
+        Executable,
+        executable.BindPlan,
+        executable.PatchPlan,
+        bind_checks.ValueCheck,
+        bind_checks.MemoryCheck,
+        bind_checks.READERS,
+        bind_checks.BUFFER_TYPES,
+    )
+    try:
+        for x, out in pairs:
+            exe.launch(s, x=x, out=out)  # the layouts pass the check once; the plans are made
+
+        def plain(i: int) -> None:
+            exe.launch(s)
+
+        def rebind(i: int) -> None:
+            x, out = pairs[i & 1]
+            exe.launch(s, x=x, out=out)
+
+        floor = per_step(plain, steps, rounds)
+        print("\n| two torch tensors, launch(s, x=, out=) | host µs/step | above exe.launch(s) |")
+        print("| --- | --- | --- |")
+        for label, method in (("tensors read in C", compiled), ("through the Python reader", python_reader)):
+            Executable._bind_many = method  # type: ignore[method-assign]
+            t = per_step(rebind, steps, rounds)
+            print(f"| {label} | {fmt(t, 2)} | {fmt(t - floor, 2)} |")
+    finally:
+        Executable._bind_many = compiled  # type: ignore[method-assign]
+        bind_checks.checked_address = full
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20000)
@@ -457,6 +520,7 @@ def run(fake: FakeDriver, steps: int, rounds: int, native: bool) -> None:
         mark = "" if t is floor or "no change" in label else f"{fmt(target, 1)} {verdict(above <= target)}"
         print(f"| {label} | {fmt(t, 2)} | {fmt(above, 2) if t is not floor else ''} | {mark} |")
     torch_readers(steps, rounds)
+    torch_rebinds(fake, steps, rounds, native)
     small, nodes, slots = parametrize_cost(45, 20)
     big, big_nodes, _ = parametrize_cost(45 * 20, 3)
     print(f"\ng.parametrize(x=, out=): {fmt(small, 2)} µs per node ({nodes} nodes, {slots:.0f} argument words per "

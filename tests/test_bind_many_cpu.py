@@ -253,3 +253,76 @@ def test_a_closed_executable_is_named(calls):
     exe.close()
     with pytest.raises(ExecutableClosedError):
         exe.bind(x=FakeTensor(X3, (32, 32)), out=FakeTensor(OUT, (16, 16)))
+
+
+def _layouts(torch: Any) -> list[Any]:
+    """Tensors of many layouts: shapes, dtypes, transposes, slices, expanded and 0-d ones."""
+    base = torch.zeros(32, 32)
+    return [
+        torch.zeros(32, 32),
+        torch.zeros(16, 16),
+        torch.zeros(32, 32, dtype=torch.float64),
+        torch.zeros(32, 32, dtype=torch.int32),
+        base.t(),
+        base[1:],
+        base[:, ::2],
+        base.view(16, 64),
+        base.view(1, 32, 32),
+        torch.zeros(1).expand(32, 32),
+        torch.zeros(()),
+        torch.zeros(32, 32)[0:32],
+        torch.zeros(16, 16).t().contiguous(),
+    ]
+
+
+def test_torch_tensors_read_in_c_decide_as_the_twins_key_lookup(calls, converted, monkeypatch):
+    """The compiled rebind compares a tensor's layout with those that passed item by item: it takes the value
+    exactly when the twin's reader key is in the layouts that passed, and leaves every other to the twin."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(_checks, "checked_address", lambda name, captured, value, graph: int(value.data_ptr()))
+    kept: list[Any] = []  # every tensor stays alive: a new one at a freed one's address would change the plan
+    for first, second in [(0, 1), (4, 1), (2, 3), (9, 10), (6, 7)]:
+        exe = parametrized()
+        tensors = _layouts(torch)
+        kept.append(tensors)
+        exe.bind(x=tensors[first], out=tensors[second])  # these layouts pass the check (in full, by the twin)
+        passed_x, passed_out = exe._checks["x"].memory.passed, exe._checks["out"].memory.passed
+        for i in range(len(tensors)):
+            for u in (_layouts(torch)[second], torch.zeros(16, 16, dtype=torch.float64)):
+                t = _layouts(torch)[i]  # fresh objects at new addresses: both names change, one plan
+                kept.append((t, u))
+                expected = _checks._torch_tensor(t)[1] in passed_x and _checks._torch_tensor(u)[1] in passed_out
+                converted.clear()
+                exe.bind(x=t, out=u)
+                took = compiled(calls) and not converted
+                assert took == (expected and compiled(calls)), (first, second, t.shape, t.stride(), t.dtype, converted)
+                assert converted in ([], ["x", "out"])
+                assert exe._bindings == {"x": t.data_ptr(), "out": u.data_ptr()}
+
+
+def test_a_tensor_of_no_address_goes_to_the_twin(calls, converted, monkeypatch):
+    """A tensor of a layout that passed but at address 0 (its storage freed, or on the meta device) is not taken
+    by the compiled rebind: the twin checks it (here the check refuses it) and nothing is changed."""
+    torch = pytest.importorskip("torch")
+
+    def check(name: str, captured: Any, value: Any, graph: str) -> int:
+        if not value.data_ptr():
+            raise OperandError(f"bind {name!r}: no memory")
+        return int(value.data_ptr())
+
+    monkeypatch.setattr(_checks, "checked_address", check)
+    exe = parametrized()
+    a, b = torch.zeros(32, 32), torch.zeros(16, 16)
+    exe.bind(x=a, out=b)
+    c, d = torch.zeros(32, 32), torch.zeros(16, 16)
+    converted.clear()
+    exe.bind(x=c, out=d)
+    assert converted == ([] if compiled(calls) else ["x", "out"])
+    for gone in (torch.zeros(32, 32), torch.empty(32, 32, device="meta")):
+        if gone.device.type == "cpu":
+            gone.untyped_storage().resize_(0)
+        converted.clear()
+        with pytest.raises(OperandError, match="bind 'x': no memory"):
+            exe.bind(x=gone, out=torch.zeros(16, 16))
+        assert converted == ["x"]  # the twin checked it (and stopped there)
+        assert exe._bindings == {"x": c.data_ptr(), "out": d.data_ptr()}

@@ -103,6 +103,7 @@ def test_tensors_are_checked_against_the_captured_one(calls, device_memory):
         (FakeTensor(X3, (32, 32), device=SimpleNamespace(type="cpu", index=None)), ["host memory"]),
         (np.zeros((32, 32), np.float32), ["host memory", "ndarray"]),
         ((X3, 1024), ["1024 bytes", "fewer than the 4096 bytes"]),
+        (FakeTensor(0, (32, 32)), ["at address 0", "storage was freed"]),  # the layout passed: checked all the same
     ]
     for value, words in cases:
         calls.clear()

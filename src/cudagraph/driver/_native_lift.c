@@ -1,7 +1,8 @@
 /*
- * Lifting a driver graph into a definition in one call: lift_graph reads the nodes, the edges into each node,
- * every node's type and kernel parameters, orders the nodes (Kahn, first in first out) and adds each kernel node through
- * the definition's Graph.kernel with its argument bytes copied; any other node is handed to a callback.
+ * Lifting a driver graph into a definition in one call: lift_graph reads the nodes, the edges into each
+ * node, every node's type and kernel parameters, orders the nodes (Kahn, first in first out) and adds each
+ * kernel node through the definition's Graph.kernel with its argument bytes copied; any other node is handed
+ * to a callback.
  *
  * Python twin (see cudagraph.driver.c_entry): cudagraph.materialize.lift._Lifter.into_steps, which makes the
  * same reads through a GraphReader and the same Graph.kernel calls, in the same order.

@@ -136,12 +136,17 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(n):
             launch(s, cfg, k, *kargs)
 
-    def core_capture(n: int) -> None:
+    def captured(n: int) -> Any:
+        """A GraphBuilder holding ``n`` launches, captured by cuda.core (building ended)."""
         builder = dev.create_graph_builder()
         builder.begin_building()
         for _ in range(n):
             launch(builder, cfg, k, *kargs)
         builder.end_building()
+        return builder
+
+    def core_capture(n: int) -> None:
+        builder = captured(n)
         builder.complete().close()
         builder.close()
 
@@ -180,14 +185,6 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     print()
-
-    def captured(n: int) -> Any:
-        builder = dev.create_graph_builder()
-        builder.begin_building()
-        for _ in range(n):
-            launch(builder, cfg, k, *kargs)
-        builder.end_building()
-        return builder
 
     n = 10000
     gb = captured(n)

@@ -20,14 +20,12 @@ Run from the repository root: ``python bench/cache_cpu.py [--nodes 1000] [--step
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
-import time
 
 from _common import fmt, relaunch_under_fake_driver
-from rebuilt import BUFFERS, define  # the GPU script's chain, rebuilt the same way
+from rebuilt import BUFFERS, rebuild_steps  # the GPU script's chain, rebuilt and timed the same way
 
 KERNELS = ("inc", "dec", "mul")
 
@@ -58,26 +56,7 @@ def main() -> int:
     updated: dict[str, int] = {}
     for label, param in (("Buffers", False), ("a Param", True)):
         bind = {"x": bufs[0]} if param else {}
-        cache = cg.ExecutableCache()
-        first = cache.get(define(cg, kernels, bufs, n, 0, param, False), **bind).update_calls
-        times: dict[str, list[float]] = {"define": [], "cache": [], "instantiate": []}
-        calls = first
-        for step in range(1, opts.steps + 1):
-            gc.collect()
-            gc.disable()
-            try:
-                t0 = time.perf_counter()
-                g = define(cg, kernels, bufs, n, step, param, False)
-                t1 = time.perf_counter()
-                calls = cache.get(g, **bind).update_calls
-                t2 = time.perf_counter()
-                g.instantiate(**bind).close()
-                t3 = time.perf_counter()
-            finally:
-                gc.enable()
-            for key, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2)):
-                times[key].append(dt / n * 1e6)
-        updated[label] = calls - first
+        times, updated[label] = rebuild_steps(cg, kernels, bufs, n, opts.steps, param, False, bind)
         cells = [f"{fmt(min(v))} ({fmt(statistics.median(v))})" for v in times.values()]
         ratio = min(times["cache"]) / min(times["instantiate"])
         print(f"| {label} | {' | '.join(cells)} | {ratio:.2f}x |")

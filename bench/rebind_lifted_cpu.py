@@ -393,7 +393,6 @@ def torch_rebinds(fake: FakeDriver, steps: int, rounds: int, native: bool) -> No
         return
     from cudagraph.driver.c_entry import NATIVE
     from cudagraph.executable import bind_checks, executable
-    from cudagraph.executable.binding import Binding
     from cudagraph.executable.executable import Executable
 
     compiled = Executable.__dict__.get("_bind_many")
@@ -407,16 +406,7 @@ def torch_rebinds(fake: FakeDriver, steps: int, rounds: int, native: bool) -> No
     pairs = [(torch.empty(SHAPE), torch.empty(SHAPE)) for _ in range(2)]
     full = bind_checks.checked_address
     bind_checks.checked_address = lambda name, captured, value, graph: int(value.data_ptr())  # type: ignore[assignment]
-    python_reader = NATIVE.BindManyMethod(
-        Binding._bind_many,
-        Executable,
-        executable.BindPlan,
-        executable.PatchPlan,
-        bind_checks.ValueCheck,
-        bind_checks.MemoryCheck,
-        bind_checks.READERS,
-        bind_checks.BUFFER_TYPES,
-    )
+    python_reader = executable._bind_many_method(read_torch=False)
     try:
         for x, out in pairs:
             exe.launch(s, x=x, out=out)  # the layouts pass the check once; the plans are made

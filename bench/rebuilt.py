@@ -47,6 +47,50 @@ def define(cg: Any, kernels: list[Any], bufs: list[Any], n: int, step: int, para
     return g
 
 
+def rebuild_steps(
+    cg: Any,
+    kernels: list[Any],
+    bufs: list[Any],
+    n: int,
+    steps: int,
+    param: bool,
+    scalar: bool,
+    bind: dict[str, Any],
+    stream: Any = None,
+) -> tuple[dict[str, list[float]], int]:
+    """µs per node of each rebuild step (``define``, ``cache``: ``cache.get(g)``, ``instantiate``: instantiate +
+    close, and with a ``stream`` ``run``: ``g.run(stream)``), one sample a step after a first definition cached,
+    and the driver updates the cache made in those steps."""
+    cache = cg.ExecutableCache()
+    first = calls = cache.get(define(cg, kernels, bufs, n, 0, param, scalar), **bind).update_calls
+    times: dict[str, list[float]] = {"define": [], "cache": [], "instantiate": []}
+    if stream is not None:
+        times["run"] = []
+    for step in range(1, steps + 1):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            g = define(cg, kernels, bufs, n, step, param, scalar)
+            t1 = time.perf_counter()
+            calls = cache.get(g, **bind).update_calls
+            t2 = time.perf_counter()
+            g.instantiate(**bind).close()
+            t3 = time.perf_counter()
+            dts = [t1 - t0, t2 - t1, t3 - t2]
+            if stream is not None:
+                stream.sync()
+                t4 = time.perf_counter()
+                g.run(stream, **bind)
+                dts.append(time.perf_counter() - t4)
+                stream.sync()
+        finally:
+            gc.enable()
+        for column, dt in zip(times.values(), dts):
+            column.append(dt / n * 1e6)
+    return times, calls - first
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -73,30 +117,8 @@ def main() -> int:
             bind["x"] = bufs[0]
         if scalar:
             bind["a"] = np.float32(2.0)
-        cache = cg.ExecutableCache()
-        cache.get(define(cg, kernels, bufs, n, 0, param, scalar), **bind)
-        times: list[list[float]] = [[], [], [], []]
-        for step in range(1, opts.steps + 1):
-            gc.collect()
-            gc.disable()
-            try:
-                t0 = time.perf_counter()
-                g = define(cg, kernels, bufs, n, step, param, scalar)
-                t1 = time.perf_counter()
-                cache.get(g, **bind)
-                t2 = time.perf_counter()
-                g.instantiate(**bind).close()
-                t3 = time.perf_counter()
-                stream.sync()
-                t4 = time.perf_counter()
-                g.run(stream, **bind)
-                t5 = time.perf_counter()
-                stream.sync()
-            finally:
-                gc.enable()
-            for column, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t5 - t4)):
-                column.append(dt / n * 1e6)
-        cells = [f"{fmt(min(v))} ({fmt(statistics.median(v))})" for v in times]
+        times, _ = rebuild_steps(cg, kernels, bufs, n, opts.steps, param, scalar, bind, stream)
+        cells = [f"{fmt(min(v))} ({fmt(statistics.median(v))})" for v in times.values()]
         print(f"| {label} | {' | '.join(cells)} |")
     return 0
 

@@ -408,21 +408,20 @@ def _install_compiled_bind() -> None:
     # Several names (launch(s, x=, out=)): 2.78 -> 1.76 µs a step, fresh arrays (bench/rebind_lifted_cpu.py;
     # 2.26 once its driver calls released the GIL, 2.21 releasing it once per call);
     # on the H200 with torch tensors 6.3-7.3 -> 4.6-5.2 µs above a plain launch (bench/rebind_lifted.py)
-    many = NATIVE.BindManyMethod(
-        Binding._bind_many,
-        Executable,
-        BindPlan,
-        PatchPlan,
-        ValueCheck,
-        MemoryCheck,
-        READERS,
-        BUFFER_TYPES,
-        torch_reader=_torch_tensor,  # read in C: 2.76 -> 2.36 µs above a launch, 2 tensors (rebind_lifted_cpu.py)
-        torch_reads=TORCH_READS,
-    )
+    many = _bind_many_method()
     functools.update_wrapper(many, Binding._bind_many)
     many.__qualname__ = "Executable._bind_many"
     setattr(Executable, "_bind_many", many)  # noqa: B010 - as above
+
+
+def _bind_many_method(read_torch: bool = True) -> Any:
+    """The compiled ``_bind_many`` (``read_torch=False``: exact torch tensors read by the Python reader, as
+    ``bench/rebind_lifted_cpu.py`` times it against)."""
+    torch = {"torch_reader": _torch_tensor, "torch_reads": TORCH_READS} if read_torch else {}
+    # tensors read in C: 2.76 -> 2.36 µs above a launch, two tensors rebound (bench/rebind_lifted_cpu.py)
+    return NATIVE.BindManyMethod(
+        Binding._bind_many, Executable, BindPlan, PatchPlan, ValueCheck, MemoryCheck, READERS, BUFFER_TYPES, **torch
+    )
 
 
 _install_compiled_bind()

@@ -1066,32 +1066,11 @@ def test_both_paths_make_the_same_calls_on_random_graphs(monkeypatch):
 
 # --------------------------------------------------------------------------- reading graphs (lifting)
 
-TYPE_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
-KPARAMS_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-
 
 @needs_native
-def test_read_nodes_and_kernel_args_read_what_the_driver_reports():
+def test_kernel_args_reads_the_values_behind_kernel_params():
     values = [ctypes.c_uint64(0x9000), ctypes.c_float(2.5), ctypes.c_int32(-3)]
     argv = (ctypes.c_void_p * 3)(*[ctypes.addressof(v) for v in values])
-    layout = struct.pack("<Q7I4xQQQQ", 0, 4, 1, 1, 32, 2, 1, 128, ctypes.addressof(argv), 0, 0x71, 0)
-
-    def get_type(node: int, out: Any) -> int:
-        if node == 0x66:
-            return INVALID_VALUE
-        out[0] = 0 if node in (0x10, 0x12) else 10
-        return 0
-
-    def get_kernel(node: int, params: int) -> int:
-        ctypes.memmove(params, layout, len(layout))
-        return 0
-
-    gt, gk = TYPE_PROTO(get_type), KPARAMS_PROTO(get_kernel)
-    at = [ctypes.cast(f, ctypes.c_void_p).value for f in (gt, gk)]
-    got = native.read_nodes(at[0], at[1], [0x10, 0x11, 0x12])
-    kp = (0, 4, 1, 1, 32, 2, 1, 128, ctypes.addressof(argv), 0, 0x71)
-    assert got == [(0, kp), (10, None), (0, kp)]
-    assert native.read_nodes(at[0], at[1], [0x10, 0x66]) == (1, INVALID_VALUE, "cuGraphNodeGetType")
     args = native.kernel_args(ctypes.addressof(argv), (8, 4, 4))
     assert args == (struct.pack("<Q", 0x9000), struct.pack("<f", 2.5), struct.pack("<i", -3))
     assert native.kernel_args(0, (8,)) == -1 and native.kernel_args(0, ()) == ()

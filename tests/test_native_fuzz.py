@@ -663,63 +663,6 @@ def test_bind_takes_the_fast_path_or_hands_the_call_to_python(value, held, hosti
 
 
 @FUZZ
-@given(
-    types=st.lists(st.sampled_from([0, 0, 1, 2, 10]), max_size=8),
-    fail_at=st.integers(0, 20),
-    plan=plans,
-    target=targets,
-)
-def test_read_nodes_reads_each_node_or_names_the_refused_call(types, fail_at, plan, target):
-    handles: list[Any] = [HInt(0x500 + i) for i in range(len(types))]
-    made: list[str] = []
-
-    def get_type(h: int, out: Any) -> int:
-        try:
-            CHAOS.poke()
-        except HostileError:
-            pass
-        if len(made) == fail_at:
-            return 1
-        made.append("type")
-        out[0] = types[(h or 0) - 0x500] if h else 0
-        return 0
-
-    def get_kernel(h: int, p: int) -> int:
-        try:
-            CHAOS.poke()
-        except HostileError:
-            pass
-        if len(made) == fail_at:
-            return 1
-        made.append("kernel")
-        struct.pack_into("<Q3I3II", (ctypes.c_char * 40).from_address(p), 0, h, 1, 2, 3, 4, 5, 6, 7)
-        return 0
-
-    t, k = GET_TYPE(get_type), GET_KERNEL(get_kernel)
-    chaos = arm(plan, target, handles=handles)
-    try:
-        out = native.read_nodes(address(t), address(k), handles)
-    except TYPED:
-        assert chaos.fired
-        return
-    finally:
-        chaos.armed = False
-    if isinstance(out, tuple):
-        index, rc, call = out
-        assert rc == 1 and call in ("cuGraphNodeGetType", "cuGraphKernelNodeGetParams")
-        assert 0 <= index < len(types)
-        if not chaos.fired:
-            assert made.count("type") + made.count("kernel") == fail_at
-        return
-    assert isinstance(out, list) and len(out) == len(types)
-    if chaos.fired:
-        return
-    for i, (typ, params) in enumerate(out):
-        assert typ == types[i]
-        assert params is None if typ else params[:8] == (0x500 + i, 1, 2, 3, 4, 5, 6, 7)
-
-
-@FUZZ
 @given(sizes=st.lists(st.sampled_from(["int", "hint", "hindex", "negative"]), max_size=5))
 def test_kernel_args_copies_each_argument_or_refuses_a_size(sizes):
     values = [struct.pack("<Q", 0x1111 * (i + 1)) for i in range(len(sizes))]

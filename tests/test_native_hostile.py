@@ -287,28 +287,16 @@ def test_a_driver_that_runs_python_code_cannot_pull_the_lists_from_under_the_loo
     out = run_script(
         """
         groups = []
-        nodes = list(range(0x10, 0x30))
 
         def setter(e, n, p):
             groups.clear()
             overwrite(40)
             return 0
 
-        def get_type(node, out):
-            nodes.clear()
-            out[0] = 10
-            return 0
-
         S = SET(setter)
-        T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))(get_type)
-        KP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(lambda n, p: 0)
         buf = ctypes.create_string_buffer(16)
         groups.extend((ctypes.addressof(buf), 16, (0,), 0x700, [0x31 + i, 0x40]) for i in range(4))
         print(native.rebind(address(S), 0x42, groups, 7))
-        try:
-            native.read_nodes(address(T), address(KP), nodes)
-        except RuntimeError as e:
-            print("shortened" if "shortened" in str(e) else e)
         g = cg.Graph()
         order = [g.kernel(K, 1, 32, (0x9000 + i,)) for i in range(20)]
         raw = [0] * 20
@@ -325,7 +313,7 @@ def test_a_driver_that_runs_python_code_cannot_pull_the_lists_from_under_the_loo
         print(loop.run(order, 0, raw), loop.rc)
         """
     )
-    assert out.split() == ["None", "shortened", "0", "-1"]
+    assert out.split() == ["None", "0", "-1"]
 
 
 def test_the_loop_refuses_calls_from_the_code_it_runs():

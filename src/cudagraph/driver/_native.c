@@ -258,7 +258,6 @@ static PyMethodDef native_methods[] = {
     {"set_kernel_node", (PyCFunction)(void (*)(void))cg_set_kernel_node, METH_FASTCALL, cg_set_kernel_node_doc},
     {"rebind", (PyCFunction)(void (*)(void))cg_rebind, METH_FASTCALL, cg_rebind_doc},
     {"patch", (PyCFunction)(void (*)(void))cg_patch, METH_FASTCALL, cg_patch_doc},
-    {"read_nodes", (PyCFunction)(void (*)(void))cg_read_nodes, METH_FASTCALL, cg_read_nodes_doc},
     {"kernel_args", (PyCFunction)(void (*)(void))cg_kernel_args, METH_FASTCALL, cg_kernel_args_doc},
     {"lift_graph", (PyCFunction)(void (*)(void))cg_lift_graph, METH_FASTCALL, cg_lift_graph_doc},
     {"current_context", (PyCFunction)(void (*)(void))current_context, METH_FASTCALL, current_context_doc},

@@ -9,7 +9,7 @@
  *   _native_layout.c  Layout: topology signatures and kernel-node diffs
  *   _native_rebind.c  set_kernel_node, rebind, patch: executable node updates
  *   _native_sets.c    the driver set calls of a rebind or patch, made with the GIL released once
- *   _native_read.c    read_nodes, kernel_args: reading driver graphs (lifting)
+ *   _native_read.c    kernel_args: a lifted kernel node's argument values
  *   _native_lift.c    lift_graph: lifting a driver graph's nodes into a definition in one call
  *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
  *   _native_bind_many.c BindManyMethod: Executable._bind_many (several names) with the common case in C
@@ -638,9 +638,8 @@ int cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, 
                      Py_ssize_t *i_out, cg_then_launch *then);
 
 /* _native_read.c */
-PyObject *cg_read_nodes(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
 PyObject *cg_kernel_args(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
-extern const char cg_read_nodes_doc[], cg_kernel_args_doc[];
+extern const char cg_kernel_args_doc[];
 
 /* _native_lift.c */
 PyObject *cg_lift_graph(PyObject *module, PyObject *const *argv, Py_ssize_t argc);

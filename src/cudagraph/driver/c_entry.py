@@ -41,7 +41,6 @@ LaunchMethod                   cudagraph.executable.executable.Executable.launch
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 Layout.sinks                   cudagraph.definition.graph.Graph.leaves
-read_nodes                     cudagraph.driver.graph_reader.GraphReader.read
 kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
 lift_graph                     cudagraph.materialize.lift._Lifter.into_steps
 current_context                cudagraph.driver.calls.ensure_context
@@ -151,7 +150,6 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "Layout.sinks": "cudagraph.definition.graph:Graph.leaves",
-        "read_nodes": "cudagraph.driver.graph_reader:GraphReader.read",
         "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
         "lift_graph": "cudagraph.materialize.lift:_Lifter.into_steps",
         "current_context": "cudagraph.driver.calls:ensure_context",

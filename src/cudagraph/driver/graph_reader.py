@@ -195,14 +195,8 @@ class GraphReader:
         return t, KERNEL_PARAMS.unpack_from(self._params)
 
     def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
-        """:meth:`read` of every node in ``nodes`` (in one C call with the compiled module)."""
-        if NATIVE is None:
-            return [self.read(n) for n in nodes]
-        out = NATIVE.read_nodes(_address(self._get_type), _address(self._get_kernel), nodes)
-        if type(out) is tuple:
-            _, rc, call = out
-            _fail(rc, call)
-        return out  # type: ignore[no-any-return]
+        """:meth:`read` of every node in ``nodes`` (the compiled module reads them inside :meth:`lift`)."""
+        return [self.read(n) for n in nodes]
 
     def lift(self, graph: int, add_kernel: Any, kernel_of: Any, other: Any) -> bool:
         """Lift ``graph`` in one compiled call (``lift_graph``); ``False`` without the compiled module.

@@ -116,6 +116,20 @@ _Static_assert(offsetof(cg_kernel_params_v3, kernelParams) == 40, "CUDA_KERNEL_N
 
 /* ------------------------------------------------------------------ helpers */
 
+/* Offer the GIL to other threads: a release and re-acquisition, in which a thread that has waited its switch
+ * interval takes it, as it would between two bytecodes of Python code. Long C loops (adding nodes, lifting)
+ * call it every CG_OFFER_GIL_EVERY iterations, between iterations (holding no borrowed reference): they would
+ * otherwise hold the GIL for the whole loop (tens of ms for 100,000 nodes). Uncontended it costs a mutex. */
+#define CG_OFFER_GIL_EVERY 1024
+static inline void
+cg_offer_gil(Py_ssize_t iteration)
+{
+    if ((iteration & (CG_OFFER_GIL_EVERY - 1)) == CG_OFFER_GIL_EVERY - 1) {
+        Py_BEGIN_ALLOW_THREADS
+        Py_END_ALLOW_THREADS
+    }
+}
+
 static inline int
 address_of(PyObject *obj, const char *what, void **out)
 {

@@ -12,9 +12,8 @@
  * node it cannot handle (another kind, launch attributes, a kernel not introduced yet, arguments of types not
  * seen yet, an operand it cannot read), handing it back to the Python loop, which names any error.
  *
- * A loop is configured once (__init__ refuses a second call) and does not re-enter: a call made by Python code it
- * runs (int() of a handle, a type's __hash__, a driver callback) raises RuntimeError; its state stays as checked.
- */
+ * A loop is configured once and does not re-enter: a call made by Python code it runs (int() of a handle, a driver
+ * callback, another thread while run() offers the GIL) raises RuntimeError; its state stays as checked. */
 #include "_native.h"
 
 typedef struct {
@@ -462,6 +461,7 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
     self->rc = 0;
     cg_simple_forget(&self->simple);
     for (; i < PyList_GET_SIZE(order); i++) {
+        cg_offer_gil(i); /* (the list and the nodes are read after it) */
         PyObject *node = PyList_GET_ITEM(order, i);
         if (Py_TYPE(node) != kt) {
             if (!cg_simple_is(&self->simple, node))

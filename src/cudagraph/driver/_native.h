@@ -34,6 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <time.h>
+#endif
 
 #ifndef Py_T_OBJECT_EX
 #include <structmember.h>
@@ -116,18 +121,38 @@ _Static_assert(offsetof(cg_kernel_params_v3, kernelParams) == 40, "CUDA_KERNEL_N
 
 /* ------------------------------------------------------------------ helpers */
 
-/* Offer the GIL to other threads: a release and re-acquisition, in which a thread that has waited its switch
- * interval takes it, as it would between two bytecodes of Python code. Long C loops (adding nodes, lifting)
- * call it every CG_OFFER_GIL_EVERY iterations, between iterations (holding no borrowed reference): they would
- * otherwise hold the GIL for the whole loop (tens of ms for 100,000 nodes). Uncontended it costs a mutex. */
-#define CG_OFFER_GIL_EVERY 1024
-static inline void
-cg_offer_gil(Py_ssize_t iteration)
+/* A monotonic clock, in ns (for cg_offer_gil). */
+static inline long long
+cg_monotonic_ns(void)
 {
-    if ((iteration & (CG_OFFER_GIL_EVERY - 1)) == CG_OFFER_GIL_EVERY - 1) {
-        Py_BEGIN_ALLOW_THREADS
-        Py_END_ALLOW_THREADS
-    }
+#ifdef _WIN32
+    return (long long)GetTickCount64() * 1000000LL;
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+#endif
+}
+
+/* Offer the GIL to other threads once it has been held CG_OFFER_GIL_NS (CPython's default switch interval)
+ * since *since (a cg_monotonic_ns() reading the caller keeps): a release and re-acquisition, in which a thread
+ * that has waited its switch interval takes it, as between two bytecodes of Python code. Long C loops (adding
+ * nodes, lifting) call it at each iteration, between iterations (holding no borrowed reference); the clock is
+ * read every CG_OFFER_GIL_CHECK iterations. Without it such a loop holds the GIL for the whole build (tens of
+ * ms for 100,000 nodes); with it a build beside a busy thread takes about twice its time, as Python code would,
+ * and one shorter than the interval never offers it (each offer a busy thread takes costs its interval). */
+#define CG_OFFER_GIL_NS 5000000LL
+#define CG_OFFER_GIL_CHECK 256
+static inline void
+cg_offer_gil(Py_ssize_t iteration, long long *since)
+{
+    if ((iteration & (CG_OFFER_GIL_CHECK - 1)) != CG_OFFER_GIL_CHECK - 1)
+        return;
+    if (cg_monotonic_ns() - *since < CG_OFFER_GIL_NS)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    Py_END_ALLOW_THREADS
+    *since = cg_monotonic_ns();
 }
 
 static inline int

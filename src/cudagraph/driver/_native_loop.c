@@ -40,8 +40,7 @@ typedef struct {
     cg_graph_node_params simple_params; /* their parameters, written per node */
 } KernelLoop;
 
-/* Forget every kernel. The loop stops pointing at the table before the references are released
- * (that may run Python code, which may use the loop). */
+/* Forget every kernel: the loop stops pointing at the table before the references go (Python code may run). */
 static void
 loop_drop_kernels(KernelLoop *self)
 {
@@ -458,10 +457,11 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     PyTypeObject *kt = self->kernel_type;
     cg_handle_memo memo = {NULL, 0};
+    long long since = cg_monotonic_ns();
     self->rc = 0;
     cg_simple_forget(&self->simple);
-    for (; i < PyList_GET_SIZE(order); i++) {
-        cg_offer_gil(i); /* (the list and the nodes are read after it) */
+    for (Py_ssize_t start = i; i < PyList_GET_SIZE(order); i++) {
+        cg_offer_gil(i - start, &since); /* (the list and the nodes are read after it) */
         PyObject *node = PyList_GET_ITEM(order, i);
         if (Py_TYPE(node) != kt) {
             if (!cg_simple_is(&self->simple, node))

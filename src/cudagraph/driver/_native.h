@@ -34,11 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef _WIN32
-#include <windows.h>
-#else
 #include <time.h>
-#endif
 
 #ifndef Py_T_OBJECT_EX
 #include <structmember.h>
@@ -121,17 +117,18 @@ _Static_assert(offsetof(cg_kernel_params_v3, kernelParams) == 40, "CUDA_KERNEL_N
 
 /* ------------------------------------------------------------------ helpers */
 
-/* A monotonic clock, in ns (for cg_offer_gil). */
+/* A monotonic clock, in ns (for cg_offer_gil; where there is no POSIX clock_gettime, C11's timespec_get, a wall
+ * clock: a jump of it only moves one offer of the GIL). */
 static inline long long
 cg_monotonic_ns(void)
 {
-#ifdef _WIN32
-    return (long long)GetTickCount64() * 1000000LL;
-#else
     struct timespec t;
+#ifdef CLOCK_MONOTONIC
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+#else
+    timespec_get(&t, TIME_UTC);
 #endif
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 /* Offer the GIL to other threads once it has been held CG_OFFER_GIL_NS (CPython's default switch interval)

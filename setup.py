@@ -40,6 +40,7 @@ setup(
                 "src/cudagraph/driver/_native.h",
                 "src/cudagraph/driver/_native_launch.h",
                 "src/cudagraph/driver/_two_way.h",
+                "src/cudagraph/driver/_offer_gil.h",
             ],
             extra_compile_args=["-O2"],
             optional=True,

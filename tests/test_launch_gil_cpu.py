@@ -2,8 +2,8 @@
 
 A launch into a capturing stream (the capture backend) only records a node and never waits: the compiled
 loop keeps the GIL across it, as explicit construction keeps it across each ``cuGraphAddNode`` (offering it
-only once it has held it 5 ms, ``tests/test_loop_gil_cpu.py``), because each release hands the GIL to any
-other busy Python thread for that thread's whole switch interval. An eager
+only once it has held it twice the switch interval, ``tests/test_loop_gil_cpu.py``), because each release
+hands the GIL to any other busy Python thread for that thread's whole switch interval. An eager
 launch (``Graph.run``, ``cudagraph.launch`` on a stream) may wait for room in the launch queue, that is for
 earlier work, and a host function among that work needs the GIL: those release it, as ``cuda.bindings``
 does. The driver's ``cuLaunchKernel`` is replaced by a C shim (compiled here) that counts the calls made

@@ -19,6 +19,7 @@
  *   _native_launch.c  LaunchKernel: a kernel prepared for stream launches (_native_launch.h: shared by
  *   _native_launcher.c, StreamLauncher: cudagraph.launch, _native_issue.c, its Graph.run batches, and
  *   _native_capture.c, its capture)
+ *   _offer_gil.h      cg_offer_gil: the adding loop and the lift offer the GIL to other threads now and then
  *
  * Memory rules, for every source: a Python object used across a call that can run Python code
  * (attribute access, int(), a type's __hash__ or __eq__ through a dict or set lookup, allocating a
@@ -34,7 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
+
+#include "_offer_gil.h" /* cg_offer_gil: long loops offer the GIL */
 
 #ifndef Py_T_OBJECT_EX
 #include <structmember.h>
@@ -116,41 +118,6 @@ _Static_assert(sizeof(cg_graph_node_params) == 256, "CUgraphNodeParams size");
 _Static_assert(offsetof(cg_kernel_params_v3, kernelParams) == 40, "CUDA_KERNEL_NODE_PARAMS layout");
 
 /* ------------------------------------------------------------------ helpers */
-
-/* A monotonic clock, in ns (for cg_offer_gil; where there is no POSIX clock_gettime, C11's timespec_get, a wall
- * clock: a jump of it only moves one offer of the GIL). */
-static inline long long
-cg_monotonic_ns(void)
-{
-    struct timespec t;
-#ifdef CLOCK_MONOTONIC
-    clock_gettime(CLOCK_MONOTONIC, &t);
-#else
-    timespec_get(&t, TIME_UTC);
-#endif
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-/* Offer the GIL to other threads once it has been held CG_OFFER_GIL_NS (CPython's default switch interval)
- * since *since (a cg_monotonic_ns() reading the caller keeps): a release and re-acquisition, in which a thread
- * that has waited its switch interval takes it, as between two bytecodes of Python code. Long C loops (adding
- * nodes, lifting) call it at each iteration, between iterations (holding no borrowed reference); the clock is
- * read every CG_OFFER_GIL_CHECK iterations. Without it such a loop holds the GIL for the whole build (tens of
- * ms for 100,000 nodes); with it a build beside a busy thread takes about twice its time, as Python code would,
- * and one shorter than the interval never offers it (each offer a busy thread takes costs its interval). */
-#define CG_OFFER_GIL_NS 5000000LL
-#define CG_OFFER_GIL_CHECK 256
-static inline void
-cg_offer_gil(Py_ssize_t iteration, long long *since)
-{
-    if ((iteration & (CG_OFFER_GIL_CHECK - 1)) != CG_OFFER_GIL_CHECK - 1)
-        return;
-    if (cg_monotonic_ns() - *since < CG_OFFER_GIL_NS)
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    Py_END_ALLOW_THREADS
-    *since = cg_monotonic_ns();
-}
 
 static inline int
 address_of(PyObject *obj, const char *what, void **out)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,9 +46,12 @@ def relaunch_under_fake_driver() -> None:
 
 
 @contextmanager
-def busy_python_thread() -> Iterator[None]:
+def busy_python_thread(stamps: list[float] | None = None) -> Iterator[None]:
     """Another thread runs Python for the duration (as a data-loading or logging thread may): each release of
-    the GIL inside hands it to that thread for its whole switch interval (``sys.getswitchinterval()``)."""
+    the GIL inside hands it to that thread for its whole switch interval (``sys.getswitchinterval()``).
+
+    With ``stamps``, the thread appends ``time.perf_counter()`` to it at each of its turns, and the block
+    starts once it has run."""
     stop = threading.Event()
 
     def spin() -> None:
@@ -55,8 +59,15 @@ def busy_python_thread() -> Iterator[None]:
         while not stop.is_set():
             n += 1
 
-    thread = threading.Thread(target=spin, daemon=True)
+    def stamp(out: list[float]) -> None:
+        while not stop.is_set():
+            out.append(time.perf_counter())
+
+    thread = threading.Thread(target=spin if stamps is None else stamp, args=() if stamps is None else (stamps,))
+    thread.daemon = True
     thread.start()
+    while stamps is not None and not stamps:  # (it runs)
+        time.sleep(0.001)
     try:
         yield
     finally:

@@ -23,38 +23,15 @@ import argparse
 import gc
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import pairwise
 from typing import Any
 
-from _common import fmt, import_cudagraph
+from _common import busy_python_thread, fmt, import_cudagraph
 
 GRID, BLOCK, NELEM = 4, 256, 1024
-
-
-@contextmanager
-def stamping_thread() -> Iterator[list[float]]:
-    """Another thread runs Python for the duration, appending ``time.perf_counter()`` at each of its turns."""
-    stamps: list[float] = []
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            stamps.append(time.perf_counter())
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    while not stamps:  # (it runs)
-        time.sleep(0.001)
-    try:
-        yield stamps
-    finally:
-        stop.set()
-        thread.join()
 
 
 def longest_wait(stamps: Sequence[float], t0: float, t1: float) -> float:
@@ -72,7 +49,8 @@ def timed_build(build: Callable[[], Any], beside: bool) -> tuple[float, float | 
             t0 = time.perf_counter()
             build()
             return time.perf_counter() - t0, None
-        with stamping_thread() as stamps:
+        stamps: list[float] = []
+        with busy_python_thread(stamps):
             t0 = time.perf_counter()
             build()
             t1 = time.perf_counter()

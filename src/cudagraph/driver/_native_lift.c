@@ -520,9 +520,9 @@ cg_lift_graph(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         PyErr_NoMemory();
         goto done;
     }
-    long long period = cg_offer_period_ns(), since = cg_monotonic_ns();
+    cg_gil_offer offer = {0, 0};
     for (Py_ssize_t k = 0; k < p.norder; k++) {
-        cg_offer_gil(k, &since, period); /* (every reference here is held) */
+        cg_offer_gil(k, &offer); /* (every reference here is held) */
         Py_ssize_t i = p.order[k], first = p.pred_at[i], np = p.pred_at[i + 1] - first;
         PyObject *after;
         if (np == 0) {

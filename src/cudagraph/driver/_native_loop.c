@@ -453,15 +453,15 @@ loop_run(KernelLoop *self, PyObject *const *argv, Py_ssize_t argc)
             PyErr_SetString(PyExc_ValueError, "run: start must be non-negative");
         return NULL;
     }
-    long long period = cg_offer_period_ns(), since = cg_monotonic_ns(); /* (before: it may run Python code) */
     if (loop_enter(self) < 0)
         return NULL;
     PyTypeObject *kt = self->kernel_type;
     cg_handle_memo memo = {NULL, 0};
+    cg_gil_offer offer = {0, 0};
     self->rc = 0;
     cg_simple_forget(&self->simple);
     for (Py_ssize_t start = i; i < PyList_GET_SIZE(order); i++) {
-        cg_offer_gil(i - start, &since, period); /* (the list and the nodes are read after it) */
+        cg_offer_gil(i - start, &offer); /* (the list and the nodes are read after it) */
         PyObject *node = PyList_GET_ITEM(order, i);
         if (Py_TYPE(node) != kt) {
             if (!cg_simple_is(&self->simple, node))

@@ -25,31 +25,11 @@ cg_monotonic_ns(void)
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-/* Offer the GIL to other threads once it has been held `period` ns (cg_offer_period_ns) since *since (a
- * cg_monotonic_ns() reading the caller keeps): a release and re-acquisition, in which a thread that has asked for
- * it takes it, as between two bytecodes of Python code. Long C loops (adding nodes, lifting) call it at each
- * iteration, between iterations (holding no borrowed reference); the clock is read every CG_OFFER_GIL_CHECK
- * iterations. Without it such a loop holds the GIL for the whole build (tens of ms for 100,000 nodes); with it
- * a build beside a busy thread takes up to about twice its time, as Python code would, and one shorter than the
- * period never offers it (each offer a busy thread takes costs its switch interval). */
-#define CG_OFFER_GIL_CHECK 256
-static inline void
-cg_offer_gil(Py_ssize_t iteration, long long *since, long long period)
-{
-    if ((iteration & (CG_OFFER_GIL_CHECK - 1)) != CG_OFFER_GIL_CHECK - 1)
-        return;
-    if (cg_monotonic_ns() - *since < period)
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    Py_END_ALLOW_THREADS
-    *since = cg_monotonic_ns();
-}
-
 /* The period of cg_offer_gil, in ns: twice sys.getswitchinterval() (10 ms by default). A thread waiting for the
  * GIL asks for it only after a whole interval without a switch, and a release wakes it and restarts that wait:
  * offers at the interval itself could keep it waiting for the whole loop (a 300,000-node lowering over a driver
  * that does nothing: one 30 ms wait at 5 ms, none above 7 ms at twice that). Runs Python code (the sys
- * function): call it before reading anything borrowed. */
+ * function). */
 static inline long long
 cg_offer_period_ns(void)
 {
@@ -65,6 +45,38 @@ cg_offer_period_ns(void)
     if (!(interval > 0 && interval <= 1))
         interval = 0.005;
     return (long long)(2e9 * interval);
+}
+
+/* A loop's offering state: {0, 0} before its first check (nothing read yet). */
+typedef struct {
+    long long since;  /* cg_monotonic_ns() when the loop last took the GIL (or was first checked) */
+    long long period; /* cg_offer_period_ns(), read at the first check */
+} cg_gil_offer;
+
+/* Offer the GIL to other threads once the loop has held it `period` ns: a release and re-acquisition, in which a
+ * thread that has asked for it takes it, as between two bytecodes of Python code. Long C loops (adding nodes,
+ * lifting) call it at each iteration, between iterations (holding no borrowed reference: it may run Python code
+ * and let other threads run); the clock is read every CG_OFFER_GIL_CHECK iterations, and the period at the first
+ * reading, so a loop of fewer iterations (an update of a few nodes) pays nothing. Without it such a loop holds
+ * the GIL for the whole build (tens of ms for 100,000 nodes); with it a build beside a busy thread takes up to
+ * about twice its time, as Python code would, and one shorter than the period never offers it (each offer a busy
+ * thread takes costs its switch interval). */
+#define CG_OFFER_GIL_CHECK 256
+static inline void
+cg_offer_gil(Py_ssize_t iteration, cg_gil_offer *o)
+{
+    if ((iteration & (CG_OFFER_GIL_CHECK - 1)) != CG_OFFER_GIL_CHECK - 1)
+        return;
+    if (o->period == 0) {
+        o->period = cg_offer_period_ns();
+        o->since = cg_monotonic_ns();
+        return;
+    }
+    if (cg_monotonic_ns() - o->since < o->period)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    Py_END_ALLOW_THREADS
+    o->since = cg_monotonic_ns();
 }
 
 #endif

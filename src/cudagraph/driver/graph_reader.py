@@ -194,10 +194,6 @@ class GraphReader:
             _fail(rc, "cuGraphKernelNodeGetParams")
         return t, KERNEL_PARAMS.unpack_from(self._params)
 
-    def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
-        """:meth:`read` of every node in ``nodes`` (the compiled module reads them inside :meth:`lift`)."""
-        return [self.read(n) for n in nodes]
-
     def lift(self, graph: int, add_kernel: Any, kernel_of: Any, other: Any) -> bool:
         """Lift ``graph`` in one compiled call (``lift_graph``); ``False`` without the compiled module.
 

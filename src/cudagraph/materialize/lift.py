@@ -60,9 +60,6 @@ class _BindingsReader:
             to.extend([node] * len(deps))
         return frm, to
 
-    def read_all(self, nodes: list[int]) -> list[tuple[int, tuple[int, ...] | None]]:
-        return [self.read(n) for n in nodes]
-
     def read(self, node: int) -> tuple[int, tuple[int, ...] | None]:
         drv = self.drv
         dn = drv.CUgraphNode(node)
@@ -159,7 +156,7 @@ class _Lifter:
         frm, to = reader.edges(nodes)
         order, preds = _topo(nodes, frm, to)
         made: list[Any] = [None] * len(nodes)
-        reads = reader.read_all(nodes)
+        reads = [reader.read(n) for n in nodes]
         kernels = self.kernels
         add_kernel = g.kernel
         for i in order:

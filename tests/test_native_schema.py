@@ -105,7 +105,7 @@ def test_every_twin_is_importable_python(compiled):
 def test_every_compiled_entry_point_has_a_twin():
     named = {re.split(r"[.(]", key)[0] for key in c_entry.PYTHON_TWINS}
     public = {n for n in dir(native) if not n.startswith("_")} - {"declare_slots"}
-    assert public == named
+    assert public == named | set(c_entry.LIBRARY_TWINS)
     for key in c_entry.PYTHON_TWINS:  # the methods named exist
         if "." in key:
             cls, method = key.split(".")
@@ -240,3 +240,13 @@ def test_the_compiled_methods_refuse_a_func_that_is_not_callable():
 
     made = native.BindManyMethod(python, *(owners[r] for r in order), {}, set())
     assert made.func is python and made("not an executable", {}) == ("python", "not an executable", {})
+
+
+@needs_native
+@pytest.mark.parametrize("compiled", sorted(c_entry.LIBRARY_TWINS))
+def test_every_library_twin_resolves_and_the_compiled_type_has_its_methods(compiled):
+    twin = resolve(c_entry.LIBRARY_TWINS[compiled])
+    assert getattr(twin, "__module__", None) in ("_thread", "threading")
+    made, reference = getattr(native, compiled)(), twin()
+    for name in ("acquire", "release", "locked", "__enter__", "__exit__"):
+        assert callable(getattr(made, name)) and callable(getattr(reference, name))

@@ -295,7 +295,8 @@ PyInit__native(void)
         return NULL;
     if (PyType_Ready(&cg_KernelLoopType) < 0 || PyType_Ready(&cg_LayoutType) < 0 || cg_bind_method_ready() < 0 ||
         cg_bind_many_method_ready() < 0 || cg_launch_method_ready() < 0 ||
-        PyType_Ready(&cg_LaunchKernelType) < 0 || PyType_Ready(&cg_StreamLauncherType) < 0)
+        PyType_Ready(&cg_LaunchKernelType) < 0 || PyType_Ready(&cg_StreamLauncherType) < 0 ||
+        PyType_Ready(&cg_ExecLockType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (m == NULL)
@@ -305,7 +306,7 @@ PyInit__native(void)
         add_type(m, "BindManyMethod", &cg_BindManyMethodType) < 0 ||
         add_type(m, "LaunchMethod", &cg_LaunchMethodType) < 0 ||
         add_type(m, "LaunchKernel", &cg_LaunchKernelType) < 0 ||
-        add_type(m, "StreamLauncher", &cg_StreamLauncherType) < 0) {
+        add_type(m, "StreamLauncher", &cg_StreamLauncherType) < 0 || add_type(m, "ExecLock", &cg_ExecLockType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -386,11 +386,13 @@ PyObject *cg_protocol_handle(PyObject *obj, PyObject *name);
 extern PyObject *cg_str_handle, *cg_str_acquire, *cg_str_release;
 
 /* Take `lock` (held by the caller) without waiting, `lock.acquire(False)`: 1 when taken, 0 when another
- * thread holds it or the lock could not say (no exception set). Runs Python code. (_native_bind.c) */
+ * thread holds it or the lock could not say (no exception set). Runs Python code, except for an ExecLock
+ * (cg_ExecLockType). (_native_bind.c) */
 int cg_lock_take(PyObject *lock);
 
 /* `lock.release()` of a lock cg_lock_take took; returns `r`, or -1 with its exception set when the release
- * raised and no exception was set before (one set before is kept). Runs Python code. (_native_bind.c) */
+ * raised and no exception was set before (one set before is kept). Runs Python code, except for an ExecLock.
+ * (_native_bind.c) */
 int cg_lock_give(PyObject *lock, int r);
 
 /* The head BindMethod and BindManyMethod share: both are method descriptors (Py_TPFLAGS_METHOD_DESCRIPTOR)
@@ -561,7 +563,7 @@ typedef struct {
 /* ------------------------------------------------------------------ the entry points of each source */
 
 /* _native_loop.c, _native_layout.c, _native_bind.c: the types (made ready by cg_*_ready, 0 or -1). */
-extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType, cg_BindManyMethodType;
+extern PyTypeObject cg_KernelLoopType, cg_LayoutType, cg_BindMethodType, cg_BindManyMethodType, cg_ExecLockType;
 /* _native_launch.c, _native_launcher.c */
 extern PyTypeObject cg_LaunchKernelType, cg_StreamLauncherType;
 int cg_bind_method_ready(void);

@@ -61,6 +61,10 @@ nodes that ``StreamLauncher.simple`` teaches it have their kinds' ``issue`` (``M
 ``EmptyOps``) as twins, reached through ``issue_node``; the stream launches are set up in
 ``stream_launch.py``.)
 
+One compiled type stands for a type of the standard library instead (:data:`LIBRARY_TWINS`):
+``ExecLock``, an executable's lock, is a ``threading.Lock`` that the compiled binds take and give
+back by C calls (``tests/test_exec_lock_cpu.py`` runs both through the same tests).
+
 The compiled module reads Python objects only through the ``__slots__`` named
 in :data:`NATIVE_SLOTS`, declared to it once at import (``declare_slots``); a
 type built over a class resolves them on the class it is handed, and refuses a
@@ -76,6 +80,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any, Final
 
 __all__ = [
+    "LIBRARY_TWINS",
     "NATIVE",
     "NATIVE_SLOTS",
     "PYTHON_TWINS",
@@ -162,6 +167,10 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "StreamLauncher.capture": "cudagraph.materialize.capture:_replay",
     }
 )
+
+
+#: Each compiled type that stands for a type of the standard library, and that type (``module:name``).
+LIBRARY_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType({"ExecLock": "threading:Lock"})
 
 
 def _load_native() -> ModuleType | None:

@@ -94,7 +94,7 @@ class ExecutableBase:
     _raw_bound: dict[str, Any]  # the objects last bound (a value bound again as the same object costs nothing)
     _flags: int
     _ctx: Any
-    _lock: threading.Lock
+    _lock: threading.Lock  # (or the compiled ExecLock, which behaves as one: see executable._new_lock)
     _writer: KernelWriter  # the one writer of kernel nodes (see ops.kinds.kernel)
     _updaters: dict[int, PreparedKernel]  # id(node) -> its prepared parameters
     _shared: dict[tuple[Any, ...], tuple[PreparedKernel, Node]]

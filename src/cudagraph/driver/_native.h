@@ -569,12 +569,14 @@ extern PyTypeObject cg_LaunchKernelType, cg_StreamLauncherType;
 int cg_bind_method_ready(void);
 int cg_bind_many_method_ready(void);
 /* The fast paths of the compiled Executable.bind (`method` a BindMethod: one name) and _bind_many (a
- * BindManyMethod: the dict `params`), with a launch to make after their set calls (see cg_then_launch):
+ * BindManyMethod: the names of the tuple `kwnames` but the `skip`th (-1: none), their values at `kwvalues`,
+ * as the twin would have them in its dict), with a launch to make after their set calls (see cg_then_launch):
  * 1 when taken (*count node updates), 0 when the method's Python twin must be called (nothing done,
  * also when `method` is not of that type), -1 with an exception set. May run Python code. */
 int cg_bind_one_fast(PyObject *method, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count,
                      cg_then_launch *then);
-int cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *params, Py_ssize_t *count, cg_then_launch *then);
+int cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t skip,
+                      Py_ssize_t *count, cg_then_launch *then);
 /* _native_exec_launch.c */
 extern PyTypeObject cg_LaunchMethodType;
 int cg_launch_method_ready(void);

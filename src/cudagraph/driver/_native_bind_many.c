@@ -329,10 +329,12 @@ write_state(PyObject *raw, PyObject *bindings, one_name *names, Py_ssize_t count
     return 0;
 }
 
-/* The rebind of `params` (exact dict, held by the caller) if the fast path applies: 1 with the number of
- * node updates in *count, 0 for the twin, -1 with an exception set (a driver refusal, or memory). */
+/* The rebind of the `size` names `pnames` to `pvalues` (both held by the caller, in the call's order) if the
+ * fast path applies: 1 with the number of node updates in *count, 0 for the twin, -1 with an exception set
+ * (a driver refusal, or memory). */
 static int
-bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *count, cg_then_launch *then)
+bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *const *pnames, PyObject *const *pvalues, Py_ssize_t size,
+               Py_ssize_t *count, cg_then_launch *then)
 {
     one_name names[MAX_NAMES];
     PyObject *old[2 * MAX_NAMES] = {NULL};
@@ -341,16 +343,13 @@ bind_many_fast(BindManyMethod *m, PyObject *exe, PyObject *params, Py_ssize_t *c
     cg_patch_value vals[MAX_NAMES];
     int r = 0, taken = 0;
     PyObject *exec = SLOT(exe, m->ex.exec);
-    Py_ssize_t size = PyDict_GET_SIZE(params);
     if (exec == NULL || exec == Py_None || size < 1 || size > MAX_NAMES)
         return 0;
-    Py_ssize_t pos = 0;
-    PyObject *name, *value;
-    while (nnames < size && PyDict_Next(params, &pos, &name, &value)) { /* runs no Python code */
-        if (!PyUnicode_CheckExact(name))
+    for (Py_ssize_t k = 0; k < size; k++) { /* held before any Python code runs */
+        if (!PyUnicode_CheckExact(pnames[k]))
             goto done;
-        names[nnames].name = Py_NewRef(name);
-        names[nnames].value = Py_NewRef(value);
+        names[nnames].name = Py_NewRef(pnames[k]);
+        names[nnames].value = Py_NewRef(pvalues[k]);
         names[nnames].address = NULL;
         names[nnames].same = 0;
         nnames++;
@@ -438,9 +437,12 @@ static PyObject *
 bind_many_vectorcall(BindManyMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL && PyObject_TypeCheck(args[0], m->cls) &&
-        PyDict_CheckExact(args[1])) {
-        Py_ssize_t count;
-        int r = bind_many_fast(m, args[0], args[1], &count, NULL);
+        PyDict_CheckExact(args[1]) && PyDict_GET_SIZE(args[1]) <= MAX_NAMES) {
+        PyObject *names[MAX_NAMES], *values[MAX_NAMES];
+        Py_ssize_t n = 0, pos = 0, count;
+        while (n < MAX_NAMES && PyDict_Next(args[1], &pos, &names[n], &values[n])) /* borrowed: held by the dict */
+            n++;
+        int r = bind_many_fast(m, args[0], names, values, n, &count, NULL);
         if (r < 0)
             return NULL;
         if (r > 0)
@@ -450,12 +452,23 @@ bind_many_vectorcall(BindManyMethod *m, PyObject *const *args, size_t nargsf, Py
 }
 
 int
-cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *params, Py_ssize_t *count, cg_then_launch *then)
+cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t skip,
+                  Py_ssize_t *count, cg_then_launch *then)
 {
     BindManyMethod *m = (BindManyMethod *)method;
-    if (Py_TYPE(method) != &cg_BindManyMethodType || !PyObject_TypeCheck(exe, m->cls) || !PyDict_CheckExact(params))
+    if (Py_TYPE(method) != &cg_BindManyMethodType || !PyObject_TypeCheck(exe, m->cls) || !PyTuple_CheckExact(kwnames))
         return 0;
-    return bind_many_fast(m, exe, params, count, then);
+    PyObject *names[MAX_NAMES], *values[MAX_NAMES];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+        if (k == skip)
+            continue;
+        if (n == MAX_NAMES)
+            return 0;
+        names[n] = PyTuple_GET_ITEM(kwnames, k);
+        values[n++] = kwvalues[k];
+    }
+    return bind_many_fast(m, exe, names, values, n, count, then);
 }
 
 static PyObject *

@@ -129,19 +129,22 @@ bind_params(PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssiz
             r = out == NULL ? -1 : 1;
         }
     } else {
-        PyObject *params = PyDict_New();
-        r = params == NULL ? -1 : 0;
-        for (Py_ssize_t k = 0; k < nkw && r == 0; k++)
-            if (k != skip)
-                r = PyDict_SetItem(params, PyTuple_GET_ITEM(kwnames, k), kwvalues[k]);
-        if (r == 0)
-            r = cg_bind_many_fast(found, exe, params, &count, then);
+        /* the names and values as the call has them: a dict is made only for the twin (two torch tensors
+         * rebound over the fake libcuda: 1.85 -> 1.78 µs above a plain launch) */
+        r = cg_bind_many_fast(found, exe, kwnames, kwvalues, skip, &count, then);
         if (r == 0) {
-            PyObject *argv[2] = {exe, params};
-            out = PyObject_Vectorcall(found, argv, 2, NULL);
-            r = out == NULL ? -1 : 1;
+            PyObject *params = PyDict_New();
+            r = params == NULL ? -1 : 0;
+            for (Py_ssize_t k = 0; k < nkw && r == 0; k++)
+                if (k != skip)
+                    r = PyDict_SetItem(params, PyTuple_GET_ITEM(kwnames, k), kwvalues[k]);
+            if (r == 0) {
+                PyObject *argv[2] = {exe, params};
+                out = PyObject_Vectorcall(found, argv, 2, NULL);
+                r = out == NULL ? -1 : 1;
+            }
+            Py_XDECREF(params);
         }
-        Py_XDECREF(params);
     }
     Py_DECREF(found);
     Py_XDECREF(out);

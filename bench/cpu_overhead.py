@@ -10,6 +10,13 @@ within each repeat, medians:
   compiled launcher's cache; a kernel given as a new int handle object per call), ns per launch;
 - a graph's launch call: ``exe.launch(s)`` (and rebinding a pointer parameter) vs cuda.core's
   ``Graph.launch(s)`` vs ``cuda.bindings``' bare ``cuGraphLaunch``, ns per launch;
+- a rebinding launch, ``exe.launch(s, x=, out=)`` of a 45-kernel chain made a parametrized graph by
+  ``g.parametrize`` (4 kernels use ``x`` or ``out``), with a fresh ``__cuda_array_interface__`` object
+  per name and step (two pairs of addresses in turn), and with two PyTorch tensors in turn where torch is
+  importable (CPU tensors, which cost what CUDA ones do to read, stand for CUDA ones: the full check of
+  a new layout is replaced), ns above ``exe.launch(s)``: the compiled launch, reads and patch, the path
+  ``bench/rebind_lifted.py`` times on a GPU (``bench/rebind_lifted_cpu.py`` times the compiled rebind
+  through the Python launch, over a Python fake driver);
 - ``Graph.run`` of an N-kernel chain vs the same launches in a ``cuda.core.launch`` loop, ns per kernel;
 - ``g.instantiate(backend="capture")`` of an N-kernel chain vs cuda.core's capture of the same
   launches into a GraphBuilder + ``complete()``, and vs ``backend="explicit"``, ns per node;
@@ -134,6 +141,7 @@ def main() -> int:
         print(f"ratio cudagraph.launch / cuda.core.launch ({form}): {r:.2f}")
 
     graph_launch(dev, s, k, buf, a, n, opts)
+    rebinding_launch(s, k, a, opts)
 
     kargs = (buf, a, n)
     chain = cg.Graph("chain")
@@ -187,6 +195,76 @@ def main() -> int:
     print(f"ratio capture backend / cuda.core capture + complete: {r:.2f}")
     define_builders(buf, opts)
     return 0
+
+
+def rebinding_launch(s: Any, k: Any, a: Any, opts: argparse.Namespace) -> None:
+    """ns above ``exe.launch(s)`` of ``exe.launch(s, x=, out=)`` on a parametrized 45-kernel chain: fresh
+    ``__cuda_array_interface__`` objects, and two torch tensors in turn where torch is importable."""
+    import numpy as np
+
+    import cudagraph as cg
+    from cudagraph.executable import bind_checks
+
+    x1, x2, out1, out2, pool, nbytes = (
+        0x7F00_0000_0000,
+        0x7F10_0000_0000,
+        0x7F20_0000_0000,
+        0x7F30_0000_0000,
+        0x7E00_0000_0000,
+        1 << 16,
+    )
+    users = {3: x1, 9: x1 + 256, 17: x1 + 4096, 40: out1}  # node -> the pointer it takes
+    g = cg.Graph("lifted-like")
+    prev = None
+    for i in range(45):
+        prev = g.kernel(k, 1, 32, (users.get(i, pool + 0x10000 * i), a, np.int32(32)), after=prev)
+    g.parametrize(x=(x1, nbytes), out=(out1, nbytes))
+    exe = g.instantiate()
+
+    class Array:  # CuPy-like: a property makes the interface anew
+        __slots__ = ("ptr",)
+
+        def __init__(self, ptr: int) -> None:
+            self.ptr = ptr
+
+        @property
+        def __cuda_array_interface__(self) -> dict[str, Any]:
+            return {"shape": (nbytes // 4,), "typestr": "<f4", "data": (self.ptr, False), "version": 3}
+
+    turn = [0]
+
+    def arrays() -> None:
+        turn[0] ^= 1
+        exe.launch(s, x=Array(x2 if turn[0] else x1), out=Array(out2 if turn[0] else out1))
+
+    peers: dict[str, Callable[[], Any]] = {"exe.launch(s)": lambda: exe.launch(s), "x=, out=: fresh CAI arrays": arrays}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("\ntorch is not importable: rebinding torch tensors is not timed")
+    full = bind_checks.checked_address
+    if torch is not None:
+        pairs = [(torch.empty(nbytes // 4), torch.empty(nbytes // 4)) for _ in range(2)]
+        bind_checks.checked_address = lambda name, captured, value, graph: (  # type: ignore[assignment]
+            int(value.data_ptr()) if isinstance(value, torch.Tensor) else full(name, captured, value, graph)
+        )
+
+        def tensors() -> None:
+            turn[0] ^= 1
+            x, out = pairs[turn[0]]
+            exe.launch(s, x=x, out=out)
+
+        peers["x=, out=: two torch tensors in turn"] = tensors
+    try:
+        got = _interleaved(peers, opts.launches, opts.repeats, 1)
+    finally:
+        bind_checks.checked_address = full
+    print(f"\n{'rebinding launch (45 kernels, 4 rebound)':<38} {'ns/launch':>10} {'above':>8}")
+    floor = got["exe.launch(s)"]
+    for name, v in got.items():
+        print(f"{name:<38} {v:>10.0f} {v - floor:>8.0f}")
+    exe.close()
 
 
 def define_builders(buf: Any, opts: argparse.Namespace) -> None:

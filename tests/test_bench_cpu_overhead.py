@@ -7,6 +7,7 @@ than one batch), context and graph creation from C. The script runs end to end a
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -47,11 +48,15 @@ def test_the_script_runs_every_path_under_the_fake_driver():
         "exe.launch(s) ",
         "exe.launch(a new stream object)",
         "exe.launch(s, p=Buffer), 2 in turn",
+        "rebinding launch (45 kernels, 4 rebound)",
+        "x=, out=: fresh CAI arrays",
         "Graph.run ",
         "instantiate(backend='capture')",
         "instantiate(backend='explicit')",
     ):
         assert row in out, out
+    torch_row = "x=, out=: two torch tensors in turn"
+    assert (torch_row if importlib.util.find_spec("torch") else "torch is not importable") in out, out
     from cudagraph.definition.builders import COMPILED_OPS
 
     define = ("memset, int value", "memset, numpy float", "memcpy, Buffer to Buffer", "memcpy, from a numpy array")

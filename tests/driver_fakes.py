@@ -9,12 +9,16 @@ which ``bench/construction.py --cpu`` measures over), so that both build it one 
 from __future__ import annotations
 
 import ctypes
+import gc
+import itertools
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +26,13 @@ _BENCH = str(Path(__file__).resolve().parents[1] / "bench")
 if _BENCH not in sys.path:
     sys.path.append(_BENCH)  # (last: a bench script never shadows a module the tests import)
 
+from _common import busy_python_thread  # noqa: E402
 from _fake_driver import fake_info as _bench_fake_info  # noqa: E402
 
 __all__ = [
+    "busy_thread_stamps",
     "compile_shim",
+    "longest_wait",
     "ADD_PROTO",
     "INFO_PROTO",
     "INVALID_VALUE",
@@ -120,3 +127,28 @@ def compile_shim(source: str, folder: Path, what: str) -> ctypes.CDLL:
     src.write_text(source)
     subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(lib), str(src)], check=True)
     return ctypes.CDLL(str(lib))
+
+
+@contextmanager
+def busy_thread_stamps(interval: float = 0.001) -> Iterator[list[float]]:
+    """A Python thread that records ``time.perf_counter()`` at each of its turns while the block runs (the
+    list yielded, once it has run), the switch interval set to ``interval`` and the cyclic collector off (its
+    passes over new objects hold the GIL too): the tests of the compiled loops' GIL offers."""
+    old, collecting = sys.getswitchinterval(), gc.isenabled()
+    sys.setswitchinterval(interval)
+    gc.disable()
+    stamps: list[float] = []
+    try:
+        with busy_python_thread(stamps):
+            yield stamps
+    finally:
+        if collecting:
+            gc.enable()
+        sys.setswitchinterval(old)
+
+
+def longest_wait(stamps: list[float], start: float, end: float) -> tuple[int, float]:
+    """``(turns, longest wait)`` of the busy thread between ``start`` and ``end``: the number of its stamps in
+    that time plus the two ends, and the longest time between two of them."""
+    inside = [start, *(s for s in stamps if start <= s <= end), end]
+    return len(inside), max(b - a for a, b in itertools.pairwise(inside))

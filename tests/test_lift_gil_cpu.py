@@ -14,10 +14,6 @@ the busy thread waiting 10-15 ms of a 26 ms add phase of 20,000.)
 
 from __future__ import annotations
 
-import gc
-import itertools
-import sys
-import threading
 import time
 from typing import Any
 
@@ -28,7 +24,7 @@ drv = pytest.importorskip("cuda.bindings.driver")
 import cudagraph as cg  # noqa: E402
 from cudagraph.driver.graph_reader import KERNEL_PARAMS_SIZE, GraphReader  # noqa: E402
 from cudagraph.materialize import lift as _lift  # noqa: E402
-from driver_fakes import compile_shim  # noqa: E402
+from driver_fakes import busy_thread_stamps, compile_shim, longest_wait  # noqa: E402
 from lift_fakes import KERNEL, make_fake  # noqa: E402
 
 NODES = 50000
@@ -119,31 +115,10 @@ def test_a_long_compiled_lift_lets_a_busy_python_thread_run(shim: Any, monkeypat
     monkeypatch.setattr(_lift, "kernel_info", kernel_info)
     reader = GraphReader(shim.shim_nodes, shim.shim_deps, shim.shim_type, shim.shim_kernel)
     g = cg.Graph("lifted")
-    stamps: list[float] = []
-    stop = threading.Event()
-
-    def busy() -> None:
-        while not stop.is_set():
-            stamps.append(time.perf_counter())
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)
-    worker = threading.Thread(target=busy)
-    collecting = gc.isenabled()
-    gc.disable()  # the collector's own passes over the new nodes hold the GIL too (one of 5 ms on Python 3.13)
-    try:
-        worker.start()
-        while not stamps:
-            time.sleep(0.001)
+    with busy_thread_stamps() as stamps:
         t0 = time.perf_counter()
         _lift._Lifter(reader, None).into(g, 0x1234)
         t1 = time.perf_counter()
-    finally:
-        if collecting:
-            gc.enable()
-        stop.set()
-        worker.join()
-        sys.setswitchinterval(interval)
     nodes = g.nodes
     assert len(nodes) == NODES and all(n.kind == "kernel" for n in nodes)
     assert nodes[0].predecessors == ()
@@ -153,6 +128,5 @@ def test_a_long_compiled_lift_lets_a_busy_python_thread_run(shim: Any, monkeypat
     assert t1 - t0 >= NODES * 3e-6  # the shim's spinning alone
     # Holding the GIL through a phase (the reads, then the adds), the busy thread would get no turn in it.
     for start, end in ((t0, adding[0]), (adding[0], t1)):
-        inside = [start, *(s for s in stamps if start <= s <= end), end]
-        longest = max(b - a for a, b in itertools.pairwise(inside))
-        assert len(inside) > 2 + 10 and longest < (end - start) / 3, (len(inside), longest, end - start)
+        turns, longest = longest_wait(stamps, start, end)
+        assert turns > 2 + 10 and longest < (end - start) / 3, (turns, longest, end - start)

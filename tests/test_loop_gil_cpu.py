@@ -12,9 +12,6 @@ turns; the switch interval is 1 ms. (Without the offers: one gap of 93 ms, the w
 from __future__ import annotations
 
 import ctypes
-import itertools
-import sys
-import threading
 import time
 from typing import Any
 
@@ -23,7 +20,7 @@ import pytest
 import cudagraph as cg
 from cudagraph.definition.nodes import KernelNode, Node
 from cudagraph.driver import c_entry
-from driver_fakes import compile_shim
+from driver_fakes import busy_thread_stamps, compile_shim, longest_wait
 
 pytestmark = pytest.mark.skipif(c_entry.NATIVE is None, reason="cudagraph.driver._native was not built")
 
@@ -76,32 +73,14 @@ def test_a_long_run_of_adds_lets_a_busy_python_thread_run(shim):
     )
     loop.use(kernel, {(int,): b"P"}, (0,), (8,), ctypes.addressof(scratch), 8, 0x70, True, ctypes.addressof(ptrs), None)
     raw = [0] * NODES
-    stamps: list[float] = []
-    stop = threading.Event()
-
-    def busy() -> None:
-        while not stop.is_set():
-            stamps.append(time.perf_counter())
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)
-    worker = threading.Thread(target=busy)
-    try:
-        worker.start()
-        while not stamps:
-            time.sleep(0.001)
+    with busy_thread_stamps() as stamps:
         t0 = time.perf_counter()
         done = loop.run(order, 0, raw)
         t1 = time.perf_counter()
-    finally:
-        stop.set()
-        worker.join()
-        sys.setswitchinterval(interval)
     assert done == NODES and loop.rc == 0
     assert raw == list(range(raw[0], raw[0] + NODES)) and raw[0] >= 0x100000  # every node added, in order
     took = t1 - t0
     assert took >= NODES * 3e-6  # the shim's spinning alone
-    inside = [t0, *(s for s in stamps if t0 <= s <= t1), t1]
-    longest = max(b - a for a, b in itertools.pairwise(inside))
+    turns, longest = longest_wait(stamps, t0, t1)
     # Holding the GIL through the run, the busy thread would get no turn in it: one gap of the whole run.
-    assert len(inside) > 2 + 10 and longest < took / 3, (len(inside), longest, took)
+    assert turns > 2 + 10 and longest < took / 3, (turns, longest, took)

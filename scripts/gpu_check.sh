@@ -3,9 +3,12 @@
 #
 #   suite      the GPU tests (python -m pytest -q -m gpu), with the compiled modules
 #   suite_py   the same without them (CUDAGRAPH_NO_C_ENTRY=1: the Python twins), soak tests left out
-#   memcheck   the compiled kinds', update and core GPU tests under Compute Sanitizer (scripts/compute_sanitizer.sh)
+#   memcheck   the compiled kinds', update, core, lift and parametrize GPU tests under Compute Sanitizer
+#              (scripts/compute_sanitizer.sh)
+#   threads    the CPU tests of the GIL offers and the executable's lock, on this machine's Python
 #   demo       python -m cudagraph demo
-#   bench      bench/construction.py --quick, bench/launch_targets.py, bench/rebind_lifted.py
+#   bench      bench/construction.py --quick, bench/launch_targets.py, bench/rebind_lifted.py,
+#              bench/materializers.py --quick, bench/build_beside_thread.py
 #
 # Usage: scripts/gpu_check.sh [OUTDIR] [STAGE...]   (default: ./gpu-check, every stage)
 # Runs from a checkout without installing it (PYTHONPATH=src); builds the compiled modules in place first
@@ -17,7 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-gpu-check}
 [[ $# -gt 0 ]] && shift
 STAGES=("$@")
-[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(suite suite_py memcheck demo bench)
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(suite suite_py memcheck threads demo bench)
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 export PYTHONPATH=src
@@ -32,15 +35,20 @@ run_stage() {
     suite_py) CUDAGRAPH_NO_C_ENTRY=1 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rs -k "not no_growth and not soak" ;;
     memcheck)
         PYTHON=$PYTHON scripts/compute_sanitizer.sh "$OUT/memcheck-report.log" tests/test_compiled_kinds_gpu.py \
-            tests/test_gpu_updates.py tests/test_gpu_core.py
+            tests/test_gpu_updates.py tests/test_gpu_core.py tests/test_gpu_lift.py tests/test_parametrize_gpu.py
+        ;;
+    threads)
+        "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_loop_gil_cpu.py tests/test_lift_gil_cpu.py \
+            tests/test_exec_lock_cpu.py tests/test_native_gil_cpu.py tests/test_launch_gil_cpu.py
         ;;
     demo) "$PYTHON" -m cudagraph demo ;;
     bench)
         "$PYTHON" bench/construction.py --quick && "$PYTHON" bench/launch_targets.py &&
-            "$PYTHON" bench/rebind_lifted.py
+            "$PYTHON" bench/rebind_lifted.py && "$PYTHON" bench/materializers.py --quick &&
+            "$PYTHON" bench/build_beside_thread.py
         ;;
     *)
-        echo "gpu_check: unknown stage $1 (suite, suite_py, memcheck, demo, bench)"
+        echo "gpu_check: unknown stage $1 (suite, suite_py, memcheck, threads, demo, bench)"
         return 2
         ;;
     esac

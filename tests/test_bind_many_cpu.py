@@ -326,3 +326,86 @@ def test_a_tensor_of_no_address_goes_to_the_twin(calls, converted, monkeypatch):
             exe.bind(x=gone, out=torch.zeros(16, 16))
         assert converted == ["x"]  # the twin checked it (and stopped there)
         assert exe._bindings == {"x": c.data_ptr(), "out": d.data_ptr()}
+
+
+_ABSENT = object()
+
+
+class Cai:
+    """CuPy-like: a slotted array whose ``__cuda_array_interface__`` is a property making a fresh dict (read by
+    ``bind_checks._cai``); ``typestr`` or ``strides`` left out of the dict where ``_ABSENT``."""
+
+    __slots__ = ("ptr", "shape", "typestr", "strides")
+
+    def __init__(self, ptr: int, shape: Any, typestr: Any = "<f4", strides: Any = None) -> None:
+        self.ptr, self.shape, self.typestr, self.strides = ptr, shape, typestr, strides
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        d = {"data": (self.ptr, False), "shape": self.shape, "version": 3}
+        if self.typestr is not _ABSENT:
+            d["typestr"] = self.typestr
+        if self.strides is not _ABSENT:
+            d["strides"] = self.strides
+        return d
+
+
+class CaiOnDevice(Cai):
+    """The same with ``device.id``, as CuPy arrays have it (read by ``bind_checks._cai_device``)."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, ptr: int, shape: Any, device: int = 0, **kw: Any) -> None:
+        super().__init__(ptr, shape, **kw)
+        self.device = type("Device", (), {"__slots__": (), "id": device})()
+
+
+def _cai_layouts(cls: type, ptr: int) -> list[Any]:
+    """Arrays of many layouts (typestr, shape, strides present or not; device ids); the last ones hold items
+    of other types (a numpy int in the shape, a str subclass), which the twin's key compares equal."""
+
+    class Str(str):
+        pass
+
+    extra = [{"device": 1}] if cls is CaiOnDevice else []
+    kinds = [
+        {},
+        {"typestr": "<f2"},
+        {"typestr": _ABSENT},
+        {"strides": (128, 4)},
+        {"strides": _ABSENT},
+        {"strides": (4, 128)},
+        *extra,
+    ]
+    made = [cls(ptr, (32, 32), **k) for k in kinds]
+    made += [cls(ptr, (16, 64)), cls(ptr, (1024,)), cls(ptr, ())]
+    made += [cls(ptr, (np.int64(32), 32)), cls(ptr, (32, 32), typestr=Str("<f4"))]
+    return made
+
+
+@pytest.mark.parametrize("cls", [Cai, CaiOnDevice])
+def test_array_interfaces_read_in_c_decide_as_the_twins_key_lookup(calls, converted, monkeypatch, cls):
+    """The compiled rebind reads a fresh ``__cuda_array_interface__`` and compares its layout with those that
+    passed item by item: it never takes a value the twin's key lookup would not (a layout that did not pass,
+    an item of another type) and takes every plain one that passed."""
+    read = _checks._cai_device if cls is CaiOnDevice else _checks._cai
+    assert _checks.reader(cls) is read
+    monkeypatch.setattr(
+        _checks, "checked_address", lambda name, captured, value, graph: value if type(value) is int else read(value)[0]
+    )
+    plain = len(_cai_layouts(cls, X)) - 2  # the last two hold items of other types
+    for first, second in [(0, 1), (3, 2), (4, 5), (plain - 1, 0)]:
+        exe = parametrized()
+        exe.bind(x=_cai_layouts(cls, X2)[first], out=_cai_layouts(cls, OUT2)[second])  # these layouts pass
+        passed_x, passed_out = exe._checks["x"].memory.passed, exe._checks["out"].memory.passed
+        for i, t in enumerate(_cai_layouts(cls, X3)):
+            for j, u in enumerate((_cai_layouts(cls, OUT)[second], cls(OUT, (7,), typestr="<i8"))):
+                expected = read(t)[1] in passed_x and read(u)[1] in passed_out
+                converted.clear()
+                exe.bind(x=t, out=u)
+                took = compiled(calls) and not converted
+                assert took <= expected, (first, second, i, j)
+                if i < plain:
+                    assert took == (expected and compiled(calls)), (first, second, i, j, converted)
+                assert exe._bindings == {"x": X3, "out": OUT}
+                exe.bind(x=X2, out=OUT2)  # (addresses: the next pair changes both names again)

@@ -14,6 +14,8 @@ reader of ``bind_checks``; ``-1`` printed means the call went to the twin.
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from test_native_hostile import needs_native, run_script
@@ -84,11 +86,24 @@ def words():
 """
 
 
-def script(body: str) -> list[str]:
+def script(body: str, in_c: bool = False) -> list[str]:
+    """Run ``body`` after SETUP; ``in_c``: the arrays' ``__cuda_array_interface__`` read by the compiled method
+    itself (``cai_readers``), not through the ``_cai`` reader's Python frame."""
+    if in_c:
+        body = CAI_IN_C + textwrap.dedent(body)
     return run_script(SETUP, body).split()
 
 
-def test_the_plain_case_runs_the_plan_and_writes_the_state():
+CAI_IN_C = """
+from cudagraph.executable.bind_checks import _cai_device
+Exe._bind_many = native.BindManyMethod(
+    lambda self, params: -1, Exe, BPlan, PPlan, Check, Mem, READERS, BUFFERS, cai_readers=(_cai, _cai_device)
+)
+"""
+
+
+@pytest.mark.parametrize("in_c", [False, True])
+def test_the_plain_case_runs_the_plan_and_writes_the_state(in_c):
     out = script(
         """
         e = make()
@@ -103,7 +118,8 @@ def test_the_plain_case_runs_the_plan_and_writes_the_state():
         print(e2._bind_many({"x": HBuf(0x7000), "out": 0x8000}), e2._bindings, words() == (0x7000, 0x8010))
         print(e2._bind_many({"x": HBuf(0), "out": 0x8000}), e2._bind_many({"x": -1, "out": 0x8000}))
         print(e2._bind_many({1: 2, "x": 3}), e2._bind_many({f"n{i}": i for i in range(9)}))
-        """
+        """,
+        in_c,
     )
     assert out == (
         ["2", "5", "True", "True", "True", "True", "True", "0", "0", "2", "-1", "0", "-1"]
@@ -139,7 +155,8 @@ def test_a_refusal_writes_the_bindings_and_raises_through_the_plan():
         "e._lock = None",
     ],
 )
-def test_a_reader_that_changes_the_executable_sends_the_call_to_the_twin(mutation):
+@pytest.mark.parametrize("in_c", [False, True])
+def test_a_reader_that_changes_the_executable_sends_the_call_to_the_twin(mutation, in_c):
     out = script(
         f"""
         e = make()
@@ -149,12 +166,14 @@ def test_a_reader_that_changes_the_executable_sends_the_call_to_the_twin(mutatio
             {mutation}
 
         print(e._bind_many({{"x": Arr(0x3000), "out": Arr(0x4000, hook)}}), len(seen))
-        """
+        """,
+        in_c,
     )
     assert out == ["-1", "0"]
 
 
-def test_a_key_whose_eq_frees_the_passed_layouts_cannot_make_it_read_freed_memory():
+@pytest.mark.parametrize("in_c", [False, True])
+def test_a_key_whose_eq_frees_the_passed_layouts_cannot_make_it_read_freed_memory(in_c):
     out = script(
         """
         class Shape(tuple):
@@ -170,7 +189,8 @@ def test_a_key_whose_eq_frees_the_passed_layouts_cannot_make_it_read_freed_memor
         e = make()
         M = e._checks["x"].memory
         print(e._bind_many({"x": Arr(0x3000), "out": Arr(0x4000, shape=Shape((4,)))}), len(seen))
-        """
+        """,
+        in_c,
     )
     assert out == ["-1", "0"]  # (the layout passed, but the plan is gone: the twin)
 

@@ -13,10 +13,10 @@ within each repeat, medians:
 - a rebinding launch, ``exe.launch(s, x=, out=)`` of a 45-kernel chain made a parametrized graph by
   ``g.parametrize`` (4 kernels use ``x`` or ``out``), with a fresh ``__cuda_array_interface__`` object
   per name and step (two pairs of addresses in turn), and with two PyTorch tensors in turn where torch is
-  importable (CPU tensors, which cost what CUDA ones do to read, stand for CUDA ones: the full check of
-  a new layout is replaced), ns above ``exe.launch(s)``: the compiled launch, reads and patch, the path
-  ``bench/rebind_lifted.py`` times on a GPU (``bench/rebind_lifted_cpu.py`` times the compiled rebind
-  through the Python launch, over a Python fake driver);
+  importable, and one of them alone (CPU tensors, which cost what CUDA ones do to read, stand for CUDA
+  ones: the full check of a new layout is replaced), ns above ``exe.launch(s)``: the compiled launch,
+  reads and patch, the path ``bench/rebind_lifted.py`` times on a GPU (``bench/rebind_lifted_cpu.py``
+  times the compiled rebind through the Python launch, over a Python fake driver);
 - ``Graph.run`` of an N-kernel chain vs the same launches in a ``cuda.core.launch`` loop, ns per kernel;
 - ``g.instantiate(backend="capture")`` of an N-kernel chain vs cuda.core's capture of the same
   launches into a GraphBuilder + ``complete()``, and vs ``backend="explicit"``, ns per node;
@@ -256,6 +256,12 @@ def rebinding_launch(s: Any, k: Any, a: Any, opts: argparse.Namespace) -> None:
             exe.launch(s, x=x, out=out)
 
         peers["x=, out=: two torch tensors in turn"] = tensors
+
+        def one_tensor() -> None:
+            turn[0] ^= 1
+            exe.launch(s, x=pairs[turn[0]][0])
+
+        peers["x=: one torch tensor in turn"] = one_tensor
     try:
         got = _interleaved(peers, opts.launches, opts.repeats, 1)
     finally:

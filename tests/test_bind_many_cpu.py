@@ -94,6 +94,36 @@ def test_fresh_tensors_of_a_checked_layout_rebind_both_names(calls, converted):
     assert exe._bindings == {"x": X3, "out": OUT} and exe.update_calls == 10
 
 
+def test_one_fresh_tensor_of_a_checked_layout_takes_the_compiled_path_too(calls, converted, monkeypatch):
+    """``exe.bind(x=t)`` and ``exe.launch(s, x=t)`` of one name: where the one-name compiled bind leaves the
+    value (a tensor, read by its reader), the compiled ``_bind_many`` takes it with that one name, as the
+    twins (``_bind_one``, ``_bind_many``) do the same for one name."""
+    launched: list[tuple[int, int]] = []
+    monkeypatch.setattr(_executable, "_LAUNCH", lambda e, s: launched.append((int(e), int(s))) or (0,))
+    _plan.python_launch(monkeypatch)
+    exe = parametrized()
+    assert exe.bind(x=FakeTensor(X2, (32, 32))) == 2  # first: checked in full, the plan made
+    assert converted == ["x"]
+    converted.clear()
+    calls.clear()
+    t = FakeTensor(X3, (32, 32))
+    assert exe.bind(x=t) == 2
+    assert converted == ([] if compiled(calls) else ["x"])
+    assert recorded(calls) == [(0x100, data(X3 + 16)), (0x101, data(X3))]
+    assert exe._bindings == {"x": X3, "out": OUT} and exe._raw_bound["x"] is t and exe.update_calls == 4
+    assert exe.bind(x=t) == 0 and exe.bind(x=FakeTensor(X3, (32, 32))) == 0 and exe.update_calls == 4
+    converted.clear()
+    calls.clear()
+    stream = drv.CUstream(0x99)
+    exe.launch(stream, x=FakeTensor(X2, (32, 32)))
+    assert converted == ([] if compiled(calls) else ["x"])
+    assert recorded(calls) == [(0x100, data(X2 + 16)), (0x101, data(X2))]
+    assert launched == [(0x4242, 0x99)] and exe._bindings == {"x": X2, "out": OUT} and exe.update_calls == 6
+    with pytest.raises(OperandError, match="2048 bytes, fewer than the 4096"):  # a new layout: the twin's check
+        exe.bind(x=FakeTensor(X3, (16, 32)))
+    assert exe._bindings == {"x": X2, "out": OUT} and exe.update_calls == 6
+
+
 def test_a_rebinding_launch_takes_the_same_path_and_launches_once(calls, converted, monkeypatch):
     launched: list[tuple[int, int]] = []
     monkeypatch.setattr(_executable, "_LAUNCH", lambda e, s: launched.append((int(e), int(s))) or (0,))

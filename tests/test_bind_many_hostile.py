@@ -172,6 +172,38 @@ def test_a_reader_that_changes_the_executable_sends_the_call_to_the_twin(mutatio
     assert out == ["-1", "0"]
 
 
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        "e._exec = None",
+        "e._plans = {}; e._checks = {}; overwrite(200)",
+        "M.passed = {}; overwrite(300)",
+        "raise ValueError",
+    ],
+)
+def test_one_name_left_by_the_compiled_bind_goes_to_the_compiled_bind_many_and_survives_its_reader(mutation):
+    """``exe.bind(x=a)`` of an array the one-name path leaves: the class's compiled ``_bind_many`` decides it (a
+    plan for ``x`` alone runs; none: the twin), and a reader that changes the executable sends it to the twin."""
+    out = script(
+        f"""
+        Exe.bind = native.BindMethod(lambda self, **params: -2, Exe, BPlan, BUFFERS)
+        e = make()
+        M = e._checks["x"].memory
+        p = e._plans["x"] = e._plans[("x", "out")]  # the same entry, writing x alone
+        p.entries = [p.entries[0][:3] + (struct.pack("<qqq", 0, 0, 0),) + p.entries[0][4:]]
+        p.codes, p.count = (None,), 1
+        print(e.bind(x=Arr(0x3000)), e._bindings["x"] == 0x3000, e.bind(out=Arr(0x4000)))  # out: no plan of its own
+
+        def hook():
+            {mutation}
+
+        print(e.bind(x=Arr(0x5000, hook)), e._bindings["x"] == 0x3000)
+        """,
+        True,
+    )
+    assert out[:3] == ["1", "True", "-2"] and out[3:] == ["-2", "True"]
+
+
 @pytest.mark.parametrize("in_c", [False, True])
 def test_a_key_whose_eq_frees_the_passed_layouts_cannot_make_it_read_freed_memory(in_c):
     out = script(

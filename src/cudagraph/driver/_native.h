@@ -577,6 +577,9 @@ int cg_bind_one_fast(PyObject *method, PyObject *exe, PyObject *name, PyObject *
                      cg_then_launch *then);
 int cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t skip,
                       Py_ssize_t *count, cg_then_launch *then);
+/* The same for the `n` names `names` and their `values` (held by the caller). */
+int cg_bind_many_arrays(PyObject *method, PyObject *exe, PyObject *const *names, PyObject *const *values, Py_ssize_t n,
+                        Py_ssize_t *count, cg_then_launch *then);
 /* _native_exec_launch.c */
 extern PyTypeObject cg_LaunchMethodType;
 int cg_launch_method_ready(void);

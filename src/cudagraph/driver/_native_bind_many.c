@@ -537,6 +537,16 @@ bind_many_vectorcall(BindManyMethod *m, PyObject *const *args, size_t nargsf, Py
 }
 
 int
+cg_bind_many_arrays(PyObject *method, PyObject *exe, PyObject *const *names, PyObject *const *values, Py_ssize_t n,
+                    Py_ssize_t *count, cg_then_launch *then)
+{
+    BindManyMethod *m = (BindManyMethod *)method;
+    if (Py_TYPE(method) != &cg_BindManyMethodType || !PyObject_TypeCheck(exe, m->cls))
+        return 0;
+    return bind_many_fast(m, exe, names, values, n, count, then);
+}
+
+int
 cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t skip,
                   Py_ssize_t *count, cg_then_launch *then)
 {

@@ -14,7 +14,8 @@ within each repeat, medians:
   ``g.parametrize`` (4 kernels use ``x`` or ``out``), with a fresh ``__cuda_array_interface__`` object
   per name and step (two pairs of addresses in turn), and with two PyTorch tensors in turn where torch is
   importable, and one of them alone (CPU tensors, which cost what CUDA ones do to read, stand for CUDA
-  ones: the full check of a new layout is replaced), ns above ``exe.launch(s)``: the compiled launch,
+  ones: the full check of a new layout is replaced); and the same chain over a plain ``g.param`` pointer
+  rebound to a fresh array; ns above ``exe.launch(s)``: the compiled launch,
   reads and patch, the path ``bench/rebind_lifted.py`` times on a GPU (``bench/rebind_lifted_cpu.py``
   times the compiled rebind through the Python launch, over a Python fake driver);
 - ``Graph.run`` of an N-kernel chain vs the same launches in a ``cuda.core.launch`` loop, ns per kernel;
@@ -237,7 +238,22 @@ def rebinding_launch(s: Any, k: Any, a: Any, opts: argparse.Namespace) -> None:
         turn[0] ^= 1
         exe.launch(s, x=Array(x2 if turn[0] else x1), out=Array(out2 if turn[0] else out1))
 
-    peers: dict[str, Callable[[], Any]] = {"exe.launch(s)": lambda: exe.launch(s), "x=, out=: fresh CAI arrays": arrays}
+    plain = cg.Graph("plain")  # the same chain over a g.param pointer (not parametrized)
+    p = plain.param("x")
+    prev = None
+    for i in range(45):
+        prev = plain.kernel(k, 1, 32, (p if i in users else pool + 0x10000 * i, a, np.int32(32)), after=prev)
+    plain_exe = plain.instantiate(x=x1)
+
+    def plain_array() -> None:
+        turn[0] ^= 1
+        plain_exe.launch(s, x=Array(x2 if turn[0] else x1))
+
+    peers: dict[str, Callable[[], Any]] = {
+        "exe.launch(s)": lambda: exe.launch(s),
+        "x=, out=: fresh CAI arrays": arrays,
+        "g.param x=: a fresh CAI array": plain_array,
+    }
     try:
         import torch
     except ImportError:
@@ -271,6 +287,7 @@ def rebinding_launch(s: Any, k: Any, a: Any, opts: argparse.Namespace) -> None:
     for name, v in got.items():
         print(f"{name:<38} {v:>10.0f} {v - floor:>8.0f}")
     exe.close()
+    plain_exe.close()
 
 
 def define_builders(buf: Any, opts: argparse.Namespace) -> None:

@@ -50,6 +50,7 @@ def test_the_script_runs_every_path_under_the_fake_driver():
         "exe.launch(s, p=Buffer), 2 in turn",
         "rebinding launch (45 kernels, 4 rebound)",
         "x=, out=: fresh CAI arrays",
+        "g.param x=: a fresh CAI array",
         "Graph.run ",
         "instantiate(backend='capture')",
         "instantiate(backend='explicit')",

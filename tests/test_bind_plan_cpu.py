@@ -315,3 +315,48 @@ def test_a_replaced_value_whose_release_binds_again_does_not_deadlock(calls):
     assert not t.is_alive(), "the release of the replaced value ran under the executable's lock: a deadlock"
     assert out == [5] and rebound == [5]  # released after the lock, its bind then ran in full
     assert exe._bindings["p"] == 0x9000 and exe._raw_bound["p"] == 0x9000
+
+
+class Arr:
+    """CuPy-like: a slotted array whose ``__cuda_array_interface__`` property makes a fresh dict."""
+
+    __slots__ = ("ptr", "shape", "data")
+
+    def __init__(self, ptr: int, shape: tuple[int, ...] = (64,), data: Any = None) -> None:
+        self.ptr, self.shape, self.data = ptr, shape, data
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        data = (self.ptr, False) if self.data is None else self.data
+        return {"data": data, "shape": self.shape, "typestr": "<f4", "version": 3}
+
+
+def test_arrays_of_a_layout_that_resolved_rebind_a_plain_pointer_without_resolving_again(calls, converted, monkeypatch):
+    """A plain ``g.param`` pointer bound to arrays: the first of a layout is resolved in full (its interface read
+    by ``resolve_address``); later ones of that layout are taken by their reader's address (in C where built),
+    with the same driver calls and state; a malformed interface or address 0 is resolved in full as before."""
+    import cudagraph.executable.bind_checks as checks
+
+    resolved: list[Any] = []
+    real = checks._pointer
+    monkeypatch.setattr(checks, "_pointer", lambda param, value: resolved.append(value) or real(param, value))
+    g, _ = chain()
+    exe = make_exe(g, p=0x1000)
+    first = Arr(0xA000)
+    assert exe.bind(p=first) == 3 and resolved == [first]  # resolved in full; the plan made
+    assert exe.bindings == {"p": 0xA000}
+    in_c = _executable.NATIVE is not None and getattr(calls, "callback", None) is not None  # the compiled plans
+    for ptr in (0xB000, 0xC000, 0xB000):
+        calls.clear()
+        converted.clear()
+        assert exe.bind(p=Arr(ptr)) == 3 and resolved == [first]  # the layout resolved: not again
+        assert converted == ([] if in_c else ["p"])  # (the compiled _bind_many decides it without the twin)
+        assert [data for _, data, _ in calls] == [args_bytes(ptr, 2.0, 8)] * 3 and exe.bindings == {"p": ptr}
+    assert exe.bind(p=Arr(0xB000)) == 0 and exe.update_calls == 12  # the address bound: no driver call
+    other = Arr(0xD000, shape=(8, 8))
+    assert exe.bind(p=other) == 3 and resolved == [first, other]  # another layout: resolved, then remembered
+    assert exe.bind(p=Arr(0xE000, shape=(8, 8))) == 3 and len(resolved) == 2
+    with pytest.raises(OperandError, match=r"must be a \(pointer, read_only\) pair"):
+        exe.bind(p=Arr(0xF000, data=(0xF000,)))  # a malformed interface of a layout that resolved
+    assert exe.bindings == {"p": 0xE000} and len(resolved) == 3
+    assert exe.bind(p=Arr(0)) == 3 and exe.bindings == {"p": 0} and len(resolved) == 4  # address 0: in full

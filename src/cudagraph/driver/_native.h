@@ -274,9 +274,9 @@ typedef union {
 /* NATIVE_SLOTS["value_check"]: a parameter's ValueCheck. */
 typedef union {
     struct {
-        Py_ssize_t scalar, memory;
+        Py_ssize_t scalar, memory, passed;
     };
-    Py_ssize_t at[2];
+    Py_ssize_t at[3];
 } cg_value_check_slots;
 
 /* NATIVE_SLOTS["memory_check"]: a parametrized pointer's MemoryCheck (the layout keys that passed). */

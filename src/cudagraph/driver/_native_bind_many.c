@@ -181,7 +181,7 @@ same_plain(PyObject *a, PyObject *b)
  * (declined, no exception set) for no match, an item of another type, or a read that fails. May run Python
  * code (the attribute reads); the comparisons run none. */
 static PyObject *
-cai_address(BindManyMethod *m, PyObject *v, PyObject *memory, int device)
+cai_address(BindManyMethod *m, PyObject *v, PyObject *owner, Py_ssize_t passed_at, int device)
 {
     PyObject *cai = PyObject_GetAttr(v, cai_str[CAI_ATTR]), *got[4] = {NULL}, *id = NULL, *passed = NULL;
     PyObject *address = NULL;
@@ -198,7 +198,7 @@ cai_address(BindManyMethod *m, PyObject *v, PyObject *memory, int device)
         goto done;
     if (got[2] == NULL)
         got[2] = Py_NewRef(Py_None);
-    if (got[3] == NULL || !PyTuple_CheckExact(got[3]) || PyTuple_GET_SIZE(got[3]) < 1 ||
+    if (got[3] == NULL || !PyTuple_CheckExact(got[3]) || PyTuple_GET_SIZE(got[3]) != 2 ||
         !PyLong_CheckExact(PyTuple_GET_ITEM(got[3], 0)))
         goto done;
     if (device) {
@@ -208,7 +208,7 @@ cai_address(BindManyMethod *m, PyObject *v, PyObject *memory, int device)
         if (id == NULL || !PyLong_CheckExact(id))
             goto done;
     }
-    passed = Py_XNewRef(SLOT(memory, m->mc.passed)); /* read after the attribute reads */
+    passed = Py_XNewRef(SLOT(owner, passed_at)); /* read after the attribute reads */
     if (passed == NULL || !PyDict_CheckExact(passed))
         goto done;
     Py_ssize_t pos = 0, size = 4 + device;
@@ -249,7 +249,7 @@ checked_address(BindManyMethod *m, PyObject *memory, PyObject *value, PyObject *
     }
     if (m->cai_readers != NULL && (read == PyTuple_GET_ITEM(m->cai_readers, 0) ||
                                    read == PyTuple_GET_ITEM(m->cai_readers, 1))) {
-        address = cai_address(m, value, memory, read == PyTuple_GET_ITEM(m->cai_readers, 1));
+        address = cai_address(m, value, memory, m->mc.passed, read == PyTuple_GET_ITEM(m->cai_readers, 1));
         goto done;
     }
     got = PyObject_CallOneArg(read, value);
@@ -263,6 +263,21 @@ done:
     PyErr_Clear();
     Py_XDECREF(passed);
     Py_XDECREF(got);
+    Py_XDECREF(read);
+    return address;
+}
+
+/* The address of a plain pointer's array `value` (its reader one of cai_readers) whose layout is one the
+ * ValueCheck `check` (held) remembers as resolved (ValueCheck.convert's twin), held, or NULL (declined). May
+ * run Python code. (A fresh array for one g.param name over the fake libcuda: 4.0 -> 1.1 µs above a plain
+ * launch.) */
+static PyObject *
+plain_array_address(BindManyMethod *m, PyObject *check, PyObject *value)
+{
+    PyObject *read = m->cai_readers == NULL ? NULL : get_held(m->readers, (PyObject *)Py_TYPE(value)), *address = NULL;
+    if (read != NULL && (read == PyTuple_GET_ITEM(m->cai_readers, 0) || read == PyTuple_GET_ITEM(m->cai_readers, 1)))
+        address = cai_address(m, value, check, m->vc.passed, read == PyTuple_GET_ITEM(m->cai_readers, 1));
+    PyErr_Clear();
     Py_XDECREF(read);
     return address;
 }
@@ -307,9 +322,11 @@ decide(BindManyMethod *m, PyObject *exe, one_name *n)
     memory = Py_XNewRef(SLOT(check, m->vc.memory));
     if (memory == NULL)
         goto done;
-    if (memory == Py_None)
+    if (memory == Py_None) {
         n->address = plain_address(m, n->value);
-    else if (Py_TYPE(memory) == m->memory_type)
+        if (n->address == NULL)
+            n->address = plain_array_address(m, check, n->value);
+    } else if (Py_TYPE(memory) == m->memory_type)
         n->address = checked_address(m, memory, n->value, bound);
     if (n->address == NULL)
         goto done;

@@ -115,7 +115,7 @@ NATIVE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
         # BindManyMethod: a prepared plan of several names (cg_patch_plan_slots)
         "patch_plan": ("entries", "codes", "general", "count", "native"),
         # BindManyMethod: how a parameter's new values are checked (cg_value_check_slots, cg_memory_check_slots)
-        "value_check": ("scalar", "memory"),
+        "value_check": ("scalar", "memory", "passed"),
         "memory_check": ("passed",),
     }
 )

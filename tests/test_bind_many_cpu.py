@@ -29,6 +29,7 @@ drv = pytest.importorskip("cuda.bindings.driver")
 
 import test_bind_plan_cpu as _plan  # noqa: E402
 import test_parametrize_bind_cpu as _pbind  # noqa: E402
+from test_bind_plan_cpu import ABSENT, Cai  # noqa: E402
 from test_native_cpu import Buffer  # noqa: E402
 from test_parametrize_bind_cpu import data, lifted  # noqa: E402
 from test_parametrize_cpu import FakeTensor  # noqa: E402
@@ -358,28 +359,6 @@ def test_a_tensor_of_no_address_goes_to_the_twin(calls, converted, monkeypatch):
         assert exe._bindings == {"x": c.data_ptr(), "out": d.data_ptr()}
 
 
-_ABSENT = object()
-
-
-class Cai:
-    """CuPy-like: a slotted array whose ``__cuda_array_interface__`` is a property making a fresh dict (read by
-    ``bind_checks._cai``); ``typestr`` or ``strides`` left out of the dict where ``_ABSENT``."""
-
-    __slots__ = ("ptr", "shape", "typestr", "strides")
-
-    def __init__(self, ptr: int, shape: Any, typestr: Any = "<f4", strides: Any = None) -> None:
-        self.ptr, self.shape, self.typestr, self.strides = ptr, shape, typestr, strides
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        d = {"data": (self.ptr, False), "shape": self.shape, "version": 3}
-        if self.typestr is not _ABSENT:
-            d["typestr"] = self.typestr
-        if self.strides is not _ABSENT:
-            d["strides"] = self.strides
-        return d
-
-
 class CaiOnDevice(Cai):
     """The same with ``device.id``, as CuPy arrays have it (read by ``bind_checks._cai_device``)."""
 
@@ -401,9 +380,9 @@ def _cai_layouts(cls: type, ptr: int) -> list[Any]:
     kinds = [
         {},
         {"typestr": "<f2"},
-        {"typestr": _ABSENT},
+        {"typestr": ABSENT},
         {"strides": (128, 4)},
-        {"strides": _ABSENT},
+        {"strides": ABSENT},
         {"strides": (4, 128)},
         *extra,
     ]

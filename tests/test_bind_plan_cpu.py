@@ -317,18 +317,29 @@ def test_a_replaced_value_whose_release_binds_again_does_not_deadlock(calls):
     assert exe._bindings["p"] == 0x9000 and exe._raw_bound["p"] == 0x9000
 
 
-class Arr:
-    """CuPy-like: a slotted array whose ``__cuda_array_interface__`` property makes a fresh dict."""
+ABSENT = object()
 
-    __slots__ = ("ptr", "shape", "data")
 
-    def __init__(self, ptr: int, shape: tuple[int, ...] = (64,), data: Any = None) -> None:
-        self.ptr, self.shape, self.data = ptr, shape, data
+class Cai:
+    """CuPy-like: a slotted array whose ``__cuda_array_interface__`` is a property making a fresh dict (read by
+    ``bind_checks._cai``); ``typestr`` or ``strides`` left out of the dict where ``ABSENT``; ``data`` in place
+    of the ``(ptr, False)`` pair where given."""
+
+    __slots__ = ("ptr", "shape", "typestr", "strides", "data")
+
+    def __init__(
+        self, ptr: int, shape: Any = (64,), typestr: Any = "<f4", strides: Any = None, data: Any = None
+    ) -> None:
+        self.ptr, self.shape, self.typestr, self.strides, self.data = ptr, shape, typestr, strides, data
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        data = (self.ptr, False) if self.data is None else self.data
-        return {"data": data, "shape": self.shape, "typestr": "<f4", "version": 3}
+        d = {"data": (self.ptr, False) if self.data is None else self.data, "shape": self.shape, "version": 3}
+        if self.typestr is not ABSENT:
+            d["typestr"] = self.typestr
+        if self.strides is not ABSENT:
+            d["strides"] = self.strides
+        return d
 
 
 def test_arrays_of_a_layout_that_resolved_rebind_a_plain_pointer_without_resolving_again(calls, converted, monkeypatch):
@@ -342,21 +353,21 @@ def test_arrays_of_a_layout_that_resolved_rebind_a_plain_pointer_without_resolvi
     monkeypatch.setattr(checks, "_pointer", lambda param, value: resolved.append(value) or real(param, value))
     g, _ = chain()
     exe = make_exe(g, p=0x1000)
-    first = Arr(0xA000)
+    first = Cai(0xA000)
     assert exe.bind(p=first) == 3 and resolved == [first]  # resolved in full; the plan made
     assert exe.bindings == {"p": 0xA000}
     in_c = _executable.NATIVE is not None and getattr(calls, "callback", None) is not None  # the compiled plans
     for ptr in (0xB000, 0xC000, 0xB000):
         calls.clear()
         converted.clear()
-        assert exe.bind(p=Arr(ptr)) == 3 and resolved == [first]  # the layout resolved: not again
+        assert exe.bind(p=Cai(ptr)) == 3 and resolved == [first]  # the layout resolved: not again
         assert converted == ([] if in_c else ["p"])  # (the compiled _bind_many decides it without the twin)
         assert [data for _, data, _ in calls] == [args_bytes(ptr, 2.0, 8)] * 3 and exe.bindings == {"p": ptr}
-    assert exe.bind(p=Arr(0xB000)) == 0 and exe.update_calls == 12  # the address bound: no driver call
-    other = Arr(0xD000, shape=(8, 8))
+    assert exe.bind(p=Cai(0xB000)) == 0 and exe.update_calls == 12  # the address bound: no driver call
+    other = Cai(0xD000, shape=(8, 8))
     assert exe.bind(p=other) == 3 and resolved == [first, other]  # another layout: resolved, then remembered
-    assert exe.bind(p=Arr(0xE000, shape=(8, 8))) == 3 and len(resolved) == 2
+    assert exe.bind(p=Cai(0xE000, shape=(8, 8))) == 3 and len(resolved) == 2
     with pytest.raises(OperandError, match=r"must be a \(pointer, read_only\) pair"):
-        exe.bind(p=Arr(0xF000, data=(0xF000,)))  # a malformed interface of a layout that resolved
+        exe.bind(p=Cai(0xF000, data=(0xF000,)))  # a malformed interface of a layout that resolved
     assert exe.bindings == {"p": 0xE000} and len(resolved) == 3
-    assert exe.bind(p=Arr(0)) == 3 and exe.bindings == {"p": 0} and len(resolved) == 4  # address 0: in full
+    assert exe.bind(p=Cai(0)) == 3 and exe.bindings == {"p": 0} and len(resolved) == 4  # address 0: in full

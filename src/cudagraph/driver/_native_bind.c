@@ -82,8 +82,8 @@ address_value(BindMethod *m, PyObject *value)
  * threading.Lock, which the executable holds otherwise. The Python paths use it as `with exe._lock:`
  * (acquire() waits with the GIL released, as threading.Lock's does, waking for signal handlers); the
  * compiled binds take it without waiting and give it back by two C calls, not by the method calls
- * `acquire(False)` and `release()` (an argument parse each): bench/rebind_lifted_cpu.py's probe over the
- * fake libcuda, two torch tensors rebound, 1.96 -> 1.80 µs above a plain launch with no lock at all. */
+ * `acquire(False)` and `release()` (an argument parse each): two torch tensors rebound over the fake
+ * libcuda (bench/cpu_overhead.py's case), 1.96 -> 1.85 µs above a plain launch (1.80 with no lock at all). */
 typedef struct {
     PyObject_HEAD
     PyThread_type_lock lock;

@@ -232,6 +232,15 @@ done:
     return address;
 }
 
+/* Which of cai_readers `read` is: 0 (_cai), 1 (_cai_device, cai_address's `device`), or -1 (neither). */
+static int
+cai_kind(BindManyMethod *m, PyObject *read)
+{
+    if (m->cai_readers == NULL || read == NULL)
+        return -1;
+    return read == PyTuple_GET_ITEM(m->cai_readers, 0) ? 0 : read == PyTuple_GET_ITEM(m->cai_readers, 1) ? 1 : -1;
+}
+
 /* The address of a parametrized pointer's `value` (`memory` its MemoryCheck, `bound` the address bound,
  * both held), held, or NULL (declined). May run Python code (the reader, the key's hash and __eq__). */
 static PyObject *
@@ -247,9 +256,9 @@ checked_address(BindManyMethod *m, PyObject *memory, PyObject *value, PyObject *
         address = torch_address(m, value, memory);
         goto done;
     }
-    if (m->cai_readers != NULL && (read == PyTuple_GET_ITEM(m->cai_readers, 0) ||
-                                   read == PyTuple_GET_ITEM(m->cai_readers, 1))) {
-        address = cai_address(m, value, memory, m->mc.passed, read == PyTuple_GET_ITEM(m->cai_readers, 1));
+    int kind = cai_kind(m, read);
+    if (kind >= 0) {
+        address = cai_address(m, value, memory, m->mc.passed, kind);
         goto done;
     }
     got = PyObject_CallOneArg(read, value);
@@ -275,8 +284,9 @@ static PyObject *
 plain_array_address(BindManyMethod *m, PyObject *check, PyObject *value)
 {
     PyObject *read = m->cai_readers == NULL ? NULL : get_held(m->readers, (PyObject *)Py_TYPE(value)), *address = NULL;
-    if (read != NULL && (read == PyTuple_GET_ITEM(m->cai_readers, 0) || read == PyTuple_GET_ITEM(m->cai_readers, 1)))
-        address = cai_address(m, value, check, m->vc.passed, read == PyTuple_GET_ITEM(m->cai_readers, 1));
+    int kind = cai_kind(m, read);
+    if (kind >= 0)
+        address = cai_address(m, value, check, m->vc.passed, kind);
     PyErr_Clear();
     Py_XDECREF(read);
     return address;

@@ -114,8 +114,9 @@ def main() -> int:
     dev.set_current()
     code = Program(user.KERNELS_SOURCE, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile("cubin")
     kernels = tuple(code.get_kernel(name) for name in user.KERNEL_NAMES)
-    buf = dev.allocate(4 * NELEM)
-    dev.sync()
+    stream = dev.create_stream()
+    buf = dev.allocate(4 * NELEM, stream=stream)
+    stream.sync()
     chain = partial(user.define_user, cg, kernels, buf, NELEM, "chain")
     print(table(rows(lambda n: chain(n, GRID, BLOCK), sizes, opts.repeats)))
     return 0

@@ -200,7 +200,8 @@ def main() -> int:
 
 def rebinding_launch(s: Any, k: Any, a: Any, opts: argparse.Namespace) -> None:
     """ns above ``exe.launch(s)`` of ``exe.launch(s, x=, out=)`` on a parametrized 45-kernel chain: fresh
-    ``__cuda_array_interface__`` objects, and two torch tensors in turn where torch is importable."""
+    ``__cuda_array_interface__`` objects, and torch tensors in turn (also on a plain ``g.param``) where torch is
+    importable."""
     import numpy as np
 
     import cudagraph as cg
@@ -259,11 +260,14 @@ def rebinding_launch(s: Any, k: Any, a: Any, opts: argparse.Namespace) -> None:
     except ImportError:
         torch = None
         print("\ntorch is not importable: rebinding torch tensors is not timed")
-    full = bind_checks.checked_address
-    if torch is not None:
+    full, resolve = bind_checks.checked_address, bind_checks._pointer
+    if torch is not None:  # (CPU tensors stand for CUDA ones in the first, full check of each layout)
         pairs = [(torch.empty(nbytes // 4), torch.empty(nbytes // 4)) for _ in range(2)]
         bind_checks.checked_address = lambda name, captured, value, graph: (  # type: ignore[assignment]
             int(value.data_ptr()) if isinstance(value, torch.Tensor) else full(name, captured, value, graph)
+        )
+        bind_checks._pointer = lambda param, value: (
+            int(value.data_ptr()) if isinstance(value, torch.Tensor) else resolve(param, value)
         )
 
         def tensors() -> None:
@@ -278,10 +282,16 @@ def rebinding_launch(s: Any, k: Any, a: Any, opts: argparse.Namespace) -> None:
             exe.launch(s, x=pairs[turn[0]][0])
 
         peers["x=: one torch tensor in turn"] = one_tensor
+
+        def plain_tensor() -> None:
+            turn[0] ^= 1
+            plain_exe.launch(s, x=pairs[turn[0]][0])
+
+        peers["g.param x=: a torch tensor in turn"] = plain_tensor
     try:
         got = _interleaved(peers, opts.launches, opts.repeats, 1)
     finally:
-        bind_checks.checked_address = full
+        bind_checks.checked_address, bind_checks._pointer = full, resolve
     print(f"\n{'rebinding launch (45 kernels, 4 rebound)':<38} {'ns/launch':>10} {'above':>8}")
     floor = got["exe.launch(s)"]
     for name, v in got.items():

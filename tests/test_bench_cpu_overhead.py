@@ -56,7 +56,11 @@ def test_the_script_runs_every_path_under_the_fake_driver():
         "instantiate(backend='explicit')",
     ):
         assert row in out, out
-    torch_rows = ("x=, out=: two torch tensors in turn", "x=: one torch tensor in turn")
+    torch_rows = (
+        "x=, out=: two torch tensors in turn",
+        "x=: one torch tensor in turn",
+        "g.param x=: a torch tensor in turn",
+    )
     for row in torch_rows if importlib.util.find_spec("torch") else ("torch is not importable",):
         assert row in out, out
     from cudagraph.definition.builders import COMPILED_OPS

@@ -371,3 +371,90 @@ def test_arrays_of_a_layout_that_resolved_rebind_a_plain_pointer_without_resolvi
         exe.bind(p=Cai(0xF000, data=(0xF000,)))  # a malformed interface of a layout that resolved
     assert exe.bindings == {"p": 0xE000} and len(resolved) == 3
     assert exe.bind(p=Cai(0)) == 3 and exe.bindings == {"p": 0} and len(resolved) == 4  # address 0: in full
+
+
+def _tensor_pointer(monkeypatch: pytest.MonkeyPatch, resolved: list[Any]) -> None:
+    """``bind_checks._pointer`` resolving CPU tensors as a CUDA tensor's ``__cuda_array_interface__`` would: its
+    data pointer, or (a tensor that requires grad) an ``OperandError``; every value it sees is recorded."""
+    import cudagraph.executable.bind_checks as checks
+
+    def pointer(param: Any, value: Any) -> int:
+        resolved.append(value)
+        if value.requires_grad:
+            raise OperandError(f"param {param.name!r}: reading __cuda_array_interface__ failed (requires grad)")
+        return int(value.data_ptr())
+
+    monkeypatch.setattr(checks, "_pointer", pointer)
+
+
+def test_tensors_of_a_resolved_layout_rebind_a_plain_pointer_without_resolving_again(calls, converted, monkeypatch):
+    """A plain ``g.param`` pointer bound to torch tensors: the first of a layout is resolved in full; later ones
+    of that layout are taken by their address (in C where built, without the twin), with the same driver calls
+    and state; a tensor of that layout that requires grad, which the full resolution refuses, is still refused."""
+    torch = pytest.importorskip("torch")
+    resolved: list[Any] = []
+    _tensor_pointer(monkeypatch, resolved)
+    g, _ = chain()
+    exe = make_exe(g, p=0x1000)
+    first = torch.zeros(64)
+    assert exe.bind(p=first) == 3 and resolved == [first]
+    in_c = _executable.NATIVE is not None and getattr(calls, "callback", None) is not None  # the compiled plans
+    kept = [first]
+    for _ in range(3):
+        t = torch.zeros(64)
+        kept.append(t)
+        calls.clear()
+        converted.clear()
+        assert exe.bind(p=t) == 3 and resolved == [first]  # the layout resolved: not again
+        assert converted == ([] if in_c else ["p"])  # (the compiled _bind_many decides it without the twin)
+        assert [data for _, data, _ in calls] == [args_bytes(t.data_ptr(), 2.0, 8)] * 3
+        assert exe.bindings == {"p": t.data_ptr()}
+    grad = torch.zeros(64, requires_grad=True)
+    converted.clear()
+    with pytest.raises(OperandError, match="requires grad"):
+        exe.bind(p=grad)
+    assert resolved == [first, grad] and converted == ["p"] and exe.bindings == {"p": kept[-1].data_ptr()}
+    other = torch.zeros(8, 8)
+    assert exe.bind(p=other) == 3 and resolved == [first, grad, other]  # another layout: resolved, remembered
+    again = torch.zeros(8, 8)
+    assert exe.bind(p=again) == 3 and len(resolved) == 3 and exe.bindings == {"p": again.data_ptr()}
+
+
+def test_tensors_on_a_plain_pointer_decide_as_the_twins_key_lookup(calls, converted, monkeypatch):
+    """The compiled rebind takes a tensor for a plain pointer exactly when the twin's key (``_torch_resolved``'s,
+    with ``requires_grad``) is one of the layouts that resolved, and leaves every other to the twin."""
+    torch = pytest.importorskip("torch")
+    import cudagraph.executable.bind_checks as checks
+
+    monkeypatch.setattr(checks, "_pointer", lambda param, value: int(value.data_ptr()))  # every layout resolves
+
+    def layouts() -> list[Any]:
+        base = torch.zeros(32, 32)
+        return [
+            torch.zeros(32, 32),
+            torch.zeros(32, 32, requires_grad=True),
+            torch.zeros(16, 16),
+            torch.zeros(32, 32, dtype=torch.float64),
+            base.t(),
+            base[:, ::2],
+            base.view(1, 32, 32),
+            torch.zeros(1).expand(32, 32),
+            torch.zeros(()),
+        ]
+
+    in_c = _executable.NATIVE is not None and getattr(calls, "callback", None) is not None
+    kept: list[Any] = []  # every tensor stays alive: a new one at a freed one's address binds nothing
+    for first in (0, 1, 4, 8):
+        g, _ = chain()
+        exe = make_exe(g, p=0x1000)
+        kept.append(layouts())
+        exe.bind(p=kept[-1][first])  # this layout resolves (in full, by the twin)
+        passed = exe._checks["p"].passed
+        assert list(passed) == [checks._torch_resolved(kept[-1][first])[1]]
+        for t in layouts():
+            kept.append(t)
+            expected = checks._torch_resolved(t)[1] in passed
+            converted.clear()
+            exe.bind(p=t)
+            assert (converted == []) == (expected and in_c), (first, t.shape, t.stride(), t.requires_grad)
+            assert exe.bindings == {"p": t.data_ptr()}

@@ -856,6 +856,36 @@ def test_compiled_launch_alternates_streams_and_rebinds(device, gpu, kernels, st
     other.close()
 
 
+def test_torch_tensors_rebind_a_plain_pointer(gpu, kernels, stream, converted):
+    """Fresh torch tensors bound to a plain ``g.param`` pointer at each launch: each one is scaled, the first of
+    a layout is resolved in full and later ones (compiled) without the Python checks; a tensor that requires
+    grad is refused as the full resolution refuses it, and nothing changes."""
+    torch = pytest.importorskip("torch")
+    from cudagraph.driver.c_entry import NATIVE
+
+    g = cg.Graph("plain torch")
+    scale_add(g, kernels, g.param("p"), N, 2, 1)
+    tensors = [torch.arange(N, dtype=torch.float32, device="cuda") + i for i in range(4)]
+    torch.cuda.synchronize()
+    with g.instantiate(p=gpu.alloc(N * F4)) as exe:
+        for i, t in enumerate(tensors):
+            converted.clear()
+            exe.launch(stream, p=t)
+            assert converted == (["p"] if i == 0 or NATIVE is None else []), i
+            assert exe.bindings["p"] == t.data_ptr()
+        stream.sync()
+        for i, t in enumerate(tensors):
+            np.testing.assert_array_equal(t.cpu().numpy(), (np.arange(N, dtype=np.float32) + i) * 2 + 1)
+        grad = torch.zeros(N, device="cuda", requires_grad=True)
+        refused = r"param 'p': reading the address of a Tensor failed: .*requires grad"
+        with pytest.raises(errors.OperandError, match=refused):
+            exe.launch(stream, p=grad)
+        assert exe.bindings["p"] == tensors[-1].data_ptr() and exe.update_calls == 4
+        exe.launch(stream, p=tensors[0])
+        stream.sync()
+        np.testing.assert_array_equal(tensors[0].cpu().numpy(), (np.arange(N, dtype=np.float32) * 2 + 1) * 2 + 1)
+
+
 def test_launch_rejects_non_stream(gpu, kernels):
     dx = gpu.alloc(N * F4)
     with _simple_graph(kernels, dx).instantiate() as exe:

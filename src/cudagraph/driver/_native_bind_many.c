@@ -48,7 +48,7 @@ typedef struct {
     PyObject *readers;              /* dict: type -> reader(value) -> (address, layout key), or None */
     PyObject *buffer_types;         /* set of types whose `handle` is the address */
     PyObject *torch_reader;         /* bind_checks._torch_tensor, the reader read here in C (NULL or None: none) */
-    PyObject *torch_reads;          /* the 6 names it reads (see torch_address) */
+    PyObject *torch_reads;          /* the 7 names it reads (see torch_address) */
     PyObject *cai_readers;          /* (bind_checks._cai, _cai_device), the readers read here in C (see cai_address) */
     PyObject *dict;                 /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
     cg_executable_slots ex;
@@ -112,35 +112,37 @@ same_ints(PyObject *a, PyObject *b)
 }
 
 /* The address of the exact torch.Tensor `t` when the layout key bind_checks._torch_tensor makes of it,
- * (dtype, shape, stride(), is_cuda, get_device()), is one of the layouts that passed (`memory`'s dict of them,
- * read after the getters ran, as the twin reads it after its reader): read
- * through torch's getters named by torch_reads (data_ptr(), dtype, shape, stride(), is_cuda, get_device()) and
- * compared item by item with each key (the dtype and is_cuda by identity, the rest as exact ints) instead of
- * built into a tuple, hashed and looked up from a Python frame; equal items make equal tuples, so a match is
- * the twin's `key in passed`. NULL (declined, no exception set) for no match or a read that fails. May run
- * Python code (the getters); the comparisons run none. (bench/rebind_lifted_cpu.py, two torch tensors rebound:
- * 2.76 -> 2.36 µs above a plain launch.) */
+ * (dtype, shape, stride(), is_cuda, get_device()), plus requires_grad where `grad` (_torch_resolved's key, a
+ * plain pointer's), is one of the layouts that passed (the dict in `owner`'s slot `passed_at`, read after the
+ * getters ran, as the twin reads it after its reader): read through torch's getters named by torch_reads
+ * (data_ptr(), dtype, shape, stride(), is_cuda, get_device()[, requires_grad]) and compared item by item with
+ * each key (the dtype, is_cuda and requires_grad by identity, the rest as exact ints) instead of built into a
+ * tuple, hashed and looked up from a Python frame; equal items make equal tuples, so a match is the twin's
+ * `key in passed`. NULL (declined, no exception set) for no match or a read that fails. May run Python code
+ * (the getters); the comparisons run none. (bench/rebind_lifted_cpu.py, two torch tensors rebound: 2.76 ->
+ * 2.36 µs above a plain launch.) */
 static PyObject *
-torch_address(BindManyMethod *m, PyObject *t, PyObject *memory)
+torch_address(BindManyMethod *m, PyObject *t, PyObject *owner, Py_ssize_t passed_at, int grad)
 {
-    static const int called[6] = {1, 0, 0, 1, 0, 1};
-    PyObject *got[6] = {NULL}, *address = NULL, *passed = NULL;
-    for (int k = 0; k < 6; k++) {
+    static const int called[7] = {1, 0, 0, 1, 0, 1, 0};
+    PyObject *got[7] = {NULL}, *address = NULL, *passed = NULL;
+    for (int k = 0; k < 6 + grad; k++) {
         PyObject *name = PyTuple_GET_ITEM(m->torch_reads, k);
         got[k] = called[k] ? PyObject_CallMethodNoArgs(t, name) : PyObject_GetAttr(t, name);
         if (got[k] == NULL)
             goto done;
     }
-    passed = Py_XNewRef(SLOT(memory, m->mc.passed));
+    passed = Py_XNewRef(SLOT(owner, passed_at));
     if (!PyLong_CheckExact(got[0]) || !PyLong_CheckExact(got[5]) || passed == NULL || !PyDict_CheckExact(passed))
         goto done;
     Py_ssize_t pos = 0;
     PyObject *key, *unused;
     while (PyDict_Next(passed, &pos, &key, &unused)) {
-        if (PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == 5 && PyTuple_GET_ITEM(key, 0) == got[1] &&
+        if (PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == 5 + grad && PyTuple_GET_ITEM(key, 0) == got[1] &&
             PyTuple_GET_ITEM(key, 3) == got[4] && same_ints(PyTuple_GET_ITEM(key, 1), got[2]) &&
             same_ints(PyTuple_GET_ITEM(key, 2), got[3]) && PyLong_CheckExact(PyTuple_GET_ITEM(key, 4)) &&
-            PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 4), got[5], Py_EQ) == 1) {
+            PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 4), got[5], Py_EQ) == 1 &&
+            (!grad || PyTuple_GET_ITEM(key, 5) == got[6])) {
             address = Py_NewRef(got[0]);
             break;
         }
@@ -148,7 +150,7 @@ torch_address(BindManyMethod *m, PyObject *t, PyObject *memory)
 done:
     PyErr_Clear();
     Py_XDECREF(passed);
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 7; k++)
         Py_XDECREF(got[k]);
     return address;
 }
@@ -253,7 +255,7 @@ checked_address(BindManyMethod *m, PyObject *memory, PyObject *value, PyObject *
     if (read == NULL || read == Py_None)
         goto done;
     if (read == m->torch_reader) {
-        address = torch_address(m, value, memory);
+        address = torch_address(m, value, memory, m->mc.passed, 0);
         goto done;
     }
     int kind = cai_kind(m, read);
@@ -276,16 +278,21 @@ done:
     return address;
 }
 
-/* The address of a plain pointer's array `value` (its reader one of cai_readers) whose layout is one the
- * ValueCheck `check` (held) remembers as resolved (ValueCheck.convert's twin), held, or NULL (declined). May
- * run Python code. (A fresh array for one g.param name over the fake libcuda: 4.0 -> 1.1 µs above a plain
- * launch.) */
+/* The address of a plain pointer's tensor or array `value` (its reader torch_reader or one of cai_readers)
+ * whose layout is one the ValueCheck `check` (held) remembers as resolved (ValueCheck.convert's twin), held, or
+ * NULL (declined). May run Python code. (A fresh array for one g.param name over the fake libcuda: 4.0 -> 1.1
+ * µs above a plain launch.) */
 static PyObject *
 plain_array_address(BindManyMethod *m, PyObject *check, PyObject *value)
 {
-    PyObject *read = m->cai_readers == NULL ? NULL : get_held(m->readers, (PyObject *)Py_TYPE(value)), *address = NULL;
+    PyObject *read = m->cai_readers == NULL && m->torch_reader == NULL
+                         ? NULL
+                         : get_held(m->readers, (PyObject *)Py_TYPE(value)),
+             *address = NULL;
     int kind = cai_kind(m, read);
-    if (kind >= 0)
+    if (read != NULL && read == m->torch_reader)
+        address = torch_address(m, value, check, m->vc.passed, 1);
+    else if (kind >= 0)
         address = cai_address(m, value, check, m->vc.passed, kind);
     PyErr_Clear();
     Py_XDECREF(read);
@@ -611,11 +618,11 @@ bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     if (torch_reader != Py_None) {
-        int ok = torch_reads != NULL && PyTuple_GET_SIZE(torch_reads) == 6;
-        for (Py_ssize_t k = 0; ok && k < 6; k++)
+        int ok = torch_reads != NULL && PyTuple_GET_SIZE(torch_reads) == 7;
+        for (Py_ssize_t k = 0; ok && k < 7; k++)
             ok = PyUnicode_CheckExact(PyTuple_GET_ITEM(torch_reads, k));
         if (!ok) {
-            PyErr_SetString(PyExc_TypeError, "BindManyMethod: torch_reader needs torch_reads, a tuple of 6 str");
+            PyErr_SetString(PyExc_TypeError, "BindManyMethod: torch_reader needs torch_reads, a tuple of 7 str");
             return NULL;
         }
     }
@@ -659,7 +666,8 @@ PyDoc_STRVAR(bind_many_doc,
              "BindPlan, PatchPlan, ValueCheck and MemoryCheck (exact); `readers` maps a value's type to its\n"
              "reader (bind_checks._READERS), `buffer_types` is the set of types whose `handle` is the address.\n"
              "Where a value's reader is `torch_reader` (bind_checks._torch_tensor), what it reads is read here,\n"
-             "through the 6 names of `torch_reads` (data_ptr, dtype, shape, stride, is_cuda, get_device); where it is\n"
+             "through the 7 names of `torch_reads` (data_ptr, dtype, shape, stride, is_cuda, get_device, and for a\n"
+             "plain pointer requires_grad); where it is\n"
              "one of `cai_readers` (bind_checks._cai, _cai_device), its __cuda_array_interface__ is read here.");
 
 PyTypeObject cg_BindManyMethodType =

@@ -123,9 +123,17 @@ def _torch_tensor(t: Any) -> tuple[int, Any]:
     return t.data_ptr(), (t.dtype, t.shape, t.stride(), t.is_cuda, t.get_device())
 
 
-#: What :func:`_torch_tensor` reads of a tensor, in order (methods called: data_ptr, stride, get_device):
-#: the compiled ``Executable._bind_many`` reads the same through these names.
-TORCH_READS = ("data_ptr", "dtype", "shape", "stride", "is_cuda", "get_device")
+def _torch_resolved(t: Any) -> tuple[int, Any]:
+    """:func:`_torch_tensor`'s address and key plus ``requires_grad``: a plain pointer's reader of an exact
+    ``torch.Tensor``, whose full resolution (its ``__cuda_array_interface__``) refuses a tensor that requires
+    grad; everything else that resolution reads (the dtype's type string, the shape, whether it is contiguous,
+    the number of elements, a CUDA tensor) the rest of the key fixes."""
+    return t.data_ptr(), (t.dtype, t.shape, t.stride(), t.is_cuda, t.get_device(), t.requires_grad)
+
+
+#: What :func:`_torch_tensor` and (all seven) :func:`_torch_resolved` read of a tensor, in order (methods
+#: called: data_ptr, stride, get_device): the compiled ``Executable._bind_many`` reads the same through these names.
+TORCH_READS = ("data_ptr", "dtype", "shape", "stride", "is_cuda", "get_device", "requires_grad")
 
 
 def _cai(obj: Any) -> tuple[int, Any]:
@@ -271,8 +279,9 @@ class ValueCheck:
         self.param = param
         self.scalar = param.dtype is not None
         self.memory = memory
-        #: A plain pointer's array layouts (its reader's keys, ``_cai``/``_cai_device``) that resolved to their
-        #: reader's address: an array of one resolves again the same way (the key holds all but the address).
+        #: A plain pointer's array and tensor layouts (its reader's keys, ``_cai``/``_cai_device``/``_torch_resolved``)
+        #: that resolved to their reader's address: one of them resolves again the same way (the key holds all but
+        #: the address).
         self.passed: dict[Any, None] = {}
 
     def convert(self, value: Any, bound: Any) -> Any:
@@ -297,11 +306,13 @@ class ValueCheck:
         if t in BUFFER_TYPES:
             return int(value.handle) or _pointer(self.param, value)
         read = reader(t)
-        if read is not _cai and read is not _cai_device:
+        if read is _torch_tensor:
+            read = _torch_resolved
+        elif read is not _cai and read is not _cai_device:
             return _pointer(self.param, value)
-        # An array (CuPy's kind) of a layout that resolved: 1.1 µs above a plain launch instead of 4.0 (one name
-        # over the fake libcuda, bench/cpu_overhead.py, where the compiled _bind_many reads it in C; 4.9 instead
-        # of 6.6 here, without the compiled module)
+        # An array (CuPy's kind) or a tensor of a layout that resolved: 1.1 µs above a plain launch instead of 4.0
+        # (one name over the fake libcuda, bench/cpu_overhead.py, where the compiled _bind_many reads it in C; 4.9
+        # instead of 6.6 here, without the compiled module)
         return remembered_address(self.passed, read, value, lambda v: _pointer(self.param, v))
 
     def same(self, v: Any, bound: Any) -> bool:

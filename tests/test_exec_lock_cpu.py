@@ -75,3 +75,68 @@ def test_executables_hold_one_where_the_module_is_built() -> None:
     from cudagraph.executable import executable
 
     assert executable._new_lock is c_entry.NATIVE.ExecLock
+
+
+@pytest.mark.parametrize("factory", [threading.Lock, make], ids=["threading.Lock", "ExecLock"])
+def test_timeouts_as_threading_lock(factory) -> None:
+    """``acquire(timeout=)``: a held lock is waited for that long, then ``False``; a free one is taken; the
+    arguments threading.Lock refuses are refused with its errors."""
+    lock = factory()
+    assert lock.acquire(timeout=0.5) is True
+    for timeout, least in ((0, 0.0), (0.05, 0.045), (0.2, 0.19)):
+        t0 = time.monotonic()
+        assert lock.acquire(True, timeout) is False
+        waited = time.monotonic() - t0
+        assert least <= waited < least + 0.5, (timeout, waited)
+    assert lock.acquire(timeout=-1, blocking=False) is False
+    with pytest.raises(ValueError, match="can't specify a timeout for a non-blocking call"):
+        lock.acquire(False, 1)
+    with pytest.raises(ValueError, match="timeout value must be"):  # (positive, or a non-negative number: 3.13)
+        lock.acquire(timeout=-2)
+    with pytest.raises(OverflowError):
+        lock.acquire(timeout=1e300)
+    assert lock.locked() is True
+    lock.release()
+    done: list[bool] = []
+    lock.acquire()
+    t = threading.Thread(target=lambda: done.append(lock.acquire(timeout=5)))
+    t.start()
+    time.sleep(0.05)
+    lock.release()  # the waiter takes it before its time is up
+    t.join(5)
+    assert done == [True] and lock.locked() is True
+    lock.release()
+
+
+@pytest.mark.parametrize("factory", [threading.Lock, make], ids=["threading.Lock", "ExecLock"])
+def test_a_signal_during_a_wait_runs_its_handler(factory) -> None:
+    """A signal while the main thread waits runs its handler: the wait goes on for the time left (timed) or
+    ends with the handler's exception."""
+    import signal
+
+    lock = factory()
+    lock.acquire()
+    seen: list[float] = []
+
+    def note(signum: int, frame: object) -> None:
+        seen.append(time.monotonic())
+
+    def fail(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("from the handler")
+
+    old = signal.signal(signal.SIGALRM, note)
+    try:
+        t0 = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        assert lock.acquire(timeout=0.3) is False
+        waited = time.monotonic() - t0  # (a wait started again in full after the handler: 0.5)
+        assert len(seen) == 1 and seen[0] - t0 < 0.29 and 0.29 <= waited < 0.45, (seen, waited)
+        signal.signal(signal.SIGALRM, fail)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(KeyboardInterrupt, match="from the handler"):
+            lock.acquire()  # no timeout: only the handler ends the wait
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert lock.locked() is True
+    lock.release()

@@ -118,20 +118,45 @@ exec_lock_dealloc(ExecLock *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* acquire(blocking=True, timeout=-1), as threading.Lock's: the same checks of the arguments and the same waits
+ * (the GIL released; a signal's handler run, the wait going on for the time left). */
 static PyObject *
 exec_lock_acquire(ExecLock *self, PyObject *args, PyObject *kwds)
 {
-    static char *kw[] = {"blocking", NULL};
+    static char *kw[] = {"blocking", "timeout", NULL};
     int blocking = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:acquire", kw, &blocking))
+    double timeout = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pd:acquire", kw, &blocking, &timeout))
         return NULL;
+    if (!blocking && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout < 0 && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+        return NULL;
+    }
+    if (timeout * 1e6 >= (double)PY_TIMEOUT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+        return NULL;
+    }
+    long long deadline = timeout < 0 ? 0 : cg_monotonic_ns() + (long long)(timeout * 1e9);
     PyLockStatus got = PyThread_acquire_lock_timed(self->lock, 0, 0);
     while (got != PY_LOCK_ACQUIRED && blocking) {
+        PY_TIMEOUT_T wait = -1; /* µs */
+        if (timeout >= 0) {
+            long long left = deadline - cg_monotonic_ns();
+            if (left <= 0)
+                break;
+            wait = (PY_TIMEOUT_T)((left + 999) / 1000);
+        }
         Py_BEGIN_ALLOW_THREADS
-        got = PyThread_acquire_lock_timed(self->lock, -1, 1);
+        got = PyThread_acquire_lock_timed(self->lock, wait, 1);
         Py_END_ALLOW_THREADS
         if (got == PY_LOCK_INTR && Py_MakePendingCalls() < 0) /* a signal handler raised */
             return NULL;
+        if (got == PY_LOCK_FAILURE) /* the time is up */
+            break;
     }
     if (got == PY_LOCK_ACQUIRED)
         self->locked = 1;
@@ -170,7 +195,8 @@ exec_lock_repr(ExecLock *self)
 
 static PyMethodDef exec_lock_methods[] = {
     {"acquire", (PyCFunction)(void (*)(void))exec_lock_acquire, METH_VARARGS | METH_KEYWORDS,
-     "acquire(blocking=True) -> bool: take the lock, waiting (the GIL released) unless `blocking` is false."},
+     "acquire(blocking=True, timeout=-1) -> bool: take the lock, waiting (the GIL released) unless `blocking` is\n"
+     "false, at most `timeout` seconds where it is not -1."},
     {"release", (PyCFunction)exec_lock_release, METH_NOARGS, "release(): give the lock back (RuntimeError if free)."},
     {"locked", (PyCFunction)exec_lock_locked, METH_NOARGS, "locked() -> bool: whether the lock is taken."},
     {"__enter__", (PyCFunction)(void (*)(void))exec_lock_acquire, METH_VARARGS | METH_KEYWORDS,
@@ -183,8 +209,8 @@ PyTypeObject cg_ExecLockType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cudagraph.driver._native.ExecLock",
     .tp_basicsize = sizeof(ExecLock),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ExecLock()\n\nThe lock of an executable: threading.Lock's acquire(blocking=True), release(), locked()\n"
-              "and `with`, taken and given back by the compiled binds without a method call.",
+    .tp_doc = "ExecLock()\n\nThe lock of an executable: threading.Lock's acquire(blocking=True, timeout=-1),\n"
+              "release(), locked() and `with`, taken and given back by the compiled binds without a method call.",
     .tp_new = exec_lock_new,
     .tp_dealloc = (destructor)exec_lock_dealloc,
     .tp_repr = (reprfunc)exec_lock_repr,

@@ -831,6 +831,17 @@ def test_param_coerce_pointer_rejects_another_param():
         p.coerce(g.param("y"))
 
 
+def test_param_coerce_pointer_names_what_only_dlpack_describes():
+    g = cg.Graph("g")
+    p = g.param("x")
+    words = r"param 'x': a {} without __cuda_array_interface__ \(host memory, such as a CPU tensor.*bind device memory"
+    with pytest.raises(OperandError, match=words.format("DLPackOnly")):
+        p.coerce(DLPackOnly())
+    torch = pytest.importorskip("torch")
+    with pytest.raises(OperandError, match=words.format("Tensor")):
+        p.coerce(torch.zeros(4))
+
+
 @pytest.mark.parametrize(("dtype", "value"), [(np.int32, 2**40), (np.uint8, 256), (np.uint32, -1)])
 def test_param_coerce_out_of_range_int(dtype, value):
     g = cg.Graph("g")

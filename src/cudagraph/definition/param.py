@@ -142,8 +142,12 @@ class Param:
                     )
                 raise OperandError(f"param {self.name!r}: a pointer value cannot be another param")
             ptr, _owner, _size = resolve_address(value, f"param {self.name!r}", allow_null=True)
-            if not isinstance(ptr, int):
-                raise OperandError(f"param {self.name!r}: a pointer value cannot be another param")
+            if not isinstance(ptr, int):  # an object only DLPack describes (a CPU tensor has no CUDA interface)
+                raise OperandError(
+                    f"param {self.name!r}: a {type(value).__name__} without __cuda_array_interface__ (host memory, "
+                    "such as a CPU tensor, or an object only DLPack describes) cannot be bound to a pointer; bind "
+                    "device memory: a CUDA tensor or array, a cuda.core Buffer or an int address"
+                )
             return ptr
         if isinstance(value, (bool, np.bool_)) and self.dtype.kind != "b":
             raise OperandError(f"param {self.name!r}: expected {self.dtype}, got bool")

@@ -95,6 +95,8 @@ def test_timeouts_as_threading_lock(factory) -> None:
         lock.acquire(timeout=-2)
     with pytest.raises(OverflowError):
         lock.acquire(timeout=1e300)
+    with pytest.raises(ValueError, match="Invalid value NaN"):
+        lock.acquire(timeout=float("nan"))
     assert lock.locked() is True
     lock.release()
     done: list[bool] = []

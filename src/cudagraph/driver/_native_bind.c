@@ -128,6 +128,10 @@ exec_lock_acquire(ExecLock *self, PyObject *args, PyObject *kwds)
     double timeout = -1;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pd:acquire", kw, &blocking, &timeout))
         return NULL;
+    if (timeout != timeout) { /* (a NaN would make the deadline undefined) */
+        PyErr_SetString(PyExc_ValueError, "Invalid value NaN (not a number)");
+        return NULL;
+    }
     if (!blocking && timeout != -1) {
         PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
         return NULL;

@@ -285,10 +285,7 @@ done:
 static PyObject *
 plain_array_address(BindManyMethod *m, PyObject *check, PyObject *value)
 {
-    PyObject *read = m->cai_readers == NULL && m->torch_reader == NULL
-                         ? NULL
-                         : get_held(m->readers, (PyObject *)Py_TYPE(value)),
-             *address = NULL;
+    PyObject *read = get_held(m->readers, (PyObject *)Py_TYPE(value)), *address = NULL;
     int kind = cai_kind(m, read);
     if (read != NULL && read == m->torch_reader)
         address = torch_address(m, value, check, m->vc.passed, 1);
@@ -584,8 +581,7 @@ int
 cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssize_t skip,
                   Py_ssize_t *count, cg_then_launch *then)
 {
-    BindManyMethod *m = (BindManyMethod *)method;
-    if (Py_TYPE(method) != &cg_BindManyMethodType || !PyObject_TypeCheck(exe, m->cls) || !PyTuple_CheckExact(kwnames))
+    if (!PyTuple_CheckExact(kwnames))
         return 0;
     PyObject *names[MAX_NAMES], *values[MAX_NAMES];
     Py_ssize_t n = 0;
@@ -597,7 +593,7 @@ cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObject *
         names[n] = PyTuple_GET_ITEM(kwnames, k);
         values[n++] = kwvalues[k];
     }
-    return bind_many_fast(m, exe, names, values, n, count, then);
+    return cg_bind_many_arrays(method, exe, names, values, n, count, then);
 }
 
 static PyObject *

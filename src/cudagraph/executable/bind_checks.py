@@ -128,7 +128,8 @@ def _torch_resolved(t: Any) -> tuple[int, Any]:
     ``torch.Tensor``, whose full resolution (its ``__cuda_array_interface__``) refuses a tensor that requires
     grad; everything else that resolution reads (the dtype's type string, the shape, whether it is contiguous,
     the number of elements, a CUDA tensor) the rest of the key fixes."""
-    return t.data_ptr(), (t.dtype, t.shape, t.stride(), t.is_cuda, t.get_device(), t.requires_grad)
+    address, key = _torch_tensor(t)
+    return address, (*key, t.requires_grad)
 
 
 #: What :func:`_torch_tensor` and (all seven) :func:`_torch_resolved` read of a tensor, in order (methods
@@ -305,10 +306,8 @@ class ValueCheck:
             return value
         if t in BUFFER_TYPES:
             return int(value.handle) or _pointer(self.param, value)
-        read = reader(t)
-        if read is _torch_tensor:
-            read = _torch_resolved
-        elif read is not _cai and read is not _cai_device:
+        read = _PLAIN_READERS.get(reader(t))
+        if read is None:
             return _pointer(self.param, value)
         # An array (CuPy's kind) or a tensor of a layout that resolved: 1.1 µs above a plain launch instead of 4.0
         # (one name over the fake libcuda, bench/cpu_overhead.py, where the compiled _bind_many reads it in C; 4.9
@@ -318,6 +317,11 @@ class ValueCheck:
     def same(self, v: Any, bound: Any) -> bool:
         """Whether the converted value ``v`` equals the ``bound`` one (no driver call needed)."""
         return same_value(v, bound) if self.scalar else bool(v == bound)
+
+
+#: A plain pointer's reader for each reader that has one (its key fixes how the full resolution,
+#: ``resolve_address``, goes): arrays as they are, a torch tensor with ``requires_grad`` added.
+_PLAIN_READERS: dict[Reader | None, Reader] = {_cai: _cai, _cai_device: _cai_device, _torch_tensor: _torch_resolved}
 
 
 def value_check(param: Any, memory: Memory | None, graph: str) -> ValueCheck:

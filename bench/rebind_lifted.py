@@ -153,6 +153,29 @@ def timed(fn: Any, steps: int) -> float:
     return best
 
 
+def compiled_bind_many(exe: Any) -> bool:
+    """Whether ``exe._bind_many`` is the compiled ``BindManyMethod`` (not its Python twin)."""
+    from cudagraph.driver.c_entry import NATIVE
+
+    return NATIVE is not None and isinstance(inspect.getattr_static(exe, "_bind_many"), NATIVE.BindManyMethod)
+
+
+def rest_row(compiled: bool, above: float, t_check: float, t_patch: float) -> str:
+    """The breakdown's row of what is left of a rebinding launch once the checks and the patch are taken out.
+
+    Only the Python twin of ``_bind_many`` makes the ``ValueCheck.convert`` calls timed as the checks; the
+    compiled one reads the tensors and looks their layouts up in C, so subtracting them from its step says
+    nothing (it read -1.00 µs on a noisy H100 host): the row is then ``n/a``, and the rebind alone splits the step.
+    """
+    if compiled:
+        return (
+            "| the rest: Python of launch/bind | n/a | the compiled _bind_many makes no ValueCheck.convert call: "
+            "see the rebind alone below |"
+        )
+    rest = above - t_check - t_patch
+    return f"| the rest: Python of launch/bind (locks, dicts, plan look-up) | {fmt(rest, 2)} | above - checks - patch |"
+
+
 def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, rounds: int, above: float) -> None:
     """Where the cost of a rebinding launch above a plain launch goes (``above``: that cost, µs).
 
@@ -266,15 +289,7 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ro
     queued = t_floor - t_plain - t_patch
     print(f"| of which the driver's extra while launches are queued | {fmt(queued, 2)} | driver floor - compiled "
           "patch alone |")  # fmt: skip
-    if type(inspect.getattr_static(exe, "_bind_many")).__name__ == "BindManyMethod":
-        # The compiled _bind_many reads the tensors and looks their layouts up in C: the twin's checks timed above
-        # are not part of its step, and subtracting them gave a negative "rest" on noisy hosts.
-        print("| the rest: Python of launch/bind | n/a | the compiled _bind_many makes no ValueCheck.convert call: "
-              "see the rebind alone below |")  # fmt: skip
-    else:
-        rest = above - t_check - t_patch
-        print(f"| the rest: Python of launch/bind (locks, dicts, plan look-up) | {fmt(rest, 2)} | above - checks - "
-              "patch |")  # fmt: skip
+    print(rest_row(compiled_bind_many(exe), above, t_check, t_patch))
     # The rebind as launch(s, x=, out=) makes it (the compiled _bind_many where built: readers, layout look-ups,
     # the lock, the patch with its driver calls), alone and unqueued; what is left above it and the driver's
     # extra when queued is launch's own Python.

@@ -47,3 +47,16 @@ def test_a_rebinding_launch_makes_one_driver_call_per_user_and_none_for_the_same
     assert "47 nodes (45 kernels), 10 slots rewritten in 8 nodes (6 x, 4 out)" in out
     assert "driver calls per rebinding launch: 8 (same addresses again: 0)" in out
     assert "| exe.launch(s) |" in out and "g.parametrize(x=, out=):" in out
+
+
+def test_the_breakdown_leaves_out_the_rest_where_the_compiled_bind_many_runs():
+    import rebind_lifted as gpu_bench
+    from cudagraph.driver.c_entry import NATIVE
+    from cudagraph.executable.binding import Binding
+    from cudagraph.executable.executable import Executable
+
+    assert gpu_bench.compiled_bind_many(Executable) is (NATIVE is not None)
+    assert gpu_bench.compiled_bind_many(Binding) is False  # the twin, a plain function
+    row = gpu_bench.rest_row(True, 5.0, 6.0, 1.0)
+    assert "| n/a |" in row and "-" not in row.split("|")[2]
+    assert gpu_bench.rest_row(False, 5.0, 2.5, 1.0).split("|")[2].strip() == "1.50"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib
+import inspect
 import os
 import platform
 import shutil
@@ -20,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "busy_python_thread",
+    "compiled_bind_many",
     "compile_c",
     "fmt",
     "import_cudagraph",
@@ -43,6 +45,14 @@ def relaunch_under_fake_driver() -> None:
     env["LD_LIBRARY_PATH"] = f"{out}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else str(out)
     env.setdefault("PYTHONPATH", str(HERE.parent / "src"))
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def compiled_bind_many(exe: Any) -> bool:
+    """Whether ``exe._bind_many`` (an executable or its class) is the compiled ``BindManyMethod``, not its Python
+    twin (``CUDAGRAPH_NO_C_ENTRY=1``, or no compiled module)."""
+    from cudagraph.driver.c_entry import NATIVE
+
+    return NATIVE is not None and isinstance(inspect.getattr_static(exe, "_bind_many"), NATIVE.BindManyMethod)
 
 
 @contextmanager

@@ -42,13 +42,12 @@ Run: ``python bench/rebind_lifted.py [--steps 50] [--rounds 9] [--blocks 2]``.
 from __future__ import annotations
 
 import argparse
-import inspect
 import statistics
 import sys
 import time
 from typing import Any
 
-from _common import busy_python_thread, fmt, import_cudagraph, no_gc, verdict
+from _common import busy_python_thread, compiled_bind_many, fmt, import_cudagraph, no_gc, verdict
 
 import_cudagraph()
 
@@ -151,13 +150,6 @@ def timed(fn: Any, steps: int) -> float:
                 fn(i)
             best = min(best, (time.perf_counter() - t0) / steps * 1e6)
     return best
-
-
-def compiled_bind_many(exe: Any) -> bool:
-    """Whether ``exe._bind_many`` is the compiled ``BindManyMethod`` (not its Python twin)."""
-    from cudagraph.driver.c_entry import NATIVE
-
-    return NATIVE is not None and isinstance(inspect.getattr_static(exe, "_bind_many"), NATIVE.BindManyMethod)
 
 
 def rest_row(compiled: bool, above: float, t_check: float, t_patch: float) -> str:

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import fmt, import_cudagraph, no_gc, verdict
+from _common import compiled_bind_many, fmt, import_cudagraph, no_gc, verdict
 
 import_cudagraph()
 
@@ -391,12 +391,11 @@ def torch_rebinds(fake: FakeDriver, steps: int, rounds: int, native: bool) -> No
     except ImportError:
         print("\ntorch is not importable: rebinding torch tensors is not timed")
         return
-    from cudagraph.driver.c_entry import NATIVE
     from cudagraph.executable import bind_checks, executable
     from cudagraph.executable.executable import Executable
 
     compiled = Executable.__dict__.get("_bind_many")
-    if not native or NATIVE is None or not isinstance(compiled, NATIVE.BindManyMethod):
+    if not native or not compiled_bind_many(Executable):
         print("\nno compiled _bind_many: rebinding torch tensors is not timed")
         return
     g = lifted_like()

@@ -22,6 +22,7 @@ _SOURCES = (
     "_native_lift",
     "_native_bind",
     "_native_bind_many",
+    "_native_tensor",
     "_native_exec_launch",
     "_native_launch",
     "_native_launcher",

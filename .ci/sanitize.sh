@@ -52,7 +52,14 @@ if ! grep -q __asan_ <<<"$SYMBOLS"; then
     exit 1
 fi
 
-export LD_PRELOAD="$ASAN_LIB${LD_PRELOAD:+:$LD_PRELOAD}"
+# libstdc++ beside the runtime: ASan's __cxa_throw interceptor finds the real one only if it is loaded at
+# start, and C++ libraries the tests load (torch) throw and catch exceptions of their own.
+PRELOAD=$ASAN_LIB
+CXX_LIB=$("$CC_BIN" -print-file-name=libstdc++.so.6)
+if [[ "$CXX_LIB" == /* && -e "$CXX_LIB" ]]; then
+    PRELOAD="$PRELOAD:$CXX_LIB"
+fi
+export LD_PRELOAD="$PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:log_path=$WORK/logs/asan"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$WORK/logs/ubsan"
 export PYTHONMALLOC=malloc

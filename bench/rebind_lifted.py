@@ -299,6 +299,27 @@ def breakdown(torch: Any, exe: Any, pairs: list[tuple[Any, Any]], steps: int, ro
         print(f"| the rebind alone (exe._bind_many, as launch calls it) | {fmt(t_bind, 2)} | above - this - the "
               f"driver's extra when queued: {fmt(above - t_bind - queued, 2)} µs of launch's own Python "
               "(and of noise: medians of queued rounds against the best of unqueued ones) |")  # fmt: skip
+        getters_row(exe, pairs, steps2, t_bind)
+
+
+def getters_row(exe: Any, pairs: list[tuple[Any, Any]], steps: int, t_bind: float) -> None:
+    """The rebind alone with the tensors read in C through torch's getters instead of DLPack's C exchange API
+    (``torch_dlpack=False``), beside ``t_bind`` (µs, the rebind as ``exe._bind_many`` makes it)."""
+    from cudagraph.executable import executable
+
+    if not compiled_bind_many(exe):
+        return
+    getters = executable._bind_many_method(torch_dlpack=False)
+
+    def rebind_getters(i: int) -> None:
+        x, out = pairs[i & 1]
+        getters(exe, {"x": x, "out": out})
+
+    t_getters = timed(rebind_getters, steps)
+    api = hasattr(type(pairs[0][0]), "__dlpack_c_exchange_api__")
+    above = "DLPack's C exchange API" if api else "no DLPack C exchange API in this torch: getters both"
+    print(f"| the rebind alone, tensors read through torch's getters | {fmt(t_getters, 2)} | "
+          f"{fmt(t_getters - t_bind, 2)} µs more than the rebind above ({above}) |")  # fmt: skip
 
 
 def busy_table(

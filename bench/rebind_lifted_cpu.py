@@ -406,6 +406,7 @@ def torch_rebinds(fake: FakeDriver, steps: int, rounds: int, native: bool) -> No
     full = bind_checks.checked_address
     bind_checks.checked_address = lambda name, captured, value, graph: int(value.data_ptr())  # type: ignore[assignment]
     python_reader = executable._bind_many_method(read_torch=False)
+    getters = executable._bind_many_method(torch_dlpack=False)
     try:
         for x, out in pairs:
             exe.launch(s, x=x, out=out)  # the layouts pass the check once; the plans are made
@@ -420,7 +421,11 @@ def torch_rebinds(fake: FakeDriver, steps: int, rounds: int, native: bool) -> No
         floor = per_step(plain, steps, rounds)
         print("\n| two torch tensors, launch(s, x=, out=) | host µs/step | above exe.launch(s) |")
         print("| --- | --- | --- |")
-        for label, method in (("tensors read in C", compiled), ("through the Python reader", python_reader)):
+        for label, method in (
+            ("tensors read in C (DLPack's C exchange API where torch has it)", compiled),
+            ("tensors read in C through torch's getters", getters),
+            ("through the Python reader", python_reader),
+        ):
             Executable._bind_many = method  # type: ignore[method-assign]
             t = per_step(rebind, steps, rounds)
             print(f"| {label} | {fmt(t, 2)} | {fmt(t - floor, 2)} |")

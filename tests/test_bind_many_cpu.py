@@ -306,6 +306,16 @@ def _layouts(torch: Any) -> list[Any]:
     ]
 
 
+@pytest.fixture(params=["dlpack", "getters"])
+def tensor_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the compiled ``_bind_many`` reads an exact torch tensor: through DLPack's C exchange API (where the
+    installed torch has one) or through torch's getters (``torch_dlpack=False``)."""
+    if request.param == "getters" and c_entry.NATIVE is not None:
+        monkeypatch.setattr(_executable.Executable, "_bind_many", _executable._bind_many_method(torch_dlpack=False))
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("tensor_reads")
 def test_torch_tensors_read_in_c_decide_as_the_twins_key_lookup(calls, converted, monkeypatch):
     """The compiled rebind compares a tensor's layout with those that passed item by item: it takes the value
     exactly when the twin's reader key is in the layouts that passed, and leaves every other to the twin."""
@@ -418,3 +428,46 @@ def test_array_interfaces_read_in_c_decide_as_the_twins_key_lookup(calls, conver
                     assert took == (expected and compiled(calls)), (first, second, i, j, converted)
                 assert exe._bindings == {"x": X3, "out": OUT}
                 exe.bind(x=X2, out=OUT2)  # (addresses: the next pair changes both names again)
+
+
+def test_torch_tensors_are_read_through_dlpack_where_torch_has_its_c_exchange_api(calls, converted, monkeypatch):
+    """Where torch offers DLPack's C exchange API, the compiled rebind reads a tensor's address, shape, strides and
+    device through it (torch's getters for those are not called; the dtype is still read) and takes the same
+    decisions and addresses as through the getters."""
+    torch = pytest.importorskip("torch")
+    if not compiled(calls):
+        pytest.skip("the compiled _bind_many does not run the plans of this mode")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no __dlpack_c_exchange_api__ (the getters are read)")
+    monkeypatch.setattr(_checks, "checked_address", lambda name, captured, value, graph: int(value.data_ptr()))
+    exe = parametrized()
+    exe.bind(x=torch.zeros(32, 32), out=torch.zeros(16, 16))  # the layouts pass (in full, by the twin)
+    read: list[str] = []
+    for getter in ("data_ptr", "stride", "get_device"):
+        monkeypatch.setattr(torch.Tensor, getter, _counted(getattr(torch.Tensor, getter), getter, read))
+    for name in ("shape", "is_cuda"):
+        monkeypatch.setattr(torch.Tensor, name, property(_counted(getattr(torch.Tensor, name).__get__, name, read)))
+    for getters in (False, True):
+        method = _executable._bind_many_method(torch_dlpack=not getters)
+        monkeypatch.setattr(_executable.Executable, "_bind_many", method)
+        kept = [(torch.zeros(32, 32), torch.zeros(16, 16)) for _ in range(3)]
+        for x, out in kept:
+            read.clear()
+            converted.clear()
+            exe.bind(x=x, out=out)
+            assert converted == []  # decided in C
+            assert sorted(set(read)) == (["data_ptr", "get_device", "is_cuda", "shape", "stride"] if getters else [])
+            assert exe._bindings == {"x": x.data_ptr(), "out": out.data_ptr()}
+        read.clear()
+        converted.clear()
+        other = torch.zeros(16, 128 if getters else 64)  # a layout not seen yet: the twin checks it
+        exe.bind(x=other, out=torch.zeros(16, 16))
+        assert converted == ["x", "out"]
+
+
+def _counted(getter: Any, name: str, read: list[str]) -> Any:
+    def counted(self: Any, *args: Any) -> Any:
+        read.append(name)
+        return getter(self, *args)
+
+    return counted

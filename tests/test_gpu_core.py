@@ -18,6 +18,7 @@ import textwrap
 import threading
 import weakref
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -884,6 +885,48 @@ def test_torch_tensors_rebind_a_plain_pointer(gpu, kernels, stream, converted):
         exe.launch(stream, p=tensors[0])
         stream.sync()
         np.testing.assert_array_equal(tensors[0].cpu().numpy(), (np.arange(N, dtype=np.float32) * 2 + 1) * 2 + 1)
+
+
+def test_cuda_tensors_are_read_through_dlpacks_c_exchange_api(gpu, kernels, stream, converted, monkeypatch):
+    """Where torch offers DLPack's C exchange API, the compiled rebind reads a CUDA tensor's address, shape,
+    strides and device through it: torch's getters for them are not called, slices of one allocation bind at
+    their own addresses, and every tensor is scaled in place."""
+    torch = pytest.importorskip("torch")
+    from cudagraph.driver.c_entry import NATIVE
+
+    if NATIVE is None:
+        pytest.skip("the compiled module is not built (tensors are read by the Python reader)")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no __dlpack_c_exchange_api__ (the getters are read)")
+    g = cg.Graph("dlpack torch")
+    scale_add(g, kernels, g.param("p"), N, 2, 1)
+    whole = torch.arange(4 * N, dtype=torch.float32, device="cuda")
+    views = [whole[i * N : (i + 1) * N] for i in range(4)]  # one allocation, four addresses
+    torch.cuda.synchronize()
+    read: list[str] = []
+
+    def counted(name: str, getter: Any) -> Any:
+        def read_it(self: Any, *args: Any) -> Any:
+            read.append(name)
+            return getter(self, *args)
+
+        return read_it
+
+    with g.instantiate(p=gpu.alloc(N * F4)) as exe:
+        exe.launch(stream, p=torch.zeros(N, device="cuda"))  # the layout resolves in full (the twin)
+        with monkeypatch.context() as patch:
+            for name in ("data_ptr", "stride", "get_device"):
+                patch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+            for name in ("shape", "is_cuda"):
+                patch.setattr(torch.Tensor, name, property(counted(name, getattr(torch.Tensor, name).__get__)))
+            for v in views:
+                read.clear()
+                converted.clear()
+                exe.launch(stream, p=v)
+                assert converted == [] and read == []
+        assert exe.bindings["p"] == views[-1].data_ptr() and exe.update_calls == 5
+        stream.sync()
+        np.testing.assert_array_equal(whole.cpu().numpy(), np.arange(4 * N, dtype=np.float32) * 2 + 1)
 
 
 def test_launch_rejects_non_stream(gpu, kernels):

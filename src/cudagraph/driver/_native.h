@@ -13,6 +13,7 @@
  *   _native_lift.c    lift_graph: lifting a driver graph's nodes into a definition in one call
  *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
  *   _native_bind_many.c BindManyMethod: Executable._bind_many (several names) with the common case in C
+ *   _native_tensor.c  a torch tensor's address and layout key read in C (DLPack's C exchange API, or getters)
  *   _native_exec_launch.c LaunchMethod: Executable.launch, cuGraphLaunch by address (after a rebind's sets)
  *   _native_edges.c   the driver edges of a node (the predecessors another one does not imply)
  *   _native_simple.c  fills, 1-D copies and empty nodes written by a KernelLoop (their parameters from slots)
@@ -581,6 +582,28 @@ int cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObje
 int cg_bind_many_arrays(PyObject *method, PyObject *exe, PyObject *const *names, PyObject *const *values, Py_ssize_t n,
                         Py_ssize_t *count, cg_then_launch *then);
 /* _native_exec_launch.c */
+/* ------------------------------------------------------------------ a torch tensor's layout (_native_tensor.c) */
+#define CG_TENSOR_DIMS 16
+/* What bind_checks._torch_tensor's key holds (plus requires_grad, `grad`), read from a tensor: the objects held. */
+typedef struct {
+    PyObject *address, *dtype, *is_cuda, *grad; /* an exact int, the dtype, True/False, requires_grad (or NULL) */
+    long long device;                           /* get_device() */
+    int ndim;
+    int64_t shape[CG_TENSOR_DIMS], strides[CG_TENSOR_DIMS];
+} cg_tensor_layout;
+/* The DLPack C exchange table on `type` (its `__dlpack_c_exchange_api__` capsule, a 1.x table or one chaining to
+ * one, with dltensor_from_py_object_no_sync), the capsule put in *capsule (held); NULL (no exception set): none.
+ * May run Python code (the attribute read). */
+const void *cg_dlpack_api(PyObject *type, PyObject **capsule);
+/* Read `t`'s layout into `out`: through `api` (cg_dlpack_api's; NULL: through the getters named by `reads`,
+ * bind_checks.TORCH_READS), requires_grad where `grad`. 1, or 0 (declined: a read failed or gave an unexpected
+ * type; no exception set, nothing held). May run Python code (the getters). */
+int cg_tensor_read(const void *api, PyObject *reads, PyObject *t, int grad, cg_tensor_layout *out);
+/* Whether the layout key `key` (_torch_tensor's, or _torch_resolved's where `grad`) is the one `l` makes: item by
+ * item, the dtype, is_cuda and requires_grad by identity, the rest as exact ints. Runs no Python code. */
+int cg_tensor_key_is(PyObject *key, const cg_tensor_layout *l, int grad);
+void cg_tensor_layout_release(cg_tensor_layout *l);
+
 extern PyTypeObject cg_LaunchMethodType;
 int cg_launch_method_ready(void);
 

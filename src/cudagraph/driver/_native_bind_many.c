@@ -50,12 +50,16 @@ typedef struct {
     PyObject *torch_reader;         /* bind_checks._torch_tensor, the reader read here in C (NULL or None: none) */
     PyObject *torch_reads;          /* the 7 names it reads (see torch_address) */
     PyObject *cai_readers;          /* (bind_checks._cai, _cai_device), the readers read here in C (see cai_address) */
+    PyObject *tensor_type;          /* the type `dlpack` was looked up on (NULL: none yet) */
+    PyObject *tensor_api;           /* its __dlpack_c_exchange_api__ capsule (NULL: none) */
     PyObject *dict;                 /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
     cg_executable_slots ex;
     cg_bind_plan_slots pl;
     cg_patch_plan_slots pp;
     cg_value_check_slots vc;
     cg_memory_check_slots mc;
+    const void *dlpack; /* the DLPack C exchange table in tensor_api (NULL: torch's getters are read) */
+    int torch_dlpack;   /* read tensors through that table where there is one */
 } BindManyMethod;
 _Static_assert(offsetof(BindManyMethod, vectorcall) == offsetof(cg_method_head, vectorcall) &&
                    offsetof(BindManyMethod, func) == offsetof(cg_method_head, func) &&
@@ -111,47 +115,50 @@ same_ints(PyObject *a, PyObject *b)
     return 1;
 }
 
+/* The DLPack C exchange table of the exact torch.Tensor `t`'s type (looked up once per type), or NULL: read it
+ * through the getters (no table, or `torch_dlpack` false). May run Python code (the look-up). */
+static const void *
+tensor_api(BindManyMethod *m, PyObject *t)
+{
+    if (!m->torch_dlpack)
+        return NULL;
+    if (m->tensor_type == (PyObject *)Py_TYPE(t))
+        return m->dlpack;
+    PyObject *capsule = NULL, *type = Py_NewRef(Py_TYPE(t));
+    const void *api = cg_dlpack_api(type, &capsule);
+    PyObject *old_type = m->tensor_type, *old_capsule = m->tensor_api;
+    m->tensor_type = type, m->tensor_api = capsule, m->dlpack = api; /* (no Python code between these) */
+    Py_XDECREF(old_type);
+    Py_XDECREF(old_capsule);
+    return api;
+}
+
 /* The address of the exact torch.Tensor `t` when the layout key bind_checks._torch_tensor makes of it,
  * (dtype, shape, stride(), is_cuda, get_device()), plus requires_grad where `grad` (_torch_resolved's key, a
  * plain pointer's), is one of the layouts that passed (the dict in `owner`'s slot `passed_at`, read after the
- * getters ran, as the twin reads it after its reader): read through torch's getters named by torch_reads
- * (data_ptr(), dtype, shape, stride(), is_cuda, get_device()[, requires_grad]) and compared item by item with
- * each key (the dtype, is_cuda and requires_grad by identity, the rest as exact ints) instead of built into a
- * tuple, hashed and looked up from a Python frame; equal items make equal tuples, so a match is the twin's
- * `key in passed`. NULL (declined, no exception set) for no match or a read that fails. May run Python code
- * (the getters); the comparisons run none. (bench/rebind_lifted_cpu.py, two torch tensors rebound: 2.76 ->
- * 2.36 µs above a plain launch.) */
+ * reads, as the twin reads it after its reader): read by cg_tensor_read (_native_tensor.c: DLPack's C exchange
+ * API where torch has it, else the getters named by torch_reads) and compared item by item with each key
+ * (cg_tensor_key_is) instead of built into a tuple, hashed and looked up from a Python frame; equal items make
+ * equal tuples, so a match is the twin's `key in passed`. NULL (declined, no exception set) for no match or a
+ * read that fails. May run Python code (the reads); the comparisons run none. (bench/rebind_lifted_cpu.py, two
+ * torch tensors rebound: 2.76 -> 2.36 µs above a plain launch through the getters.) */
 static PyObject *
 torch_address(BindManyMethod *m, PyObject *t, PyObject *owner, Py_ssize_t passed_at, int grad)
 {
-    static const int called[7] = {1, 0, 0, 1, 0, 1, 0};
-    PyObject *got[7] = {NULL}, *address = NULL, *passed = NULL;
-    for (int k = 0; k < 6 + grad; k++) {
-        PyObject *name = PyTuple_GET_ITEM(m->torch_reads, k);
-        got[k] = called[k] ? PyObject_CallMethodNoArgs(t, name) : PyObject_GetAttr(t, name);
-        if (got[k] == NULL)
-            goto done;
+    cg_tensor_layout l;
+    PyObject *address = NULL;
+    if (!cg_tensor_read(tensor_api(m, t), m->torch_reads, t, grad, &l))
+        return NULL;
+    PyObject *passed = Py_XNewRef(SLOT(owner, passed_at));
+    if (passed != NULL && PyDict_CheckExact(passed)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *unused;
+        while (address == NULL && PyDict_Next(passed, &pos, &key, &unused))
+            if (cg_tensor_key_is(key, &l, grad))
+                address = Py_NewRef(l.address);
     }
-    passed = Py_XNewRef(SLOT(owner, passed_at));
-    if (!PyLong_CheckExact(got[0]) || !PyLong_CheckExact(got[5]) || passed == NULL || !PyDict_CheckExact(passed))
-        goto done;
-    Py_ssize_t pos = 0;
-    PyObject *key, *unused;
-    while (PyDict_Next(passed, &pos, &key, &unused)) {
-        if (PyTuple_CheckExact(key) && PyTuple_GET_SIZE(key) == 5 + grad && PyTuple_GET_ITEM(key, 0) == got[1] &&
-            PyTuple_GET_ITEM(key, 3) == got[4] && same_ints(PyTuple_GET_ITEM(key, 1), got[2]) &&
-            same_ints(PyTuple_GET_ITEM(key, 2), got[3]) && PyLong_CheckExact(PyTuple_GET_ITEM(key, 4)) &&
-            PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 4), got[5], Py_EQ) == 1 &&
-            (!grad || PyTuple_GET_ITEM(key, 5) == got[6])) {
-            address = Py_NewRef(got[0]);
-            break;
-        }
-    }
-done:
-    PyErr_Clear();
     Py_XDECREF(passed);
-    for (int k = 0; k < 7; k++)
-        Py_XDECREF(got[k]);
+    cg_tensor_layout_release(&l);
     return address;
 }
 
@@ -601,13 +608,14 @@ bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *func, *cls, *bp, *pp, *vc, *mc, *readers, *buffer_types, *torch_reader = Py_None, *torch_reads = NULL;
     PyObject *cai_readers = Py_None;
+    int torch_dlpack = 1;
     static char *kw[] = {"func",         "cls",          "bind_plan_type", "patch_plan_type", "check_type",
                          "memory_type",  "readers",      "buffer_types",   "torch_reader",    "torch_reads",
-                         "cai_readers",  NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O!O!O!O!|OO!O:BindManyMethod", kw, &func, &PyType_Type,
+                         "cai_readers",  "torch_dlpack", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O!O!O!O!|OO!Op:BindManyMethod", kw, &func, &PyType_Type,
                                      &cls, &PyType_Type, &bp, &PyType_Type, &pp, &PyType_Type, &vc, &PyType_Type,
                                      &mc, &PyDict_Type, &readers, &PySet_Type, &buffer_types, &torch_reader,
-                                     &PyTuple_Type, &torch_reads, &cai_readers))
+                                     &PyTuple_Type, &torch_reads, &cai_readers, &torch_dlpack))
         return NULL;
     if (cai_readers != Py_None && (!PyTuple_CheckExact(cai_readers) || PyTuple_GET_SIZE(cai_readers) != 2)) {
         PyErr_SetString(PyExc_TypeError, "BindManyMethod: cai_readers must be a tuple (_cai, _cai_device) or None");
@@ -647,6 +655,7 @@ bind_many_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (cai_readers != Py_None)
         m->cai_readers = Py_NewRef(cai_readers);
+    m->torch_dlpack = torch_dlpack;
     return (PyObject *)m;
 }
 
@@ -654,17 +663,19 @@ CG_METHOD_GC(BindManyMethod)
 
 PyDoc_STRVAR(bind_many_doc,
              "BindManyMethod(func, cls, bind_plan_type, patch_plan_type, check_type, memory_type, readers, "
-             "buffer_types, torch_reader=None, torch_reads=None, cai_readers=None)\n\n"
+             "buffer_types, torch_reader=None, torch_reads=None, cai_readers=None, torch_dlpack=True)\n\n"
              "A method of `cls` (Executable) called as `exe._bind_many(params)`: it rebinds several pointer\n"
              "parameters whose new values it can decide without Python-level checks (the object bound, an\n"
              "address bound, a layout key that passed, an int or a Buffer for an unchecked pointer) through\n"
              "the prepared plan, in C, and hands every other call to `func` (the Python method). The types are\n"
              "BindPlan, PatchPlan, ValueCheck and MemoryCheck (exact); `readers` maps a value's type to its\n"
              "reader (bind_checks._READERS), `buffer_types` is the set of types whose `handle` is the address.\n"
-             "Where a value's reader is `torch_reader` (bind_checks._torch_tensor), what it reads is read here,\n"
-             "through the 7 names of `torch_reads` (data_ptr, dtype, shape, stride, is_cuda, get_device, and for a\n"
-             "plain pointer requires_grad); where it is\n"
-             "one of `cai_readers` (bind_checks._cai, _cai_device), its __cuda_array_interface__ is read here.");
+             "Where a value's reader is `torch_reader` (bind_checks._torch_tensor), what it reads is read here:\n"
+             "through DLPack's C exchange API where the tensor's type has one and `torch_dlpack` is true (the\n"
+             "dtype and requires_grad through torch's getters), else through the 7 names of `torch_reads`\n"
+             "(data_ptr, dtype, shape, stride, is_cuda, get_device, and for a plain pointer requires_grad);\n"
+             "where it is one of `cai_readers` (bind_checks._cai, _cai_device), its __cuda_array_interface__\n"
+             "is read here.");
 
 PyTypeObject cg_BindManyMethodType =
     CG_METHOD_TYPE(BindManyMethod, "cudagraph.driver._native.BindManyMethod", bind_many_doc, bind_many_new);

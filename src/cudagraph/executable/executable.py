@@ -419,10 +419,13 @@ def _install_compiled_bind() -> None:
     setattr(Executable, "_bind_many", many)  # noqa: B010 - as above
 
 
-def _bind_many_method(read_torch: bool = True) -> Any:
-    """The compiled ``_bind_many`` (``read_torch=False``: exact torch tensors read by the Python reader, as
-    ``bench/rebind_lifted_cpu.py`` times it against)."""
+def _bind_many_method(read_torch: bool = True, torch_dlpack: bool = True) -> Any:
+    """The compiled ``_bind_many`` (``read_torch=False``: exact torch tensors read by the Python reader;
+    ``torch_dlpack=False``: read in C through torch's getters, not DLPack's C exchange API; as
+    ``bench/rebind_lifted_cpu.py`` times them against each other)."""
     in_c: dict[str, Any] = {"torch_reader": _torch_tensor, "torch_reads": TORCH_READS} if read_torch else {}
+    # through DLPack's C exchange API, not torch's getters: 2.36 -> 1.70 µs above a launch, two tensors (CPU)
+    in_c["torch_dlpack"] = torch_dlpack
     # tensors read in C: 2.76 -> 2.36 µs above a launch, two tensors rebound (bench/rebind_lifted_cpu.py);
     # fresh __cuda_array_interface__ objects: 2.50 -> 1.77 µs, two names (bench/cpu_overhead.py)
     in_c["cai_readers"] = (_cai, _cai_device)

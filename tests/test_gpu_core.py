@@ -929,6 +929,43 @@ def test_cuda_tensors_are_read_through_dlpacks_c_exchange_api(gpu, kernels, stre
         np.testing.assert_array_equal(whole.cpu().numpy(), np.arange(4 * N, dtype=np.float32) * 2 + 1)
 
 
+def test_torch_tensors_are_operands_of_every_dtype(kernels, stream):
+    """CUDA tensors as kernel arguments (views at their own offsets, in a graph and by ``cg.launch``) and as
+    copy operands, float8 included (its ``__cuda_array_interface__`` knows no float8 dtype)."""
+    torch = pytest.importorskip("torch")
+    whole = torch.arange(4 * N, dtype=torch.float32, device="cuda")
+    view = whole[N : 3 * N]
+    torch.cuda.synchronize()
+    g = cg.Graph("torch operands")
+    scale_add(g, kernels, view, 2 * N, 2, 1)
+    with g.instantiate() as exe:
+        exe.launch(stream)
+    cg.launch(stream, (grid_for(N), BLOCK), kernels.scale_add, whole, np.float32(1), np.float32(-1), np.int32(N))
+    stream.sync()
+    expected = np.arange(4 * N, dtype=np.float32)
+    expected[N : 3 * N] = expected[N : 3 * N] * 2 + 1
+    expected[:N] -= 1
+    np.testing.assert_array_equal(whole.cpu().numpy(), expected)
+    for dtype in (torch.bfloat16, getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)):
+        if dtype is None:
+            continue
+        src = torch.arange(256, dtype=torch.uint8, device="cuda").view(dtype)  # 256 bytes
+        base = torch.zeros(4, 256, dtype=dtype, device="cuda")
+        dst = base[1:3, 64:]  # a view starting (256 + 64) elements into base
+        torch.cuda.synchronize()
+        c = cg.Graph("copy")
+        c.memcpy(dst=dst, src=src, nbytes=256)
+        with pytest.raises(errors.DefinitionError, match=r"nbytes = 257 exceeds the 256 bytes of src"):
+            c.memcpy(dst=dst, src=src, nbytes=257)
+        with c.instantiate() as exe:
+            exe.launch(stream)
+        stream.sync()
+        start = (256 + 64) * dtype.itemsize
+        expected_bytes = np.zeros(4 * 256 * dtype.itemsize, dtype=np.uint8)
+        expected_bytes[start : start + 256] = np.arange(256)
+        np.testing.assert_array_equal(base.view(torch.uint8).cpu().numpy().ravel(), expected_bytes, err_msg=str(dtype))
+
+
 def test_launch_rejects_non_stream(gpu, kernels):
     dx = gpu.alloc(N * F4)
     with _simple_graph(kernels, dx).instantiate() as exe:

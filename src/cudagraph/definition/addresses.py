@@ -10,6 +10,7 @@ driver layer. Parameters are handled one level up, in
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ __all__ = [
     "HOST_ARRAYS",
     "Deferred",
     "buffer_like",
+    "is_torch_tensor",
     "plain_type",
     "read_buffer",
     "resolve_address",
@@ -140,6 +142,10 @@ def _read_failed(obj: Any, what: str, e: Exception) -> OperandError:
 
 
 def _read_memory(obj: Any, what: str, allow_null: bool, sized: bool) -> tuple[Any, Any, int | None]:
+    if is_torch_tensor(type(obj)):
+        read = _read_tensor(obj, what, allow_null)
+        if read is not None:
+            return read
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         ptr = _address(_data_pointer(cai, what, "__cuda_array_interface__"), what, "__cuda_array_interface__")
@@ -162,6 +168,31 @@ def _read_memory(obj: Any, what: str, allow_null: bool, sized: bool) -> tuple[An
         f"{what}: expected an int address, a cuda.core Buffer, an object with "
         f"__cuda_array_interface__ or __dlpack__, or a pointer Param; got {type(obj).__name__}"
     )
+
+
+def is_torch_tensor(t: type) -> bool:
+    """Whether ``t`` is ``torch.Tensor`` itself (not a subclass, which may answer attribute reads its own way)."""
+    torch = sys.modules.get("torch")  # (imported by whoever made the tensor; never imported here)
+    return torch is not None and t is getattr(torch, "Tensor", None)
+
+
+def _read_tensor(t: Any, what: str, allow_null: bool) -> tuple[int, Any, int] | None:
+    """``(address, t, size)`` of a dense CUDA ``torch.Tensor`` that does not require grad, read through torch's
+    getters; ``None`` for any other tensor, which its ``__cuda_array_interface__`` describes or refuses.
+
+    The same address and extent as that interface gives, without the Python property that builds it (a dict,
+    a typestr, the shape as a tuple) and that knows no float8 dtype (a ``KeyError`` for ``float8_e4m3fn``).
+    """
+    if not t.is_cuda or t.is_sparse or t.requires_grad:
+        return None
+    n = t.numel()
+    ptr = t.data_ptr() if n > 0 else 0
+    if ptr == 0 and not allow_null:
+        raise OperandError(f"{what}: null pointer (a tensor of no elements)")
+    itemsize = t.element_size()
+    if n == 0 or t.is_contiguous():
+        return ptr, t, n * itemsize
+    return ptr, t, sum((d - 1) * st for d, st in zip(t.shape, t.stride())) * itemsize + itemsize
 
 
 def read_buffer(obj: Any, what: str, allow_null: bool = False) -> tuple[int, Any, int]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OperandError
-from .addresses import Deferred, buffer_like, resolve_address
+from .addresses import Deferred, buffer_like, is_torch_tensor, resolve_address
 from .param import Param
 
 __all__ = [
@@ -309,6 +309,8 @@ def _host_memory(a: Any) -> str | None:
                 f"the {t.__name__} is host memory the GPU cannot access (is_device_accessible is False); "
                 "allocate it from a device, pinned or managed memory resource"
             )
+        return None
+    if is_torch_tensor(t) and a.is_cuda:  # (one getter: torch's __dlpack_device__ is Python code)
         return None
     # __dlpack_device__ first: it is cheaper than building a __cuda_array_interface__.
     dev = getattr(a, "__dlpack_device__", None)

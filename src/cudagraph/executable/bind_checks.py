@@ -20,11 +20,10 @@ it, anything else is checked in full (:func:`checked_address`).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..definition.addresses import plain_type
+from ..definition.addresses import is_torch_tensor, plain_type
 from ..definition.diff import same_value
 from ..definition.memory_info import Memory, describe_memory
 from ..definition.operands import buffer_like
@@ -165,12 +164,6 @@ _READERS: dict[type, Reader | None] = {}
 READERS = _READERS
 
 
-def _is_torch_tensor(t: type) -> bool:
-    """Whether ``t`` is ``torch.Tensor`` itself (not a subclass, which may answer attribute reads its own way)."""
-    torch = sys.modules.get("torch")  # (imported by whoever made the tensor; never imported here)
-    return torch is not None and t is getattr(torch, "Tensor", None)
-
-
 def reader(t: type) -> Reader | None:
     """The reader of values of type ``t`` (decided once per type), or ``None``.
 
@@ -188,7 +181,7 @@ def reader(t: type) -> Reader | None:
     if issubclass(t, (int, tuple)):  # addresses and (address, nbytes) pairs: the driver is asked
         read = None
     elif callable(getattr(t, "data_ptr", None)) and callable(getattr(t, "stride", None)):
-        read = _torch_tensor if _is_torch_tensor(t) else _torch
+        read = _torch_tensor if is_torch_tensor(t) else _torch
     elif plain_type(t):
         if getattr(t, "__cuda_array_interface__", None) is not None:
             read = _cai_device if hasattr(t, "device") else _cai

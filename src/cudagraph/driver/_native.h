@@ -459,6 +459,7 @@ enum {
     KIND_PARAM = 'M',   /* a Param (exact type): the address (an int) or the bytes bound to its name */
     KIND_BYTES = 'B',   /* bytes (exactly): exactly the parameter's size */
     KIND_HANDLE = 'H',  /* an object whose `handle` is the address (a cuda.core Buffer) */
+    KIND_TENSOR = 'T',  /* a torch.Tensor (exact type): its data pointer, read by cg_tensor_pointer */
 };
 
 typedef struct {
@@ -591,10 +592,10 @@ typedef struct {
     int ndim;
     int64_t shape[CG_TENSOR_DIMS], strides[CG_TENSOR_DIMS];
 } cg_tensor_layout;
-/* The DLPack C exchange table on `type` (its `__dlpack_c_exchange_api__` capsule, a 1.x table or one chaining to
- * one, with dltensor_from_py_object_no_sync), the capsule put in *capsule (held); NULL (no exception set): none.
- * May run Python code (the attribute read). */
-const void *cg_dlpack_api(PyObject *type, PyObject **capsule);
+/* The DLPack C exchange table in `type`'s `__dlpack_c_exchange_api__` capsule (a 1.x table, or one chaining to one,
+ * with dltensor_from_py_object_no_sync), or NULL: none. Cached by the capsule's identity in *capsule (held) and *api:
+ * read again only when the type holds another capsule. Runs no Python code but a replaced capsule's release. */
+const void *cg_dlpack_api(PyTypeObject *type, PyObject **capsule, const void **api);
 /* Read `t`'s layout into `out`: through `api` (cg_dlpack_api's; NULL: through the getters named by `reads`,
  * bind_checks.TORCH_READS), requires_grad where `grad`. 1, or 0 (declined: a read failed or gave an unexpected
  * type; no exception set, nothing held). May run Python code (the getters). */
@@ -603,6 +604,11 @@ int cg_tensor_read(const void *api, PyObject *reads, PyObject *t, int grad, cg_t
  * item, the dtype, is_cuda and requires_grad by identity, the rest as exact ints. Runs no Python code. */
 int cg_tensor_key_is(PyObject *key, const cg_tensor_layout *l, int grad);
 void cg_tensor_layout_release(cg_tensor_layout *l);
+/* Write the address of the exact torch.Tensor `t` as 8 bytes at `to` when it is a dense CUDA tensor that does not
+ * require grad (0 when it has no elements), read through DLPack's C exchange API (the table of its type, looked up
+ * once): 1, or 0 (declined: no table, another tensor, a read that fails; no exception set). May run Python code
+ * (the look-up and the requires_grad getter). */
+int cg_tensor_pointer(PyObject *t, char *to);
 
 extern PyTypeObject cg_LaunchMethodType;
 int cg_launch_method_ready(void);

@@ -50,8 +50,7 @@ typedef struct {
     PyObject *torch_reader;         /* bind_checks._torch_tensor, the reader read here in C (NULL or None: none) */
     PyObject *torch_reads;          /* the 7 names it reads (see torch_address) */
     PyObject *cai_readers;          /* (bind_checks._cai, _cai_device), the readers read here in C (see cai_address) */
-    PyObject *tensor_type;          /* the type `dlpack` was looked up on (NULL: none yet) */
-    PyObject *tensor_api;           /* its __dlpack_c_exchange_api__ capsule (NULL: none) */
+    PyObject *tensor_api;           /* the __dlpack_c_exchange_api__ capsule `dlpack` was read from (NULL: none yet) */
     PyObject *dict;                 /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
     cg_executable_slots ex;
     cg_bind_plan_slots pl;
@@ -115,22 +114,12 @@ same_ints(PyObject *a, PyObject *b)
     return 1;
 }
 
-/* The DLPack C exchange table of the exact torch.Tensor `t`'s type (looked up once per type), or NULL: read it
- * through the getters (no table, or `torch_dlpack` false). May run Python code (the look-up). */
+/* The DLPack C exchange table of the exact torch.Tensor `t`'s type (cg_dlpack_api: cached), or NULL: read it through
+ * the getters (no table, or `torch_dlpack` false). */
 static const void *
 tensor_api(BindManyMethod *m, PyObject *t)
 {
-    if (!m->torch_dlpack)
-        return NULL;
-    if (m->tensor_type == (PyObject *)Py_TYPE(t))
-        return m->dlpack;
-    PyObject *capsule = NULL, *type = Py_NewRef(Py_TYPE(t));
-    const void *api = cg_dlpack_api(type, &capsule);
-    PyObject *old_type = m->tensor_type, *old_capsule = m->tensor_api;
-    m->tensor_type = type, m->tensor_api = capsule, m->dlpack = api; /* (no Python code between these) */
-    Py_XDECREF(old_type);
-    Py_XDECREF(old_capsule);
-    return api;
+    return m->torch_dlpack ? cg_dlpack_api(Py_TYPE(t), &m->tensor_api, &m->dlpack) : NULL;
 }
 
 /* The address of the exact torch.Tensor `t` when the layout key bind_checks._torch_tensor makes of it,

@@ -139,6 +139,8 @@ pack_one(char kind, PyObject *a, char *to, Py_ssize_t size, cg_handle_memo *memo
         }
         return ok;
     }
+    case KIND_TENSOR:
+        return size == 8 && cg_tensor_pointer(a, to);
     default:
         return 0;
     }

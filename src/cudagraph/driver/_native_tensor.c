@@ -1,6 +1,6 @@
 /*
- * Reading an exact torch.Tensor's address and layout in C, for the compiled Executable._bind_many
- * (_native_bind_many.c): the items of the layout key bind_checks._torch_tensor makes (its twin),
+ * Reading an exact torch.Tensor in C: a kernel argument's address (cg_tensor_pointer, the packer's kind 'T'),
+ * and for the compiled Executable._bind_many (_native_bind_many.c) its address and layout: the items of the layout key bind_checks._torch_tensor makes (its twin),
  * (dtype, shape, stride(), is_cuda, get_device()) plus requires_grad for _torch_resolved's key.
  *
  * Two ways, giving the same items:
@@ -52,20 +52,27 @@ typedef struct {
 } dl_api;
 
 const void *
-cg_dlpack_api(PyObject *type, PyObject **capsule)
+cg_dlpack_api(PyTypeObject *type, PyObject **capsule, const void **api)
 {
-    PyObject *cap = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
+    static PyObject *name;
+    if (name == NULL && (name = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *cap = _PyType_Lookup(type, name); /* (borrowed; a look-up in the type's MRO, no Python code) */
+    if (cap == NULL || cap == *capsule)
+        return cap == NULL ? NULL : *api;
     const dl_api_header *h = NULL;
-    if (cap != NULL && PyCapsule_IsValid(cap, "dlpack_exchange_api"))
+    if (PyCapsule_IsValid(cap, "dlpack_exchange_api"))
         h = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
     while (h != NULL && h->major != 1) /* a newer table may chain to the 1.x one this reads */
         h = h->prev_api;
+    if (h != NULL && ((const dl_api *)h)->dltensor_from_py_object_no_sync == NULL)
+        h = NULL;
     PyErr_Clear();
-    if (h == NULL || ((const dl_api *)h)->dltensor_from_py_object_no_sync == NULL) {
-        Py_XDECREF(cap);
-        return NULL;
-    }
-    *capsule = cap;
+    PyObject *old = *capsule;
+    *capsule = Py_NewRef(cap), *api = h; /* (held: its identity is the cache's key) */
+    Py_XDECREF(old);
     return h;
 }
 
@@ -184,4 +191,35 @@ cg_tensor_key_is(PyObject *key, const cg_tensor_layout *l, int grad)
            PyLong_CheckExact(PyTuple_GET_ITEM(key, 4)) &&
            PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(key, 4), &overflow) == l->device && !overflow &&
            (!grad || PyTuple_GET_ITEM(key, 5) == l->grad);
+}
+
+/* ------------------------------------------------------------------ a kernel argument's address (kind 'T') */
+
+static PyObject *arg_capsule, *str_requires_grad; /* the capsule arg_api was read from (held) */
+static const void *arg_api;
+
+int
+cg_tensor_pointer(PyObject *t, char *to)
+{
+    const dl_api *api = cg_dlpack_api(Py_TYPE(t), &arg_capsule, &arg_api);
+    if (api == NULL || (str_requires_grad == NULL && (str_requires_grad = PyUnicode_InternFromString("requires_grad"))
+                                                           == NULL)) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *grad = PyObject_GetAttr(t, str_requires_grad);
+    int ok = grad == Py_False; /* (one that requires grad: the Python packer refuses it, naming the argument) */
+    Py_XDECREF(grad);
+    dl_tensor dl;
+    ok = ok && api->dltensor_from_py_object_no_sync(t, &dl) == 0 && dl.device.device_type == DL_CUDA &&
+         dl.ndim >= 0 && dl.ndim <= CG_TENSOR_DIMS && (dl.ndim == 0 || dl.shape != NULL);
+    PyErr_Clear();
+    if (!ok)
+        return 0;
+    unsigned long long address = (unsigned long long)(uintptr_t)dl.data + dl.byte_offset;
+    for (int k = 0; k < dl.ndim; k++)
+        if (dl.shape[k] == 0) /* no elements: the address 0, as the tensor's __cuda_array_interface__ gives */
+            address = 0;
+    memcpy(to, &address, sizeof address);
+    return 1;
 }

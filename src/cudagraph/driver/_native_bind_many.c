@@ -183,7 +183,8 @@ cai_address(BindManyMethod *m, PyObject *v, PyObject *owner, Py_ssize_t passed_a
 {
     PyObject *cai = PyObject_GetAttr(v, cai_str[CAI_ATTR]), *got[4] = {NULL}, *id = NULL, *passed = NULL;
     PyObject *address = NULL;
-    if (cai == NULL || !PyDict_CheckExact(cai) || !Py_IS_TYPE(Py_TYPE(v), &PyType_Type)) /* (its type's == is identity) */
+    /* (a type whose metatype is `type` itself: its == is identity) */
+    if (cai == NULL || !PyDict_CheckExact(cai) || !Py_IS_TYPE(Py_TYPE(v), &PyType_Type))
         goto done;
     for (int k = 0; k < 4; k++) { /* typestr, shape, strides, data: str keys of an exact dict, no Python code */
         got[k] = Py_XNewRef(PyDict_GetItemWithError(cai, cai_str[CAI_TYPESTR + k]));

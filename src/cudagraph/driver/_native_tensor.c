@@ -1,9 +1,10 @@
 /*
- * Reading an exact torch.Tensor in C: a kernel argument's address (cg_tensor_pointer, the packer's kind 'T'),
- * and for the compiled Executable._bind_many (_native_bind_many.c) its address and layout: the items of the layout key bind_checks._torch_tensor makes (its twin),
- * (dtype, shape, stride(), is_cuda, get_device()) plus requires_grad for _torch_resolved's key.
+ * Reading an exact torch.Tensor in C: a kernel argument's address (cg_tensor_pointer, the packer's kind 'T';
+ * Python twin: kernel_args._tensor_address), and for the compiled Executable._bind_many (_native_bind_many.c)
+ * its address and layout: the items of the layout key bind_checks._torch_tensor (its twin) makes, (dtype, shape,
+ * stride(), is_cuda, get_device()), plus requires_grad for _torch_resolved's key.
  *
- * Two ways, giving the same items:
+ * The layout is read in one of two ways, giving the same items:
  *   - through DLPack's C exchange API where the tensor's type offers it (`__dlpack_c_exchange_api__`, a
  *     capsule named "dlpack_exchange_api" on torch.Tensor since PyTorch 2.10): one C call,
  *     dltensor_from_py_object_no_sync, fills a DLTensor (address, device, shape, strides) without Python

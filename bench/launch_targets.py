@@ -4,7 +4,8 @@ What is measured: one tiny kernel ``inc(float* x, float a, int n)`` compiled onc
 with grid 1, block 32 on one stream, ``--launches`` calls per repeat (the stream synchronized every 200
 launches, outside the timing), peers interleaved within each repeat; µs per launch, the median of the
 repeats. Three argument forms: a cuda.core ``Buffer``, an int address, and (for cudagraph) the same
-``LaunchConfig`` object vs a ``(grid, block)`` tuple. The target: cudagraph at most 1.1x cuda.core.
+``LaunchConfig`` object vs a ``(grid, block)`` tuple; where torch with CUDA is importable, a torch tensor
+passed as it is to cudagraph and as ``t.data_ptr()`` to cuda.core. The target: cudagraph at most 1.1x cuda.core.
 
 Then ``Graph.run`` of a definition of a 100-kernel chain (the same kernel and arguments) against the
 same 100 launches in a ``cuda.core.launch`` loop, µs per kernel. The target: at most 1.0x.
@@ -66,6 +67,10 @@ def main() -> None:
         "cudagraph.launch (int ptr)": lambda: cg.launch(stream, cfg, kernel, addr, a, n),
         "cudagraph.launch ((grid, block))": lambda: cg.launch(stream, (1, 32), kernel, addr, a, n),
     }
+    tensor = torch_tensor(dev)
+    if tensor is not None:  # as PyTorch users write it: the tensor itself, or its data_ptr() for cuda.core
+        peers["cuda.core.launch (t.data_ptr())"] = lambda: core.launch(stream, cfg, kernel, tensor.data_ptr(), a, n)
+        peers["cudagraph.launch (torch tensor)"] = lambda: cg.launch(stream, cfg, kernel, tensor, a, n)
     for fn in peers.values():  # warm up: caches, lazy loading
         for _ in range(100):
             fn()
@@ -97,6 +102,11 @@ def main() -> None:
         print(f"ratio cudagraph/cuda.core ({form}): {ratio:.3f}  target <= 1.10: {verdict(ratio <= 1.10)}")
     tup = med["cudagraph.launch ((grid, block))"] / med["cuda.core.launch (int ptr)"]
     print(f"ratio cudagraph (grid, block) tuple / cuda.core (int ptr): {tup:.3f}")
+    if tensor is not None:
+        ratio = med["cudagraph.launch (torch tensor)"] / med["cuda.core.launch (t.data_ptr())"]
+        print(f"ratio cudagraph (torch tensor) / cuda.core (t.data_ptr()): {ratio:.3f}")
+    else:
+        print("torch with CUDA is not importable: the torch tensor rows are left out")
 
     # Graph.run of a chain vs the same launches in a cuda.core.launch loop.
     kargs = (buf, a, n)
@@ -132,6 +142,19 @@ def main() -> None:
         print(f"{name:<34} {fmt(run_med[name]):>10} {fmt(min(v)):>8}")
     ratio = run_med["Graph.run"] / run_med["cuda.core.launch loop"]
     print(f"ratio Graph.run / cuda.core.launch loop: {ratio:.3f}  target <= 1.00: {verdict(ratio <= 1.0)}")
+
+
+def torch_tensor(dev: Any) -> Any:
+    """A CUDA torch tensor of 32 floats on ``dev``, or ``None`` where torch (with CUDA) is not importable."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    t = torch.zeros(32, device=f"cuda:{dev.device_id}")
+    torch.cuda.synchronize()
+    return t
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             continue
         path, line, reason = r.longrepr if isinstance(r.longrepr, tuple) else ("?", None, str(r.longrepr))
         reason = reason.removeprefix("Skipped: ")
-        if "gpu" in r.keywords:
+        if "gpu" in getattr(r, "keywords", ()):  # (a module skipped whole reports no keywords)
             gpu[reason] = gpu.get(reason, 0) + 1
         else:
             where = path if line is None else f"{path}:{line + 1}"

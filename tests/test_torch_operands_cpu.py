@@ -23,9 +23,12 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture
 def on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every torch tensor says it is a CUDA tensor (to its getters and to DLPack's device query)."""
-    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
-    monkeypatch.setattr(torch.Tensor, "__dlpack_device__", lambda self: (2, 0))
+    """Every torch tensor says it is a CUDA tensor (to its getters and to DLPack's device query) but one given a
+    true ``on_cpu`` attribute."""
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: not getattr(self, "on_cpu", False)))
+    monkeypatch.setattr(
+        torch.Tensor, "__dlpack_device__", lambda self: (1, 0) if getattr(self, "on_cpu", False) else (2, 0)
+    )
 
 
 def reference(t: Any) -> tuple[int, int]:
@@ -111,3 +114,30 @@ def test_kernel_arguments_and_copies_take_the_tensor_addresses() -> None:
         g.memcpy(dst=dst, src=src, nbytes=65)
     with pytest.raises(DefinitionError, match=r"^memcpy#2 'memcpy': nbytes = 121 exceeds the 120 bytes of dst$"):
         g.memcpy(dst=dst, src=torch.zeros(200, dtype=torch.uint8), nbytes=121)
+
+
+@pytest.mark.usefixtures("on_cuda")
+def test_the_builders_take_cuda_tensors_by_one_read_and_refuse_a_cpu_one_alike() -> None:
+    """``Graph.kernel`` accepts a CUDA tensor by its ``is_cuda`` once the first was checked in full (in C where
+    the compiled builder is built, in the Python method's own loop otherwise), and refuses a CPU tensor as the
+    full check does, naming the node and the argument."""
+    from cudagraph.definition.builders import COMPILED_KERNEL
+
+    class CUkernel:  # the definition layer recognises kernels by type name
+        pass
+
+    k = CUkernel()
+    g = cg.Graph("tensors")
+    kept = [torch.zeros(8) for _ in range(6)]
+    g.kernel(k, 1, 32, (kept[0], np.float32(1), np.int32(8)))  # the first: checked in full, the type learned
+    before = None if COMPILED_KERNEL is None else COMPILED_KERNEL.taken
+    for t in kept[1:]:
+        g.kernel(k, 1, 32, (t, np.float32(1), np.int32(8)))
+    if COMPILED_KERNEL is not None:
+        assert COMPILED_KERNEL.taken - before == 5 and torch.Tensor in COMPILED_KERNEL.known()["tensors"]
+    assert [n.args[0] for n in g.nodes] == kept
+    cpu = torch.zeros(8)
+    cpu.on_cpu = True
+    with pytest.raises(OperandError, match=r"kernel#6 'kernel': argument 0: the Tensor is in host memory"):
+        g.kernel(k, 1, 32, (cpu, np.float32(1), np.int32(8)))
+    assert len(g.nodes) == 6

@@ -72,12 +72,13 @@ km_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (PyTuple_GET_SIZE(src) != S_COUNT || !PyAnySet_CheckExact(PyTuple_GET_ITEM(src, S_KERNELS)) ||
         !PyAnySet_CheckExact(PyTuple_GET_ITEM(src, S_ARG_OK)) ||
         !PyAnySet_CheckExact(PyTuple_GET_ITEM(src, S_ARG_BUFFERS)) ||
+        !PyAnySet_CheckExact(PyTuple_GET_ITEM(src, S_ARG_TENSORS)) ||
         !PyAnySet_CheckExact(PyTuple_GET_ITEM(src, S_NODE_CLASSES)) ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(src, S_GRIDS)) || !PyDict_CheckExact(PyTuple_GET_ITEM(src, S_BLOCKS)) ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(src, S_DIMS)) ||
         !PyType_Check(PyTuple_GET_ITEM(src, S_PARAM))) {
         PyErr_SetString(PyExc_TypeError, "KernelMethod: sources must be (kernel types, argument types, buffer types, "
-                                         "node classes, grids, blocks, dims seen, Param)");
+                                         "tensor types, node classes, grids, blocks, dims seen, Param)");
         return NULL;
     }
     KernelMethod *m = (KernelMethod *)type->tp_alloc(type, 0);
@@ -122,8 +123,8 @@ km_traverse(KernelMethod *m, visitproc visit, void *arg)
         Py_VISIT(m->node_descr[i]);
     for (int i = 0; i < G_COUNT; i++)
         Py_VISIT(m->graph_descr[i]);
-    TypeTable *tables[] = {&m->kernels, &m->ok, &m->buffers, &m->nodes, &m->graphs};
-    for (int t = 0; t < 5; t++)
+    TypeTable *tables[] = {&m->kernels, &m->ok, &m->buffers, &m->tensors, &m->nodes, &m->graphs};
+    for (int t = 0; t < 6; t++)
         for (Py_ssize_t i = 0; i < tables[t]->n; i++)
             Py_VISIT(tables[t]->t[i]);
     for (int i = 0; i < 2; i++) {
@@ -140,6 +141,7 @@ km_forget_all(KernelMethod *m)
     cg_table_clear(&m->kernels);
     cg_table_clear(&m->ok);
     cg_table_clear(&m->buffers);
+    cg_table_clear(&m->tensors);
     cg_table_clear(&m->nodes);
     cg_table_clear(&m->graphs);
     for (int i = 0; i < 2; i++) {
@@ -221,12 +223,14 @@ static PyObject *
 km_known(KernelMethod *m, PyObject *unused)
 {
     PyObject *k = table_tuple(&m->kernels), *o = table_tuple(&m->ok), *b = table_tuple(&m->buffers),
-             *n = table_tuple(&m->nodes), *g = table_tuple(&m->graphs), *out = NULL;
-    if (k && o && b && n && g)
-        out = Py_BuildValue("{sOsOsOsOsO}", "kernels", k, "arguments", o, "buffers", b, "nodes", n, "graphs", g);
+             *t = table_tuple(&m->tensors), *n = table_tuple(&m->nodes), *g = table_tuple(&m->graphs), *out = NULL;
+    if (k && o && b && t && n && g)
+        out = Py_BuildValue("{sOsOsOsOsOsO}", "kernels", k, "arguments", o, "buffers", b, "tensors", t, "nodes", n,
+                            "graphs", g);
     Py_XDECREF(k);
     Py_XDECREF(o);
     Py_XDECREF(b);
+    Py_XDECREF(t);
     Py_XDECREF(n);
     Py_XDECREF(g);
     return out;
@@ -237,7 +241,7 @@ static PyMethodDef km_methods[] = {
      "forget() -> None\n\nEmpty the tables of learned types: the next calls go to the Python method, which fills "
      "them again."},
     {"known", (PyCFunction)km_known, METH_NOARGS,
-     "known() -> dict[str, tuple[type, ...]]\n\nThe types learned so far (kernels, arguments, buffers, nodes, "
+     "known() -> dict[str, tuple[type, ...]]\n\nThe types learned so far (kernels, arguments, buffers, tensors, nodes, "
      "graphs)."},
     {"place", (PyCFunction)(void (*)(void))cg_km_place, METH_FASTCALL,
      "place(graph, node, after, name) -> bool\n\nGive the new node `node` (its own fields set, its base slots "
@@ -301,6 +305,8 @@ PyInit__define(void)
     for (int i = 0; i < KW_COUNT; i++)
         if (cg_kw_str[i] == NULL && (cg_kw_str[i] = PyUnicode_InternFromString(cg_kw_names[i])) == NULL)
             return NULL;
+    if (cg_str_is_cuda == NULL && (cg_str_is_cuda = PyUnicode_InternFromString("is_cuda")) == NULL)
+        return NULL;
     if (cg_str_accessible == NULL && (cg_str_accessible = PyUnicode_InternFromString("is_device_accessible")) == NULL)
         return NULL;
     if (cg_zero == NULL && (cg_zero = PyLong_FromLong(0)) == NULL)

@@ -34,7 +34,7 @@ enum { K_KERNEL, K_GRID, K_BLOCK, K_SMEM, K_ARGS, K_ATTRS, K_COUNT };
 enum { G_NODES, G_PARAMS, G_COUNT };
 enum { PARAM_NAME, PARAM_DTYPE, PARAM_COUNT };
 /* Sources, in the order of the tuple handed to KernelMethod. */
-enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_COUNT };
+enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_ARG_TENSORS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_COUNT };
 
 typedef struct {
     PyObject_HEAD
@@ -49,7 +49,7 @@ typedef struct {
     Py_ssize_t taken;             /* calls the compiled path answered */
     Py_ssize_t placed;            /* nodes of other builders placed (place()) */
     PyObject *dim_in[2], *dim_out[2]; /* grid, block: the last size found (an int or a 3-tuple) and its value */
-    TypeTable kernels, ok, buffers, nodes, graphs;
+    TypeTable kernels, ok, buffers, tensors, nodes, graphs;
 } KernelMethod;
 
 /* Interned keyword names and constants. */
@@ -59,7 +59,7 @@ enum { KW_KERNEL, KW_GRID, KW_BLOCK, KW_ARGS, KW_AFTER, KW_NAME, KW_SMEM, KW_CLU
        KW_PRIORITY, KW_PROGRAMMATIC, KW_DEVICE, KW_COUNT };
 extern const char *const cg_kw_names[KW_COUNT];
 extern PyObject *cg_kw_str[KW_COUNT];
-extern PyObject *cg_str_accessible, *cg_zero;
+extern PyObject *cg_str_accessible, *cg_str_is_cuda, *cg_zero;
 
 void cg_table_clear(TypeTable *t);
 /* The offset of object slot `name` of `tp` (its descriptor kept in *keep when not NULL); -1 with TypeError. */

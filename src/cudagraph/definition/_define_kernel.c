@@ -12,7 +12,8 @@
  *
  * - the graph, the kernel and each argument of an exact type that the Python method already accepted
  *   (types learned from its own tables after it ran: KERNEL_TYPES_SEEN, ARG_TYPES_OK, ARG_BUFFER_TYPES,
- *   NODE_CLASSES; a Buffer type's object also needs `is_device_accessible is True`);
+ *   ARG_TENSOR_TYPES, NODE_CLASSES; a Buffer type's object also needs `is_device_accessible is True`, a torch
+ *   tensor `is_cuda is True`);
  * - grid and block an exact int in GRIDS / BLOCKS, or a 3-tuple of ints in DIMS_SEEN (the interned tuples);
  * - shared_mem 0, no launch attribute (cluster, priority, programmatic, device None; cooperative False);
  * - after None, a node of this graph, or a list or tuple of distinct nodes of this graph; name None or a str;
@@ -36,7 +37,7 @@
 const char *const cg_kw_names[KW_COUNT] = {"kernel", "grid", "block", "args", "after", "name", "shared_mem",
                                           "cluster", "cooperative", "priority", "programmatic", "device"};
 PyObject *cg_kw_str[KW_COUNT];
-PyObject *cg_str_accessible, *cg_zero;
+PyObject *cg_str_accessible, *cg_str_is_cuda, *cg_zero;
 
 int
 cg_table_has(const TypeTable *t, PyTypeObject *tp)
@@ -120,8 +121,8 @@ known_dim(KernelMethod *m, PyObject *value, int field)
 }
 
 /* The argument types pass the Python method's loop without a call to _kernel_field: 1 (*buffers set when
- * a Buffer's is_device_accessible must still be read, *param when a Param is among them), or 0 (the Python
- * path decides). Runs no Python code. */
+ * a Buffer's is_device_accessible or a torch tensor's is_cuda must still be read, *param when a Param is among
+ * them), or 0 (the Python path decides). Runs no Python code. */
 static int
 arg_types_pass(KernelMethod *m, PyObject *args, int *param, int *buffers)
 {
@@ -130,7 +131,7 @@ arg_types_pass(KernelMethod *m, PyObject *args, int *param, int *buffers)
         PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(args, i));
         if (cg_table_has(&m->ok, t))
             *param |= (PyObject *)t == m->src[S_PARAM];
-        else if (cg_table_has(&m->buffers, t))
+        else if (cg_table_has(&m->buffers, t) || cg_table_has(&m->tensors, t))
             *buffers = 1;
         else
             return 0;
@@ -138,7 +139,8 @@ arg_types_pass(KernelMethod *m, PyObject *args, int *param, int *buffers)
     return 1;
 }
 
-/* Every Buffer among the arguments (of a type not in the accepted table) says `is_device_accessible is True`:
+/* Every Buffer among the arguments (of a type not in the accepted table) says `is_device_accessible is True`,
+ * every torch tensor `is_cuda is True` (the tensor types the Python method learned, ARG_TENSOR_TYPES):
  * 1, 0 (the Python path decides), -1 (an exception that is not an Exception, which the Python method lets
  * through). Runs Python code (a property): called last before the node is built, once every other test passed,
  * so that such code runs no more often than the Python method runs it, but for one case: a Buffer refused after
@@ -151,7 +153,7 @@ buffers_pass(KernelMethod *m, PyObject *args)
         PyObject *a = PyTuple_GET_ITEM(args, i); /* held by the tuple, which the caller holds */
         if (cg_table_has(&m->ok, Py_TYPE(a)))
             continue;
-        PyObject *v = PyObject_GetAttr(a, cg_str_accessible);
+        PyObject *v = PyObject_GetAttr(a, cg_table_has(&m->tensors, Py_TYPE(a)) ? cg_str_is_cuda : cg_str_accessible);
         if (v == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_Exception))
                 return -1;
@@ -345,6 +347,8 @@ learn(KernelMethod *m, PyObject *self, PyObject *node)
                 cg_table_add(&m->ok, t);
             else if (cg_in_source(m, S_ARG_BUFFERS, t))
                 cg_table_add(&m->buffers, t);
+            else if (cg_in_source(m, S_ARG_TENSORS, t))
+                cg_table_add(&m->tensors, t);
             Py_DECREF(t);
         }
     }

@@ -25,7 +25,7 @@ from .core import NODE_CLASSES, GraphCore
 from .dims import BLOCKS, DIMS_SEEN, GRIDS
 from .kinds.kernel import KERNEL_TYPES_SEEN, KernelBuilders, KernelNode
 from .node import Node
-from .operands import ARG_BUFFER_TYPES, ARG_TYPES_OK
+from .operands import ARG_BUFFER_TYPES, ARG_TENSOR_TYPES, ARG_TYPES_OK
 from .param import Param
 
 __all__ = ["DEFINE_SLOTS", "compiled_kernel", "define_module", "install_compiled_kernel"]
@@ -64,6 +64,7 @@ def compiled_kernel(twin: Any) -> Any:
         KERNEL_TYPES_SEEN,
         ARG_TYPES_OK,
         ARG_BUFFER_TYPES,
+        ARG_TENSOR_TYPES,
         NODE_CLASSES,
         GRIDS,
         BLOCKS,

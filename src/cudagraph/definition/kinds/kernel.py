@@ -23,7 +23,14 @@ from ..dims import BLOCKS as _BLOCKS
 from ..dims import GRIDS as _GRIDS
 from ..dims import MAX_BLOCK, MAX_GRID, dim3, dim_tuple, known_dims, remember_dims
 from ..node import Dim3, Node, graph_address, parameter_slots, update_definition_node
-from ..operands import ARG_BUFFER_TYPES, ARG_TYPES_OK, check_kernel_arg, kernel_args_pass, normalize_kernel_args
+from ..operands import (
+    ARG_BUFFER_TYPES,
+    ARG_TENSOR_TYPES,
+    ARG_TYPES_OK,
+    check_kernel_arg,
+    kernel_args_pass,
+    normalize_kernel_args,
+)
 from ..param import PARAM_GRAPH, Param
 
 if TYPE_CHECKING:
@@ -57,6 +64,7 @@ KERNEL_TYPES_SEEN: set[type] = set()
 _ARG_TYPES_OK = ARG_TYPES_OK
 # Buffer types: an object of one is accepted when its is_device_accessible is True.
 _ARG_BUFFER_TYPES = ARG_BUFFER_TYPES
+_ARG_TENSOR_TYPES = ARG_TENSOR_TYPES
 _new = object.__new__  # the hot path sets every slot itself: no Node.__init__ call
 
 
@@ -309,6 +317,8 @@ class KernelBuilders(GraphCore):
                             continue
                     except Exception:
                         pass  # _kernel_field names the argument
+                elif t in _ARG_TENSOR_TYPES and a.is_cuda is True:  # (a CPU tensor: _kernel_field refuses it)
+                    continue
                 args = self._kernel_field("args", args, name)
                 break
         if PARAM_GRAPH[0] and PARAM_GRAPH[0] != id(self):  # a parameter of another graph may be among args

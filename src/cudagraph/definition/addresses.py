@@ -24,6 +24,7 @@ __all__ = [
     "Deferred",
     "buffer_like",
     "is_torch_tensor",
+    "tensor_address",
     "plain_type",
     "read_buffer",
     "resolve_address",
@@ -176,20 +177,25 @@ def is_torch_tensor(t: type) -> bool:
     return torch is not None and t is getattr(torch, "Tensor", None)
 
 
-def _read_tensor(t: Any, what: str, allow_null: bool) -> tuple[int, Any, int] | None:
-    """``(address, t, size)`` of a dense CUDA ``torch.Tensor`` that does not require grad, read through torch's
-    getters; ``None`` for any other tensor, which its ``__cuda_array_interface__`` describes or refuses.
-
-    The same address and extent as that interface gives, without the Python property that builds it (a dict,
-    a typestr, the shape as a tuple) and that knows no float8 dtype (a ``KeyError`` for ``float8_e4m3fn``).
-    """
+def tensor_address(t: Any) -> int | None:
+    """The address of a dense CUDA ``torch.Tensor`` that does not require grad (0 for one of no elements), as
+    its ``__cuda_array_interface__`` gives it; ``None`` for any other tensor, which that interface describes or
+    refuses. Read through torch's getters, without the Python property that builds the interface (a dict, a
+    typestr, the shape as a tuple) and that knows no float8 dtype (a ``KeyError`` for ``float8_e4m3fn``)."""
     if not t.is_cuda or t.is_sparse or t.requires_grad:
         return None
-    n = t.numel()
-    ptr = t.data_ptr() if n > 0 else 0
+    return t.data_ptr() if t.numel() else 0  # type: ignore[no-any-return]
+
+
+def _read_tensor(t: Any, what: str, allow_null: bool) -> tuple[int, Any, int] | None:
+    """``(address, t, size)`` of a tensor :func:`tensor_address` reads, with the interface's extent; ``None``
+    for any other tensor."""
+    ptr = tensor_address(t)
+    if ptr is None:
+        return None
     if ptr == 0 and not allow_null:
-        raise OperandError(f"{what}: null pointer (a tensor of no elements)")
-    itemsize = t.element_size()
+        raise OperandError(f"{what}: null pointer (a tensor of no elements, or whose storage was freed)")
+    n, itemsize = t.numel(), t.element_size()
     if n == 0 or t.is_contiguous():
         return ptr, t, n * itemsize
     return ptr, t, sum((d - 1) * st for d, st in zip(t.shape, t.stride())) * itemsize + itemsize

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
+from cudagraph.definition.memory_info import _GET_POINTER, _DLTensor
 from cudagraph.errors import OperandError
 
 torch = pytest.importorskip("torch")
@@ -29,27 +30,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-FROM_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(DLTensor))
+FROM_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_DLTensor))
 
 
 class Table(ctypes.Structure):  # DLPackExchangeAPI: its header, then five function pointers
@@ -65,22 +46,18 @@ class Table(ctypes.Structure):  # DLPackExchangeAPI: its header, then five funct
     ]
 
 
-def _capsule_pointer(capsule: Any) -> int:
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return int(get(capsule, b"dlpack_exchange_api"))
-
-
 @pytest.fixture
 def on_cuda(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Tensors on "CUDA device 0" (see the module's docstring); the list counts the table's calls."""
-    real = ctypes.cast(_capsule_pointer(torch.Tensor.__dlpack_c_exchange_api__), ctypes.POINTER(Table)).contents
+    real = ctypes.cast(
+        _GET_POINTER(torch.Tensor.__dlpack_c_exchange_api__, b"dlpack_exchange_api"), ctypes.POINTER(Table)
+    ).contents
     calls: list[int] = []
 
     def from_py(obj: int, out: Any) -> int:
         calls.append(obj)
         rc = real.dltensor_from_py_object_no_sync(obj, out)
-        out.contents.device.device_type, out.contents.device.device_id = 2, 0  # kDLCUDA, device 0
+        out.contents.device_type, out.contents.device_id = 2, 0  # kDLCUDA, device 0
         return int(rc)
 
     table = Table(real.major, real.minor, None, None, None, None, FROM_PY(from_py), None)

@@ -582,7 +582,6 @@ int cg_bind_many_fast(PyObject *method, PyObject *exe, PyObject *kwnames, PyObje
 /* The same for the `n` names `names` and their `values` (held by the caller). */
 int cg_bind_many_arrays(PyObject *method, PyObject *exe, PyObject *const *names, PyObject *const *values, Py_ssize_t n,
                         Py_ssize_t *count, cg_then_launch *then);
-/* _native_exec_launch.c */
 /* ------------------------------------------------------------------ a torch tensor's layout (_native_tensor.c) */
 #define CG_TENSOR_DIMS 16
 /* What bind_checks._torch_tensor's key holds (plus requires_grad, `grad`), read from a tensor: the objects held. */
@@ -593,9 +592,9 @@ typedef struct {
     int64_t shape[CG_TENSOR_DIMS], strides[CG_TENSOR_DIMS];
 } cg_tensor_layout;
 /* The DLPack C exchange table in `type`'s `__dlpack_c_exchange_api__` capsule (a 1.x table, or one chaining to one,
- * with dltensor_from_py_object_no_sync), or NULL: none. Cached by the capsule's identity in *capsule (held) and *api:
- * read again only when the type holds another capsule. Runs no Python code but a replaced capsule's release. */
-const void *cg_dlpack_api(PyTypeObject *type, PyObject **capsule, const void **api);
+ * with dltensor_from_py_object_no_sync), or NULL: none. Cached by the capsule's identity (held): read again only
+ * when the type holds another capsule. Runs no Python code but a replaced capsule's release. */
+const void *cg_dlpack_api(PyTypeObject *type);
 /* Read `t`'s layout into `out`: through `api` (cg_dlpack_api's; NULL: through the getters named by `reads`,
  * bind_checks.TORCH_READS), requires_grad where `grad`. 1, or 0 (declined: a read failed or gave an unexpected
  * type; no exception set, nothing held). May run Python code (the getters). */
@@ -610,6 +609,7 @@ void cg_tensor_layout_release(cg_tensor_layout *l);
  * (the look-up and the requires_grad getter). */
 int cg_tensor_pointer(PyObject *t, char *to);
 
+/* _native_exec_launch.c */
 extern PyTypeObject cg_LaunchMethodType;
 int cg_launch_method_ready(void);
 

@@ -50,15 +50,13 @@ typedef struct {
     PyObject *torch_reader;         /* bind_checks._torch_tensor, the reader read here in C (NULL or None: none) */
     PyObject *torch_reads;          /* the 7 names it reads (see torch_address) */
     PyObject *cai_readers;          /* (bind_checks._cai, _cai_device), the readers read here in C (see cai_address) */
-    PyObject *tensor_api;           /* the __dlpack_c_exchange_api__ capsule `dlpack` was read from (NULL: none yet) */
     PyObject *dict;                 /* __doc__, __name__, __wrapped__ ... (functools.update_wrapper) */
     cg_executable_slots ex;
     cg_bind_plan_slots pl;
     cg_patch_plan_slots pp;
     cg_value_check_slots vc;
     cg_memory_check_slots mc;
-    const void *dlpack; /* the DLPack C exchange table in tensor_api (NULL: torch's getters are read) */
-    int torch_dlpack;   /* read tensors through that table where there is one */
+    int torch_dlpack; /* read tensors through DLPack's C exchange table where their type has one */
 } BindManyMethod;
 _Static_assert(offsetof(BindManyMethod, vectorcall) == offsetof(cg_method_head, vectorcall) &&
                    offsetof(BindManyMethod, func) == offsetof(cg_method_head, func) &&
@@ -114,14 +112,6 @@ same_ints(PyObject *a, PyObject *b)
     return 1;
 }
 
-/* The DLPack C exchange table of the exact torch.Tensor `t`'s type (cg_dlpack_api: cached), or NULL: read it through
- * the getters (no table, or `torch_dlpack` false). */
-static const void *
-tensor_api(BindManyMethod *m, PyObject *t)
-{
-    return m->torch_dlpack ? cg_dlpack_api(Py_TYPE(t), &m->tensor_api, &m->dlpack) : NULL;
-}
-
 /* The address of the exact torch.Tensor `t` when the layout key bind_checks._torch_tensor makes of it,
  * (dtype, shape, stride(), is_cuda, get_device()), plus requires_grad where `grad` (_torch_resolved's key, a
  * plain pointer's), is one of the layouts that passed (the dict in `owner`'s slot `passed_at`, read after the
@@ -136,7 +126,8 @@ torch_address(BindManyMethod *m, PyObject *t, PyObject *owner, Py_ssize_t passed
 {
     cg_tensor_layout l;
     PyObject *address = NULL;
-    if (!cg_tensor_read(tensor_api(m, t), m->torch_reads, t, grad, &l))
+    /* (no table, or `torch_dlpack` false: read through the getters) */
+    if (!cg_tensor_read(m->torch_dlpack ? cg_dlpack_api(Py_TYPE(t)) : NULL, m->torch_reads, t, grad, &l))
         return NULL;
     PyObject *passed = Py_XNewRef(SLOT(owner, passed_at));
     if (passed != NULL && PyDict_CheckExact(passed)) {

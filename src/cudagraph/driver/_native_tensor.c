@@ -52,8 +52,11 @@ typedef struct {
     void *current_work_stream;
 } dl_api;
 
+static PyObject *api_capsule; /* the capsule api_table was read from (held: its identity is the cache's key) */
+static const void *api_table;
+
 const void *
-cg_dlpack_api(PyTypeObject *type, PyObject **capsule, const void **api)
+cg_dlpack_api(PyTypeObject *type)
 {
     static PyObject *name;
     if (name == NULL && (name = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) == NULL) {
@@ -61,8 +64,8 @@ cg_dlpack_api(PyTypeObject *type, PyObject **capsule, const void **api)
         return NULL;
     }
     PyObject *cap = _PyType_Lookup(type, name); /* (borrowed; a look-up in the type's MRO, no Python code) */
-    if (cap == NULL || cap == *capsule)
-        return cap == NULL ? NULL : *api;
+    if (cap == NULL || cap == api_capsule)
+        return cap == NULL ? NULL : api_table;
     const dl_api_header *h = NULL;
     if (PyCapsule_IsValid(cap, "dlpack_exchange_api"))
         h = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
@@ -71,8 +74,8 @@ cg_dlpack_api(PyTypeObject *type, PyObject **capsule, const void **api)
     if (h != NULL && ((const dl_api *)h)->dltensor_from_py_object_no_sync == NULL)
         h = NULL;
     PyErr_Clear();
-    PyObject *old = *capsule;
-    *capsule = Py_NewRef(cap), *api = h; /* (held: its identity is the cache's key) */
+    PyObject *old = api_capsule;
+    api_capsule = Py_NewRef(cap), api_table = h;
     Py_XDECREF(old);
     return h;
 }
@@ -196,13 +199,12 @@ cg_tensor_key_is(PyObject *key, const cg_tensor_layout *l, int grad)
 
 /* ------------------------------------------------------------------ a kernel argument's address (kind 'T') */
 
-static PyObject *arg_capsule, *str_requires_grad; /* the capsule arg_api was read from (held) */
-static const void *arg_api;
+static PyObject *str_requires_grad;
 
 int
 cg_tensor_pointer(PyObject *t, char *to)
 {
-    const dl_api *api = cg_dlpack_api(Py_TYPE(t), &arg_capsule, &arg_api);
+    const dl_api *api = cg_dlpack_api(Py_TYPE(t));
     if (api == NULL || (str_requires_grad == NULL && (str_requires_grad = PyUnicode_InternFromString("requires_grad"))
                                                            == NULL)) {
         PyErr_Clear();

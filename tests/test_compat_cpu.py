@@ -110,6 +110,21 @@ def test_child_graph_callback_events_allocations():
     gd.graph.validate()
 
 
+def test_allocate_takes_cuda_cores_device_memory_type_and_peer_access():
+    class GraphMemoryType:  # what allocate reads of cuda.core's enum: its value
+        value = "managed"
+
+    gd = compat.GraphDefinition()
+    plain = gd.allocate(64)
+    host = plain.allocate(128, memory_type="host", peer_access=[0, 1])
+    managed = host.allocate(256, device=1, memory_type=GraphMemoryType(), peer_access=(2,))
+    assert (plain.device_id, plain.memory_type, plain.peer_access) == (None, "device", ())
+    assert (host.device_id, host.memory_type, host.peer_access) == (None, "host", (0, 1))
+    assert (managed.device_id, managed.memory_type, managed.peer_access, managed.bytesize) == (1, "managed", (2,), 256)
+    assert managed.dptr.describe() == "256 B managed on device 1 peers 2 never freed"
+    assert pairs(gd) == {(0, 1), (1, 2)}
+
+
 def test_debug_dot_print_writes_the_dot(tmp_path):
     gd = compat.GraphDefinition()
     gd.launch(CFG, K).empty()
@@ -123,8 +138,14 @@ def test_debug_dot_print_writes_the_dot(tmp_path):
     [
         (lambda gd: gd.callback(print, user_data=b"x"), "compat GraphNode.callback: user_data: user data"),
         (lambda gd: gd.callback(42), "compat GraphNode.callback: fn: int; only a Python callable"),
-        (lambda gd: gd.allocate(64, peer_access=[1]), "compat GraphNode.allocate: peer_access: access from peer"),
-        (lambda gd: gd.allocate(64, memory_type="host"), "compat GraphNode.allocate: memory_type: 'host'"),
+        (
+            lambda gd: gd.allocate(64, peer_access=["x"]),
+            "alloc#1 'alloc': peer_access: device must be a cuda.core Device",
+        ),
+        (
+            lambda gd: gd.allocate(64, memory_type="pinned"),
+            "alloc#1 'alloc': memory_type must be one of device, host, managed, got 'pinned'",
+        ),
         (lambda gd: gd.deallocate(0x1000), "compat GraphNode.deallocate: dptr: int; only the dptr of an allocate()"),
         (lambda gd: gd.embed(cg.Graph("x")), "compat GraphNode.embed: child: Graph; only a compat GraphDefinition"),
         (lambda gd: gd.memset(0x1000, 300, 4), "compat GraphNode.memset: value: an int fills bytes: expected 0..255"),
@@ -139,7 +160,7 @@ def test_debug_dot_print_writes_the_dot(tmp_path):
         (lambda gd: gd.memcpy(0x1000, 0x2000, None), "compat GraphNode.memcpy: size must be an integer, got NoneType"),
         (
             lambda gd: gd.allocate(64, device="x"),
-            "compat GraphNode.allocate: device must be a cuda.core Device or an int ordinal, got str",
+            "alloc#1 'alloc': device must be a cuda.core Device or an int ordinal, got str",
         ),
         (lambda gd: gd.debug_dot_print(1), "GraphDefinition.debug_dot_print: path must be a str or a path-like object"),
         (lambda gd: gd.instantiate(3), "compat instantiate: options must be a GraphCompleteOptions"),

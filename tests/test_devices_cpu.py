@@ -143,7 +143,7 @@ def test_dot_and_mermaid_show_the_device():
 # ------------------------------------------------------------------ the driver side (faked)
 
 drv = pytest.importorskip("cuda.bindings.driver")
-from cudagraph.driver import devices  # noqa: E402
+from cudagraph.driver import device_checks, devices  # noqa: E402
 from cudagraph.materialize import explicit  # noqa: E402
 from cudagraph.ops.kinds import kernel as kernel_ops  # noqa: E402
 
@@ -261,7 +261,7 @@ def test_an_ordinal_in_a_child_body_is_checked_too(monkeypatch):
     g = cg.Graph("outer")
     g.child(body)
     with pytest.raises(UnsupportedError, match=r"kernel#0 'far' of Graph 'body': device=5, but the driver has 2"):
-        devices.check_devices(g)
+        device_checks.check_devices(g)
 
 
 def test_prepared_parameters_carry_the_context(monkeypatch):

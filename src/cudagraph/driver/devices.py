@@ -7,16 +7,12 @@ and never released while the process lives, so every kernel node given
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..definition.node import bodies_of
 from ..errors import DriverUnavailableError, UnsupportedError
 from .calls import check, require_driver
 
-if TYPE_CHECKING:
-    from ..definition.graph import Graph
-
-__all__ = ["check_devices", "cuda_core_device", "device_count", "primary_context"]
+__all__ = ["cuda_core_device", "device_count", "primary_context"]
 
 #: ordinal -> retained primary ``CUcontext``
 _PRIMARY: dict[int, Any] = {}
@@ -69,20 +65,3 @@ def primary_context(ordinal: int, node: Any) -> Any:
         dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet", node)
         ctx = _PRIMARY.setdefault(ordinal, check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain", node))
     return ctx
-
-
-def check_devices(graph: Graph) -> None:
-    """Refuse, before anything of ``graph`` is added, a kernel node whose ``device=`` the driver lacks.
-
-    Raises
-    ------
-    UnsupportedError
-        A node (at any depth) names a device ordinal the driver does not have.
-    """
-    for n in graph._nodes:
-        attrs = getattr(n, "attrs", None)
-        if attrs is not None and getattr(attrs, "device", None) is not None:
-            primary_context(attrs.device, n)
-        if n.body_fields:
-            for b in bodies_of(n):
-                check_devices(b)

@@ -23,7 +23,7 @@ from ..definition.nodes import KernelNode, Node
 from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
-from ..driver.devices import check_devices
+from ..driver.device_checks import check_devices
 from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, kernel_info
 from ..driver.node_params_pool import give, take

@@ -6,13 +6,18 @@ An allocation is an operand whose address exists only once the graph is built.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from ...errors import DefinitionError, ForeignNodeError, OperandError
 from ..core import After, GraphCore, builder, check_size
+from ..devices import device_ordinal
 from ..node import Node, child_graphs
 
-__all__ = ["AllocNode", "AllocOffset", "FreeNode", "GraphMemoryBuilders"]
+__all__ = ["MEMORY_TYPES", "AllocNode", "AllocOffset", "FreeNode", "GraphMemoryBuilders"]
+
+#: The kinds of memory an allocation may hold (``Graph.alloc(memory_type=)``, as cuda.core's ``GraphMemoryType``).
+MEMORY_TYPES = ("device", "host", "managed")
 
 
 class AllocOffset:
@@ -39,7 +44,7 @@ class AllocOffset:
 
 
 class AllocNode(Node):
-    """Allocates ``nbytes`` of device memory inside the graph (``cuGraphAddNode`` MEM_ALLOC).
+    """Allocates ``nbytes`` of memory inside the graph (``cuGraphAddNode`` MEM_ALLOC).
 
     The node itself is the operand: pass it as a kernel argument, a copy
     source or destination, or a fill destination; its address is filled in
@@ -52,15 +57,27 @@ class AllocNode(Node):
         The size of the allocation.
     freed_by : FreeNode or None
         The node that frees it, if any.
+    device : int or None
+        The ordinal of the device the memory resides on (``"device"`` and
+        ``"managed"`` memory); ``None``: the current device when it is built.
+    memory_type : str
+        ``"device"`` (pinned device memory, the default), ``"host"`` (pinned
+        host memory) or ``"managed"`` (CUDA managed memory).
+    peer_access : tuple of int
+        Ordinals of the other devices given read-write access (the resident
+        device always has it).
     """
 
-    __slots__ = ("nbytes", "freed_by")
+    __slots__ = ("nbytes", "freed_by", "device", "memory_type", "peer_access")
     kind = "alloc"
     graph_address = True
     dot_style = 'shape=cylinder style=filled fillcolor="#c3fae8"'
     mermaid_shape = ('[("', '")]')
     nbytes: int
     freed_by: Any
+    device: int | None
+    memory_type: str
+    peer_access: tuple[int, ...]
 
     def offset(self, nbytes: int) -> AllocOffset:
         """An operand ``nbytes`` into the allocation.
@@ -78,9 +95,19 @@ class AllocNode(Node):
             raise DefinitionError(f"{self.label}: offset {off} is outside the {self.nbytes}-byte allocation")
         return AllocOffset(self, off)
 
+    @property
+    def default_memory(self) -> bool:
+        """Device memory of the current device, no peer access: what ``cuMemAllocAsync`` gives."""
+        return self.memory_type == "device" and self.device is None and not self.peer_access
+
     def describe(self) -> str:
         freed = f" freed by #{self.freed_by.index}" if self.freed_by is not None else " never freed"
-        return f"{self.nbytes} B{freed}"
+        where = "" if self.memory_type == "device" else f" {self.memory_type}"
+        if self.device is not None and self.memory_type != "host":
+            where += f" on device {self.device}"
+        if self.peer_access:
+            where += f" peers {','.join(map(str, self.peer_access))}"
+        return f"{self.nbytes} B{where}{freed}"
 
     def update(self, **changes: Any) -> Node:
         """Not supported: an allocation's size is fixed once built."""
@@ -110,8 +137,17 @@ class GraphMemoryBuilders(GraphCore):
     __slots__ = ()
 
     @builder
-    def alloc(self, nbytes: int, *, after: After = None, name: str | None = None) -> AllocNode:
-        """Add a device memory allocation that lives inside the graph.
+    def alloc(
+        self,
+        nbytes: int,
+        *,
+        device: Any = None,
+        memory_type: Any = "device",
+        peer_access: Iterable[Any] | None = None,
+        after: After = None,
+        name: str | None = None,
+    ) -> AllocNode:
+        """Add a memory allocation that lives inside the graph.
 
         The returned node is the operand: pass it as a kernel argument, a
         copy's ``src``/``dst`` or a fill's ``dst`` (``node.offset(n)`` for an
@@ -124,6 +160,15 @@ class GraphMemoryBuilders(GraphCore):
         ----------
         nbytes : int
             Bytes to allocate.
+        device : cuda.core Device or int, optional
+            The device the memory resides on (default: the current device when
+            the graph is built). Not for ``"host"`` memory.
+        memory_type : {"device", "host", "managed"}, optional
+            Pinned device memory (default), pinned host memory, or CUDA managed
+            memory; a cuda.core ``GraphMemoryType`` is taken too.
+        peer_access : iterable of cuda.core Device or int, optional
+            Other devices given read-write access to the memory. A device that
+            cannot access the resident one is refused when the graph is built.
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -132,12 +177,26 @@ class GraphMemoryBuilders(GraphCore):
         Returns
         -------
         AllocNode
+
+        Raises
+        ------
+        OperandError
+            ``nbytes``, ``device``, ``memory_type`` or ``peer_access`` is of the
+            wrong type or value (nothing is added).
         """
         what = self._what("alloc", name)
         n = check_size(nbytes, what, "nbytes")
+        kind = _memory_type(memory_type, what)
+        dev = None if device is None else device_ordinal(device, what)
+        if dev is not None and kind == "host":
+            raise OperandError(f"{what}: device={dev} does not apply to host memory (it resides on the host)")
+        peers = _peer_ordinals(peer_access, what)
         node = AllocNode.__new__(AllocNode)
         node.nbytes = n
         node.freed_by = None
+        node.device = dev
+        node.memory_type = kind
+        node.peer_access = peers
         self._place(node, after, what, name or "alloc")
         self._special += 1
         return node
@@ -198,3 +257,23 @@ class GraphMemoryBuilders(GraphCore):
             else:
                 stack.pop()
         return out
+
+
+def _memory_type(value: Any, what: str) -> str:
+    """``memory_type=`` as one of :data:`MEMORY_TYPES` (a str, or an enum whose value is one)."""
+    text = getattr(value, "value", value)
+    if isinstance(text, str) and text.lower() in MEMORY_TYPES:
+        return text.lower()
+    shown = repr(text) if isinstance(text, str) else type(value).__name__
+    raise OperandError(f"{what}: memory_type must be one of {', '.join(MEMORY_TYPES)}, got {shown}")
+
+
+def _peer_ordinals(value: Any, what: str) -> tuple[int, ...]:
+    """``peer_access=`` as a tuple of distinct ordinals, in the order given."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise OperandError(
+            f"{what}: peer_access must be an iterable of cuda.core Devices or int ordinals, got {type(value).__name__}"
+        )
+    return tuple(dict.fromkeys(device_ordinal(d, f"{what}: peer_access") for d in value))

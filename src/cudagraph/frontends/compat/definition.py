@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...definition.core import check_size
-from ...definition.devices import device_ordinal
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...errors import OperandError
@@ -174,15 +173,19 @@ class GraphNode:
         return self._add(MemcpyNode, node)  # type: ignore[no-any-return]
 
     def allocate(self, size: int, *, device: Any = None, memory_type: Any = None, peer_access: Any = None) -> AllocNode:
-        """Add a graph allocation of ``size`` bytes; its :attr:`AllocNode.dptr` is passed to later nodes."""
-        call = "GraphNode.allocate"
-        if peer_access:
-            raise unsupported(call, "peer_access", "access from peer devices")
-        if memory_type is not None and str(getattr(memory_type, "name", memory_type)).upper() not in ("DEVICE",):
-            raise unsupported(call, "memory_type", f"{memory_type!r}; only device memory")
-        if device is not None and device_ordinal(device, f"compat {call}") != 0:
-            raise unsupported(call, "device", f"device {device!r}; allocations are made on the current device")
-        return self._add(AllocNode, self._def._g.alloc(size, after=self._after()))  # type: ignore[no-any-return]
+        """Add a graph allocation of ``size`` bytes; its :attr:`AllocNode.dptr` is passed to later nodes.
+
+        ``device``, ``memory_type`` (``"device"``, ``"host"``, ``"managed"`` or cuda.core's ``GraphMemoryType``)
+        and ``peer_access`` are :meth:`cudagraph.Graph.alloc`'s.
+        """
+        node = self._def._g.alloc(
+            size,
+            device=device,
+            memory_type="device" if memory_type is None else memory_type,
+            peer_access=peer_access,
+            after=self._after(),
+        )
+        return self._add(AllocNode, node)  # type: ignore[no-any-return]
 
     def deallocate(self, dptr: Any) -> FreeNode:
         """Free a graph allocation (the ``dptr`` of an :class:`AllocNode` of this definition)."""
@@ -294,6 +297,21 @@ class AllocNode(GraphNode):
     def bytesize(self) -> int:
         """Size in bytes."""
         return self._node.nbytes  # type: ignore[union-attr, no-any-return]
+
+    @property
+    def device_id(self) -> int | None:
+        """The ordinal of the device the memory resides on (``None``: the current device when built; host memory)."""
+        return self._node.device  # type: ignore[union-attr, no-any-return]
+
+    @property
+    def memory_type(self) -> str:
+        """``"device"``, ``"host"`` or ``"managed"``."""
+        return self._node.memory_type  # type: ignore[union-attr, no-any-return]
+
+    @property
+    def peer_access(self) -> tuple[int, ...]:
+        """Ordinals of the other devices given access."""
+        return self._node.peer_access  # type: ignore[union-attr, no-any-return]
 
 
 class FreeNode(GraphNode):

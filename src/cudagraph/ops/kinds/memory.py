@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...definition.nodes import AllocNode, FreeNode, Node
+from ...driver.alloc_placement import check_peers, fill_alloc_params, stream_pool
 from ...driver.calls import check, require_driver
 from ..operands import pointer_value
 from .base import Builder, KindOps, ParamsEnv, StreamRun
@@ -13,9 +14,11 @@ __all__ = ["OPS", "AllocOps", "FreeOps"]
 
 
 class AllocOps(KindOps):
-    """A ``MEM_ALLOC`` node on the context's device; its address is recorded for the nodes that use it.
+    """A ``MEM_ALLOC`` node placed as the node says (:mod:`cudagraph.driver.alloc_placement`); its address is
+    recorded for the nodes that use it.
 
-    On a stream: ``cuMemAllocAsync``; an eager run frees what the graph does not.
+    On a stream: ``cuMemAllocAsync`` for device memory of the current device with no peers, else
+    ``cuMemAllocFromPoolAsync`` from a pool of the node's placement; an eager run frees what the graph does not.
     """
 
     __slots__ = ()
@@ -26,18 +29,22 @@ class AllocOps(KindOps):
         state = builder.state
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_ALLOC
-        a = p.alloc
-        a.poolProps.allocType = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-        a.poolProps.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-        a.poolProps.location.id = int(state.device())
-        a.bytesize = node.nbytes
+        fill_alloc_params(p.alloc, node, int(state.device()))
         r = builder.add(handle, deps, ndeps, p)
         if not r[0]:
             state.allocs[id(node)] = (node, int(p.alloc.dptr))
         return r
 
     def issue(self, node: AllocNode, stream: Any, run: StreamRun) -> None:
-        addr = check(require_driver().cuMemAllocAsync(node.nbytes, stream), "cuMemAllocAsync", node)
+        drv = require_driver()
+        pool = None
+        if not node.default_memory:  # the devices it names, checked as lowering checks them (device_checks)
+            check_peers(node, int(run.state.device()))
+            pool = stream_pool(node, int(run.state.device()))
+        if pool is None:
+            addr = check(drv.cuMemAllocAsync(node.nbytes, stream), "cuMemAllocAsync", node)
+        else:
+            addr = check(drv.cuMemAllocFromPoolAsync(node.nbytes, pool, stream), "cuMemAllocFromPoolAsync", node)
         run.state.allocs[id(node)] = (node, int(addr))
 
 

@@ -344,8 +344,10 @@ class GraphMachine(RuleBasedStateMachine):
             return
         a = self._node(g, data.draw(idx), data.draw(pick))
         b = self._node(g, data.draw(idx), data.draw(pick))
-        which = data.draw(st.integers(0, 4))
-        if which == 0:
+        which = data.draw(st.integers(0, 5))
+        if which == 5:
+            self._typed(g.remove, a)  # the node (refused: another graph's, junk, an allocation in use)
+        elif which == 0:
             programmatic = [False, False, True, "launch_order", "x"][data.draw(idx) % 5]
             self._typed(g.add_edge, a, b, programmatic=programmatic)
         elif which == 1:

@@ -29,6 +29,7 @@ from .operands import ARG_TYPES_VALID
 from .param import Param, param_dtype
 from .parametrize import ParametrizeMixin
 from .path import Path
+from .removal import remove_node
 from .topology import find_cycle, find_path, format_cycle, kahn_order, keep_order
 from .validation import check_tree
 
@@ -275,6 +276,27 @@ class Graph(Builders, ParametrizeMixin, Drawing):
             attrs.programmatic = [(p, port) for p, port in attrs.programmatic if p is not src]
             if attrs.empty:
                 dst.attrs = None  # type: ignore[attr-defined]
+
+    def remove(self, node: Node) -> None:
+        """Remove ``node`` and its edges (cuda.core's ``GraphNode.destroy``).
+
+        The nodes created after it move down one place (their ``index``). The
+        removed node can no longer be used: naming it in ``after=``, an edge or
+        another removal raises :class:`~cudagraph.errors.ForeignNodeError`.
+        Removing a free node leaves its allocation unfreed; executables made
+        before keep running what they were built from. Not to be called while
+        another thread adds nodes to this graph.
+
+        Raises
+        ------
+        ForeignNodeError
+            ``node`` belongs to another graph, or was removed already.
+        DefinitionError
+            ``node`` is an allocation that a free node frees or another node
+            uses (both named): remove those first.
+        """
+        self._own(node, "remove")
+        remove_node(self, node)
 
     # ------------------------------------------------------------ inspection
     @property

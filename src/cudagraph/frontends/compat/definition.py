@@ -7,12 +7,14 @@ add entry points. Nothing touches the driver until ``instantiate()``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ...definition.core import check_size
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...errors import OperandError
+from .adjacency import Adjacency
 from .common import (
     GraphCompleteOptions,
     GraphCondition,
@@ -92,18 +94,33 @@ class GraphNode:
         return self._node
 
     @property
-    def pred(self) -> set[GraphNode]:
-        """The nodes this one depends on."""
-        if self._node is None:
-            return set()
-        return {self._def._wrap(p) for p in self._node.predecessors}
+    def pred(self) -> Adjacency:
+        """The nodes this one depends on, a live mutable set: adding a node adds the edge, discarding removes it."""
+        return Adjacency(self, succs=False)
+
+    @pred.setter
+    def pred(self, value: Iterable[GraphNode]) -> None:
+        Adjacency(self, succs=False).replace(value)
 
     @property
-    def succ(self) -> set[GraphNode]:
-        """The nodes depending on this one."""
-        if self._node is None:
-            return set()
-        return {self._def._wrap(s) for s in self._node._succs}
+    def succ(self) -> Adjacency:
+        """The nodes depending on this one, a live mutable set (as :attr:`pred`)."""
+        return Adjacency(self, succs=True)
+
+    @succ.setter
+    def succ(self, value: Iterable[GraphNode]) -> None:
+        Adjacency(self, succs=True).replace(value)
+
+    @property
+    def is_valid(self) -> bool:
+        """Whether the node is still in its definition (``False`` once :meth:`destroy` removed it)."""
+        return self._node is None or self._node.graph is self._def._g
+
+    def destroy(self) -> None:
+        """Remove the node and its edges (:meth:`cudagraph.Graph.remove`); nothing for a removed node or the
+        entry point."""
+        if self._node is not None and self.is_valid:
+            self._def._g.remove(self._node)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GraphNode) and other._def is self._def and other._node is self._node

@@ -3,12 +3,12 @@
 #
 #   suite      the GPU tests (python -m pytest -q -m gpu), with the compiled modules
 #   suite_py   the same without them (CUDAGRAPH_NO_C_ENTRY=1: the Python twins), soak tests left out
-#   memcheck   the compiled kinds', update, core, lift and parametrize GPU tests under Compute Sanitizer
-#              (scripts/compute_sanitizer.sh)
+#   memcheck   the compiled kinds', update, core, lift, parametrize and allocation-placement GPU tests under
+#              Compute Sanitizer (scripts/compute_sanitizer.sh)
 #   threads    the CPU tests of the GIL offers and the executable's lock, on this machine's Python
 #   demo       python -m cudagraph demo
 #   bench      bench/construction.py --quick, bench/launch_targets.py, bench/rebind_lifted.py,
-#              bench/materializers.py --quick, bench/build_beside_thread.py
+#              bench/materializers.py --quick, bench/build_beside_thread.py, bench/multi_gpu.py
 #
 # Usage: scripts/gpu_check.sh [OUTDIR] [STAGE...]   (default: ./gpu-check, every stage)
 # Runs from a checkout without installing it (PYTHONPATH=src); builds the compiled modules in place first
@@ -35,7 +35,8 @@ run_stage() {
     suite_py) CUDAGRAPH_NO_C_ENTRY=1 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rs -k "not no_growth and not soak" ;;
     memcheck)
         PYTHON=$PYTHON scripts/compute_sanitizer.sh "$OUT/memcheck-report.log" tests/test_compiled_kinds_gpu.py \
-            tests/test_gpu_updates.py tests/test_gpu_core.py tests/test_gpu_lift.py tests/test_parametrize_gpu.py
+            tests/test_gpu_updates.py tests/test_gpu_core.py tests/test_gpu_lift.py tests/test_parametrize_gpu.py \
+            tests/test_alloc_placement_gpu.py
         ;;
     threads)
         "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_loop_gil_cpu.py tests/test_lift_gil_cpu.py \
@@ -45,7 +46,7 @@ run_stage() {
     bench)
         "$PYTHON" bench/construction.py --quick && "$PYTHON" bench/launch_targets.py &&
             "$PYTHON" bench/rebind_lifted.py && "$PYTHON" bench/materializers.py --quick &&
-            "$PYTHON" bench/build_beside_thread.py
+            "$PYTHON" bench/build_beside_thread.py && "$PYTHON" bench/multi_gpu.py
         ;;
     *)
         echo "gpu_check: unknown stage $1 (suite, suite_py, memcheck, threads, demo, bench)"

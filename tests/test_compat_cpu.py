@@ -125,6 +125,40 @@ def test_allocate_takes_cuda_cores_device_memory_type_and_peer_access():
     assert pairs(gd) == {(0, 1), (1, 2)}
 
 
+def test_nodes_read_back_what_they_were_built_with():
+    class CUevent:  # recognised by type name
+        pass
+
+    def fn() -> None:
+        pass
+
+    ev = CUevent()
+    child = compat.GraphDefinition()
+    gd = compat.GraphDefinition()
+    a = gd.allocate(64)
+    fill = a.memset(a.dptr, np.float32(2.0), 16)
+    copy = fill.memcpy(0x2000, a.dptr, 64)
+    free = copy.deallocate(a.dptr)
+    emb, rec, wait, cb = free.embed(child), gd.record(ev), gd.wait(ev), gd.callback(fn)
+    conds = [gd.create_condition(1) for _ in range(4)]
+    nodes = [gd.if_then(conds[0]), gd.if_else(conds[1]), gd.while_loop(conds[2]), gd.switch(conds[3], 3)]
+    assert (fill.dptr, fill.value, fill.element_size, fill.width, fill.height, fill.pitch) == (
+        a.node,
+        int.from_bytes(np.float32(2.0).tobytes(), "little"),
+        4,
+        16,
+        1,
+        64,  # one row: the row's bytes (the driver does not read it)
+    )
+    assert (copy.dst, copy.src, copy.size) == (0x2000, a.node, 64) and free.dptr is a.node
+    assert emb.child_graph.graph is emb.node.body and (rec.event, wait.event, cb.callback) == (ev, ev, fn)
+    assert [n.cond_type for n in nodes] == ["if", "if", "while", "switch"]
+    assert all(n.condition == c and hash(n.condition) == hash(c) for n, c in zip(nodes, conds))
+    assert conds[0] != conds[1]
+    k = gd.launch(LaunchConfig(grid=(4, 2), block=64, shmem_size=128), K)
+    assert (k.config.grid, k.config.block, k.config.shmem_size) == ((4, 2, 1), (64, 1, 1), 128)
+
+
 def test_debug_dot_print_writes_the_dot(tmp_path):
     gd = compat.GraphDefinition()
     gd.launch(CFG, K).empty()

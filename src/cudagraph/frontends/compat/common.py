@@ -93,6 +93,12 @@ class GraphCondition:
         """The condition as a kernel argument (its driver handle is made when the graph is built)."""
         return self.condition
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GraphCondition) and other.condition is self.condition
+
+    def __hash__(self) -> int:
+        return hash(id(self.condition))
+
     def __repr__(self) -> str:
         return f"<GraphCondition {self.condition.name!r}>"
 

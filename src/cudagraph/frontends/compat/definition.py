@@ -281,6 +281,14 @@ class KernelNode(GraphNode):
         """The kernel."""
         return self._node.kernel  # type: ignore[union-attr]
 
+    @property
+    def config(self) -> Any:
+        """A cuda.core ``LaunchConfig`` of the node's grid, block and shared memory (as cuda.core, without
+        cluster or cooperative)."""
+        from cuda.core import LaunchConfig
+
+        return LaunchConfig(grid=self.grid, block=self.block, shmem_size=self.shmem_size)
+
 
 class EmptyNode(GraphNode):
     """An empty node."""
@@ -293,11 +301,56 @@ class MemsetNode(GraphNode):
 
     __slots__ = ()
 
+    @property
+    def dptr(self) -> Any:
+        """The destination (an int address, a Buffer, an allocation's ``dptr``: what was given)."""
+        return self._node.dst  # type: ignore[union-attr]
+
+    @property
+    def value(self) -> int:
+        """The fill value, as the bits of one element."""
+        return int(self._node.value)  # type: ignore[union-attr]
+
+    @property
+    def element_size(self) -> int:
+        """Element size in bytes (1, 2 or 4)."""
+        return int(self._node.element_size)  # type: ignore[union-attr]
+
+    @property
+    def width(self) -> int:
+        """Elements per row."""
+        return int(self._node.width)  # type: ignore[union-attr]
+
+    @property
+    def height(self) -> int:
+        """Rows."""
+        return int(self._node.height)  # type: ignore[union-attr]
+
+    @property
+    def pitch(self) -> int:
+        """Bytes from one row to the next (with one row, that row's bytes, which the driver does not read)."""
+        return int(self._node.pitch)  # type: ignore[union-attr]
+
 
 class MemcpyNode(GraphNode):
     """A memcpy node."""
 
     __slots__ = ()
+
+    @property
+    def dst(self) -> Any:
+        """The destination, as given."""
+        return self._node.dst  # type: ignore[union-attr]
+
+    @property
+    def src(self) -> Any:
+        """The source, as given."""
+        return self._node.src  # type: ignore[union-attr]
+
+    @property
+    def size(self) -> int:
+        """Bytes copied."""
+        return int(self._node.nbytes)  # type: ignore[union-attr]
 
 
 class AllocNode(GraphNode):
@@ -336,11 +389,21 @@ class FreeNode(GraphNode):
 
     __slots__ = ()
 
+    @property
+    def dptr(self) -> Any:
+        """The allocation freed (its :attr:`AllocNode.dptr`)."""
+        return self._node.alloc  # type: ignore[union-attr]
+
 
 class ChildGraphNode(GraphNode):
     """A child graph."""
 
     __slots__ = ()
+
+    @property
+    def child_graph(self) -> GraphDefinition:
+        """The embedded definition."""
+        return self._def._child(self._node.body)  # type: ignore[union-attr]
 
 
 class EventRecordNode(GraphNode):
@@ -348,17 +411,32 @@ class EventRecordNode(GraphNode):
 
     __slots__ = ()
 
+    @property
+    def event(self) -> Any:
+        """The event recorded."""
+        return self._node.event  # type: ignore[union-attr]
+
 
 class EventWaitNode(GraphNode):
     """An event wait."""
 
     __slots__ = ()
 
+    @property
+    def event(self) -> Any:
+        """The event waited on."""
+        return self._node.event  # type: ignore[union-attr]
+
 
 class HostCallbackNode(GraphNode):
     """A host callback."""
 
     __slots__ = ()
+
+    @property
+    def callback(self) -> Any:
+        """The Python callable."""
+        return self._node.fn  # type: ignore[union-attr]
 
 
 class ConditionalNode(GraphNode):
@@ -370,6 +448,17 @@ class ConditionalNode(GraphNode):
     def branches(self) -> tuple[GraphDefinition, ...]:
         """The bodies, in order."""
         return tuple(self._def._child(b) for b in self._node.bodies)  # type: ignore[union-attr]
+
+    @property
+    def condition(self) -> GraphCondition:
+        """The condition variable that drives the node."""
+        return GraphCondition(self._node.cond)  # type: ignore[union-attr]
+
+    @property
+    def cond_type(self) -> str:
+        """``"if"`` (if and if/else nodes), ``"while"`` or ``"switch"``, as cuda.core's ``GraphConditionalType``."""
+        kind = self._node.kind  # type: ignore[union-attr]
+        return "if" if kind.startswith("if") else kind.rstrip("_")
 
 
 class IfNode(ConditionalNode):

@@ -263,3 +263,18 @@ def test_kernels_in_a_conditional_body_run_on_the_current_device(monkeypatch):
     g2 = cg.Graph("m2")
     g2.child(inner.body)
     device_checks.check_devices(g2)
+
+
+def test_an_eager_run_checks_the_devices_before_issuing_anything(monkeypatch):
+    from cudagraph.materialize import eager
+
+    Machine(monkeypatch, 2, current=0)
+    issued: list[Any] = []
+    monkeypatch.setattr(eager, "ensure_context", lambda: "ctx")
+    monkeypatch.setattr(eager, "stream_handle", lambda s: issued.append(s))
+    g = cg.Graph("m")
+    b = g.alloc(64, device=1, name="remote")
+    g.kernel(K, 1, 32, (b,), after=b, name="near")
+    with pytest.raises(UnsupportedError, match=r"kernel#1 'near' of Graph 'm': argument 0 is alloc#0 'remote'"):
+        eager.run(g, object(), {})
+    assert issued == []  # refused before the stream was even read

@@ -115,6 +115,18 @@ def test_allocations_in_use_are_refused_and_a_free_node_frees_nothing_once_remov
     assert len(g) == 0 and g.num_edges == 0
 
 
+def test_a_body_added_after_a_removal_is_seen():
+    from cudagraph.definition.diff import is_flat
+
+    g = cg.Graph("g")
+    a = g.empty(name="a")
+    g.empty(after=a, name="b")
+    assert is_flat(g)
+    g.remove(a)
+    g.child(cg.Graph("body"), name="nested")  # as many nodes as the graph had when it was last found flat
+    assert not is_flat(g)
+
+
 def test_a_node_of_a_body_is_removed_from_its_body():
     body = cg.Graph("body")
     x = body.empty(name="x")

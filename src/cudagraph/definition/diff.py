@@ -32,6 +32,7 @@ __all__ = [
     "changed_nodes",
     "describe_topology_diff",
     "diff_states",
+    "forget_flat",
     "has_bodies",
     "has_nested_bodies",
     "is_flat",
@@ -160,6 +161,11 @@ def is_flat(graph: Graph) -> bool:
         return False
     _FLAT_PREFIX[graph] = count
     return True
+
+
+def forget_flat(graph: Graph) -> None:
+    """Forget what :func:`is_flat` knows of ``graph`` (its nodes moved: ``Graph.remove``)."""
+    _FLAT_PREFIX.pop(graph, None)
 
 
 def has_bodies(signature: tuple[Any, ...]) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import DefinitionError
+from .diff import forget_flat
 from .edits import before_edit
 from .kinds.graph_memory import AllocNode, FreeNode
 from .node import Node, bodies_of
@@ -70,6 +71,7 @@ def remove_node(graph: Graph, node: Node) -> None:
         i = node.index
         nodes = graph._nodes
         del nodes[i]
+        forget_flat(graph)  # its prefix of flat nodes counted the removed one
         for later in nodes[i:]:
             later.index -= 1
         order = graph._order

@@ -157,9 +157,9 @@ def test_compat_destroy_and_is_valid():
     a = gd.empty()
     b = a.empty()
     c = b.empty()
-    assert a.is_valid and b.is_valid
+    assert a.is_valid is True and b.is_valid is True and gd.is_valid is True
     b.destroy()
-    assert not b.is_valid and a.is_valid and len(gd.nodes()) == 2 and gd.edges() == set()
+    assert b.is_valid is False and a.is_valid and len(gd.nodes()) == 2 and gd.edges() == set()
     b.destroy()  # a destroyed node: nothing
     gd._entry.destroy()  # the entry point: nothing
     assert c.pred == set() and a.succ == set()

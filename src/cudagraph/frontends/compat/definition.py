@@ -544,8 +544,9 @@ class GraphDefinition:
         """The cudagraph definition underneath."""
         return self._g
 
+    @property
     def is_valid(self) -> bool:
-        """Always ``True`` (the definition lives as long as this object)."""
+        """Always ``True`` (the definition lives as long as this object), a property as cuda.core's."""
         return True
 
     def _keep(self, *owners: Any) -> None:

@@ -6,7 +6,7 @@ discarding one removes it (:meth:`cudagraph.Graph.remove_edge`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableSet
+from collections.abc import Callable, Iterable, Iterator, MutableSet
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OperandError
@@ -54,26 +54,21 @@ class Adjacency(MutableSet["GraphNode"]):
     def add(self, value: GraphNode) -> None:
         """Add the edge from ``value`` (to it, for successors); nothing if it exists."""
         other = self._other(value, "succ.add" if self._succs else "pred.add")
-        if value in self:
-            return
-        me: Any = self._owner._node
-        g = self._owner._def._g
-        if self._succs:
-            g.add_edge(me, other)
-        else:
-            g.add_edge(other, me)
+        if value not in self:
+            self._edit(self._owner._def._g.add_edge, other)
 
     def discard(self, value: GraphNode) -> None:
         """Remove the edge from ``value`` (to it, for successors), if there is one."""
-        if value not in self:
-            return
-        other: Any = value._node
-        me: Any = self._owner._node
-        g = self._owner._def._g
+        if value in self:
+            self._edit(self._owner._def._g.remove_edge, value._node)
+
+    def _edit(self, edit: Callable[[Any, Any], None], other: Any) -> None:
+        """``edit(src, dst)`` of the edge between the owner and ``other``, in this set's direction."""
+        me = self._owner._node
         if self._succs:
-            g.remove_edge(me, other)
+            edit(me, other)
         else:
-            g.remove_edge(other, me)
+            edit(other, me)
 
     def replace(self, values: Iterable[GraphNode]) -> None:
         """Make the set ``values`` (the edges of the others removed, the missing ones added)."""

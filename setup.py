@@ -56,6 +56,7 @@ setup(
                 "src/cudagraph/definition/_define_launch.c",
                 "src/cudagraph/definition/_define_ops.c",
                 "src/cudagraph/definition/_define_validate.c",
+                "src/cudagraph/definition/_define_topology.c",
             ],
             depends=["src/cudagraph/definition/_define.h", "src/cudagraph/driver/_two_way.h"],
             extra_compile_args=["-O2"],

@@ -86,7 +86,7 @@ if [[ $# -eq 0 ]]; then
         tests/test_native_simple_cpu.py tests/test_define_place_cpu.py tests/test_operand_fast_paths_cpu.py \
         tests/test_define_ops_cpu.py tests/test_stream_issue_simple_cpu.py tests/test_stream_issue_simple_fuzz.py \
         tests/test_successor_fold_cpu.py tests/test_validate_compiled_cpu.py tests/test_torch_args_cpu.py \
-        tests/test_torch_operands_cpu.py
+        tests/test_torch_operands_cpu.py tests/test_topology_record_cpu.py tests/test_remove_cpu.py
 fi
 status=0
 (cd "$ROOT" && "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts="" "$@") || status=$?

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import random
 import weakref
+from array import array
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import cudagraph as cg
 import cudagraph.executable.executable as _executable
 import cudagraph.executable.updating as _updating
 from cudagraph.definition import diff as _diff
-from cudagraph.definition.diff import has_bodies, node_state, same_value
+from cudagraph.definition.diff import flat_signature, has_bodies, node_state, same_value, type_code
 from cudagraph.definition.nodes import ChildGraphNode, EmptyNode, KernelNode, MemcpyNode, MemsetNode
 from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError
 from cudagraph.executable import compare as _compare
@@ -105,7 +106,10 @@ def test_signature_is_flat_kinds_bodies_and_predecessors(impl):
     c = g.memcpy(0x20000, 0x10000, 16, after=b)
     g.empty(after=[c, a])
     g.empty()
-    assert impl.topology_signature(g) == (MemsetNode, KernelNode, 0, MemcpyNode, 1, EmptyNode, 2, 0, EmptyNode)
+    items = (MemsetNode, KernelNode, 0, MemcpyNode, 1, EmptyNode, 2, 0, EmptyNode)
+    assert impl.topology_signature(g) == flat_signature(items)  # a flat graph: bytes, one int32 an item
+    words = [2 * type_code(i) + 1 if type(i) is type else 2 * i for i in items]  # type: ignore[arg-type]
+    assert flat_signature(items) == array("i", words).tobytes()
     assert not has_bodies(impl.topology_signature(g))
 
     body = cg.Graph("body")
@@ -115,7 +119,7 @@ def test_signature_is_flat_kinds_bodies_and_predecessors(impl):
     e = parent.empty()
     parent.child(body, after=e)
     sig = impl.topology_signature(parent)
-    assert sig == (EmptyNode, ChildGraphNode, ((MemsetNode, MemsetNode, 0),), 0)
+    assert sig == (EmptyNode, ChildGraphNode, (flat_signature((MemsetNode, MemsetNode, 0)),), 0)
     assert has_bodies(sig)
     assert hash(sig) == hash(impl.topology_signature(parent))
 

@@ -22,7 +22,7 @@ pytestmark = needs_native
 
 
 PRELUDE = """
-import ctypes, gc, random, struct, sys
+import array, ctypes, gc, random, struct, sys
 import cudagraph as cg
 from cudagraph.definition.nodes import KernelNode, Node
 from cudagraph.driver.c_entry import NATIVE as native, NATIVE_SLOTS
@@ -122,9 +122,9 @@ def test_signature_compares_types_by_identity_and_runs_no_python_code():
         h = Hostile.__new__(Hostile)
         h.graph, h.index, h.name, h._preds = g, 1, "h", [k0]
         layout = native.Layout(KernelNode, Node)
-        sig = layout.signature([k0, h], (Other, Hostile))
-        print(sig == (KernelNode, Hostile, 0), len(k0._preds), armed)
-        print(layout.signature([k0, h], (Other,)))
+        sig = layout.signature([k0, h], (KernelNode, Other, Hostile))
+        print(sig == array.array("i", [1, 5, 0]).tobytes(), len(k0._preds), armed)
+        print(layout.signature([k0, h], (KernelNode, Other)))
         print(armed)
         """
     )

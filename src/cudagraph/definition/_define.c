@@ -90,7 +90,7 @@ km_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     m->gcore = (PyTypeObject *)Py_NewRef(gcore);
     for (int i = 0; i < S_COUNT; i++)
         m->src[i] = Py_NewRef(PyTuple_GET_ITEM(src, i));
-    static const int node_kept[2] = {N_GRAPH, N_PREDS}, graph_kept[G_COUNT] = {G_NODES, G_PARAMS};
+    static const int node_kept[2] = {N_GRAPH, N_PREDS}, graph_kept[G_COUNT] = {G_NODES, G_PARAMS, G_TOPO};
     Py_ssize_t unused[N_COUNT];
     if (resolve(slots, "node", (PyTypeObject *)node, N_COUNT, unused, m->node_descr, node_kept, 2) < 0 ||
         resolve(slots, "node", (PyTypeObject *)knode, N_COUNT, m->node_at, NULL, NULL, 0) < 0 ||
@@ -312,14 +312,15 @@ PyInit__define(void)
     if (cg_zero == NULL && (cg_zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     if (PyType_Ready(&cg_kernel_method_type) < 0 || PyType_Ready(&cg_path_launch_type) < 0 ||
-        PyType_Ready(&cg_op_method_type) < 0)
+        PyType_Ready(&cg_op_method_type) < 0 || PyType_Ready(&cg_topology_record_type) < 0)
         return NULL;
     PyObject *mod = PyModule_Create(&define_module);
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "KernelMethod", (PyObject *)&cg_kernel_method_type) < 0 ||
         PyModule_AddObjectRef(mod, "PathLaunch", (PyObject *)&cg_path_launch_type) < 0 ||
-        PyModule_AddObjectRef(mod, "OpMethod", (PyObject *)&cg_op_method_type) < 0) {
+        PyModule_AddObjectRef(mod, "OpMethod", (PyObject *)&cg_op_method_type) < 0 ||
+        PyModule_AddObjectRef(mod, "TopologyRecord", (PyObject *)&cg_topology_record_type) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -11,6 +11,8 @@
  *                     into a GraphBuilder), calling Graph.kernel as its Python twin does
  *   _define_validate.c  KernelMethod.validate: Graph.validate's pass over plain kernel nodes (Python twin:
  *                     cudagraph.definition.graph.Graph._validate_steps)
+ *   _define_topology.c  TopologyRecord: a graph's topology written as nodes are placed in C, read by the topology
+ *                     signature (twin: cudagraph.definition.diff.topology_signature)
  */
 #ifndef CG_DEFINE_H
 #define CG_DEFINE_H
@@ -31,7 +33,7 @@ typedef struct {
 /* Slot roles, in the order of DEFINE_SLOTS in cudagraph.definition.kinds.kernel. */
 enum { N_GRAPH, N_INDEX, N_NAME, N_PREDS, N_COUNT };
 enum { K_KERNEL, K_GRID, K_BLOCK, K_SMEM, K_ARGS, K_ATTRS, K_COUNT };
-enum { G_NODES, G_PARAMS, G_COUNT };
+enum { G_NODES, G_PARAMS, G_TOPO, G_COUNT };
 enum { PARAM_NAME, PARAM_DTYPE, PARAM_COUNT };
 /* Sources, in the order of the tuple handed to KernelMethod. */
 enum { S_KERNELS, S_ARG_OK, S_ARG_BUFFERS, S_ARG_TENSORS, S_NODE_CLASSES, S_GRIDS, S_BLOCKS, S_DIMS, S_PARAM, S_COUNT };
@@ -43,7 +45,7 @@ typedef struct {
     PyTypeObject *knode, *node, *gcore; /* KernelNode, Node, GraphCore */
     PyObject *src[S_COUNT];       /* the Python method's own tables */
     PyObject *node_descr[2];      /* Node.graph, Node._preds: a subclass must keep them */
-    PyObject *graph_descr[G_COUNT]; /* GraphCore._nodes, GraphCore._params */
+    PyObject *graph_descr[G_COUNT]; /* GraphCore._nodes, GraphCore._params, GraphCore._topo */
     PyObject *dict;
     Py_ssize_t node_at[N_COUNT], kernel_at[K_COUNT], graph_at[G_COUNT], param_at[PARAM_COUNT];
     Py_ssize_t taken;             /* calls the compiled path answered */
@@ -64,7 +66,7 @@ extern PyObject *cg_str_accessible, *cg_str_is_cuda, *cg_zero;
 void cg_table_clear(TypeTable *t);
 /* The offset of object slot `name` of `tp` (its descriptor kept in *keep when not NULL); -1 with TypeError. */
 int cg_slot_offset(PyTypeObject *tp, PyObject *name, Py_ssize_t *out, PyObject **keep);
-extern PyTypeObject cg_kernel_method_type, cg_path_launch_type, cg_op_method_type;
+extern PyTypeObject cg_kernel_method_type, cg_path_launch_type, cg_op_method_type, cg_topology_record_type;
 /* Graph.kernel: the compiled path, else the Python method (then its types are learned). */
 PyObject *cg_kernel_vectorcall(KernelMethod *m, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 
@@ -86,6 +88,8 @@ int cg_keeps_slots(PyTypeObject *tp, PyObject *const *descr, int count);
 int cg_after_pass(KernelMethod *m, PyObject *self, PyObject *after);
 int cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, PyObject *name);
 void cg_learn_links(KernelMethod *m, PyObject *self, PyObject *node);
+/* _define_topology.c: the new node `node`, at index `i` after `deps` (k of them), in the graph's record. */
+void cg_record_place(KernelMethod *m, PyObject *self, PyObject *node, Py_ssize_t i, PyObject **deps, Py_ssize_t k);
 PyObject *cg_km_place(KernelMethod *m, PyObject *const *argv, Py_ssize_t argc);
 /* Whether the `k` items of `items` are distinct objects: 1, 0, -1 (no memory, error set). Runs no Python code. */
 int cg_distinct(PyObject **items, Py_ssize_t k);

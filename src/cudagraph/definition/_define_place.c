@@ -121,6 +121,8 @@ cg_place_node(KernelMethod *m, PyObject *self, PyObject *node, PyObject *after, 
     SLOT(node, m->node_at[N_NAME]) = Py_NewRef(name);
     SLOT(node, m->node_at[N_PREDS]) = Py_NewRef(preds);
     r = PyList_Append(nodes, node) < 0 ? -1 : 1; /* (on an error the caller releases the node whole) */
+    if (r == 1)
+        cg_record_place(m, self, node, i, deps, k); /* runs no Python code either */
 done:
     Py_XDECREF(index);
     Py_XDECREF(preds);

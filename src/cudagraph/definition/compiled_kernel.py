@@ -37,7 +37,7 @@ DEFINE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
     {
         "node": ("graph", "index", "name", "_preds"),
         "kernel_node": ("kernel", "grid", "block", "shared_mem", "args", "attrs"),
-        "graph": ("_nodes", "_params"),
+        "graph": ("_nodes", "_params", "_topo"),
         "param": ("name", "dtype"),
     }
 )
@@ -85,4 +85,7 @@ def install_compiled_kernel() -> Any:
         setattr(KernelBuilders, "kernel", method)  # noqa: B010 - mypy knows the Python signature
     GraphCore._placer = None if method is None else method.place  # the other builders place their node in C
     GraphCore._validator = None if method is None else method.validate  # validate passes plain kernel nodes in C
+    # Each new graph records its topology as nodes are placed in C (_define_topology.c: the signature at
+    # N = 100,000 no longer walks the nodes).
+    GraphCore._record_type = None if method is None else define_module().TopologyRecord
     return method

@@ -92,6 +92,7 @@ class GraphCore:
         "_edge_set",
         "_edge_seen",
         "_lock",
+        "_topo",
         "__weakref__",
     )
 
@@ -124,6 +125,10 @@ class GraphCore:
         # Held by add_edge, remove_edge and _fold (builders need no lock: see Graph); reentrant, as the
         # edits read successor lists, which may fold the nodes other threads added meanwhile.
         self._lock = threading.RLock()
+        # The topology as nodes are placed in C (_define_topology.c), read by the topology signature; None
+        # without the compiled module, and once an edit changed an existing node's predecessors or index.
+        record = self._record_type
+        self._topo: Any = None if record is None else record()
 
     def __copy__(self) -> GraphCore:
         raise DefinitionError(
@@ -195,6 +200,8 @@ class GraphCore:
     #: ``KernelMethod.validate`` of the compiled ``Graph.kernel``, or ``None``: passes runs of plain kernel nodes
     #: in :meth:`Graph.validate <cudagraph.Graph.validate>` in C.
     _validator: ClassVar[Any] = None
+    #: ``TopologyRecord`` of the compiled module (``_define_topology.c``), made for each graph, or ``None``.
+    _record_type: ClassVar[Any] = None
 
     def _place(self, node: Node, after: Any, what: str | None, name: Any) -> Node:
         """Place the new ``node`` (its own fields set) in this graph after ``after``, named ``name``.
@@ -219,7 +226,14 @@ class GraphCore:
         nodes.append(node)
         # The position it took, even if another thread added a node meanwhile.
         node.index = i if nodes[i] is node else nodes.index(node, i)
+        self._record(node)
         return node
+
+    def _record(self, node: Node) -> None:
+        """Write ``node``, just appended by Python code, in the topology record (dropped if it cannot take it)."""
+        record = self._topo
+        if record is not None and not record.add(node):
+            self._topo = None
 
     def _fold(self) -> None:
         """Add the edges of the nodes added since the last fold to their predecessors' successor lists

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import itertools
 import operator
+import threading
 import weakref
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,10 @@ __all__ = [
     "describe_topology_diff",
     "diff_states",
     "forget_flat",
+    "CODED_CLASSES",
+    "flat_signature",
     "has_bodies",
+    "type_code",
     "has_nested_bodies",
     "is_flat",
     "node_state",
@@ -69,21 +74,54 @@ def _body_slots(cls: type[Node]) -> tuple[str, ...]:
     return slots
 
 
-def topology_signature(graph: Graph, _bodies: dict[int, tuple[Any, ...]] | None = None) -> tuple[Any, ...]:
+#: Node classes without nested bodies, by their code in a flat graph's signature (assigned on first sight,
+#: under :data:`_CODES_LOCK`; the compiled signatures read this tuple, comparing classes by identity).
+CODED_CLASSES: tuple[type, ...] = ()
+#: ``id(cls) -> code`` (a class is kept in :data:`CODED_CLASSES`, so its id stays its own; no class is hashed).
+_CODE_OF: dict[int, int] = {}
+_CODES_LOCK = threading.Lock()
+
+
+def type_code(cls: type) -> int:
+    """The code of the node class ``cls`` (one without nested bodies): its position in :data:`CODED_CLASSES`."""
+    global CODED_CLASSES
+    code = _CODE_OF.get(id(cls))
+    if code is None:
+        with _CODES_LOCK:
+            code = _CODE_OF.get(id(cls))
+            if code is None:
+                code = len(CODED_CLASSES)
+                CODED_CLASSES = (*CODED_CLASSES, cls)
+                _CODE_OF[id(cls)] = code
+    return code
+
+
+def flat_signature(items: Sequence[Any]) -> bytes:
+    """The signature of a flat graph from its items (a node's class, then its predecessors' indices, per node):
+    one native int32 per item, ``2 * code + 1`` for a class and ``2 * index`` for an index."""
+    words = array("i", [2 * i if type(i) is int else 2 * type_code(i) + 1 for i in items])
+    return words.tobytes()
+
+
+def topology_signature(graph: Graph, _bodies: dict[int, Any] | None = None) -> Any:
     """A hashable value equal for two definitions with the same nodes kinds, order and edges.
 
     Nested bodies (child graphs, conditional branches) are included.
 
-    The value is one flat tuple: for each node in creation order, its class,
-    then (for a node with nested bodies) a tuple of the bodies' signatures,
-    then the indices of its predecessors in edge order. Classes, tuples and
-    ints never compare equal to one another, so two definitions share a
-    signature only when they agree node by node.
+    For each node in creation order: its class, then (for a node with nested
+    bodies) a tuple of the bodies' signatures, then the indices of its
+    predecessors in edge order. A graph with no nested bodies gets these
+    items as :func:`flat_signature` bytes (classes by :func:`type_code`, four bytes an item): the
+    compiled signatures write the same bytes, from the nodes or from the
+    topology the builders recorded. A graph with nested bodies gets them as one
+    flat tuple. Classes, tuples and ints never compare equal to one another,
+    so two definitions share a signature only when they agree node by node.
     """
     out: list[Any] = []
     append = out.append
     kernel = _FAST_KERNEL  # the most common kind, which holds no body: no lookup
     body_slots = _BODY_SLOTS
+    nested = False
     for n in graph._nodes:
         t = type(n)
         append(t)
@@ -92,6 +130,7 @@ def topology_signature(graph: Graph, _bodies: dict[int, tuple[Any, ...]] | None 
             if slots is None:
                 slots = _body_slots(t)
             if slots:
+                nested = True
                 bodies = bodies_of(n)
                 if _bodies is None:
                     _bodies = {}
@@ -105,10 +144,10 @@ def topology_signature(graph: Graph, _bodies: dict[int, tuple[Any, ...]] | None 
                 append(preds[0].index)
             else:
                 out.extend([p.index for p in preds])
-    return tuple(out)
+    return tuple(out) if nested else flat_signature(out)
 
 
-def _nested_signature(graph: Graph, done: dict[int, tuple[Any, ...]]) -> None:
+def _nested_signature(graph: Graph, done: dict[int, Any]) -> None:
     """Put the :func:`topology_signature` of ``graph`` and of the graphs nested in it in ``done``, by ``id()``.
 
     The deepest first, on an explicit stack: bodies may nest deeper than recursion goes.
@@ -168,9 +207,10 @@ def forget_flat(graph: Graph) -> None:
     _FLAT_PREFIX.pop(graph, None)
 
 
-def has_bodies(signature: tuple[Any, ...]) -> bool:
-    """Whether a :func:`topology_signature` has a node with nested bodies (child graph, conditional)."""
-    return tuple in set(map(type, signature))
+def has_bodies(signature: Any) -> bool:
+    """Whether a :func:`topology_signature` has a node with nested bodies (child graph, conditional): a tuple
+    holding a tuple (a flat graph's signature is bytes)."""
+    return type(signature) is tuple and tuple in set(map(type, signature))
 
 
 #: type -> whether its values are equal only when they are the same object (kept for

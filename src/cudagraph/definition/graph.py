@@ -237,6 +237,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
             if src.index > dst.index:
                 self._ordered = False
         before_edit(self)
+        self._topo = None  # an existing node's predecessors change: the record no longer speaks for the graph
         dst._preds.append(src)
         src._succ_list.append(dst)
         edges.add((src, dst))
@@ -267,6 +268,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         if (src, dst) not in edges:
             raise DefinitionError(f"remove_edge: there is no edge {src.label} -> {dst.label}")
         edges.discard((src, dst))
+        self._topo = None  # (see _link)
         # O(1) expected whatever the fan-in or fan-out (the last entry takes the removed one's place)
         drop_entry(dst, dst._preds, src, succs=False)
         drop_entry(src, src._succ_list, dst, succs=True)

@@ -64,6 +64,7 @@ def remove_node(graph: Graph, node: Node) -> None:
                 named = ", ".join(u.label for u in users[:3]) + more
                 raise DefinitionError(f"remove: {node.label} is used by {named}; remove its users first")
         before_edit(graph)
+        graph._topo = None  # the nodes after it take new indices: the record no longer speaks for the graph
         for p in list(node._preds):
             graph._unlink(p, node)
         for s in list(node._succs):

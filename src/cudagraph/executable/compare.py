@@ -57,13 +57,10 @@ _value_types: tuple[Any, ...] = ()
 #: Node classes without nested bodies, and those with (a graph holding one is signed in Python).
 _FLAT: set[type] = set()
 _NESTED: set[type] = set()
-#: :data:`_FLAT` as the tuple ``Layout.signature`` reads (it compares types by identity).
-_FLAT_TYPES: tuple[type, ...] = ()
 
 
 def _learn(graph: Graph) -> bool:
     """Classify the node classes of ``graph``; ``True`` when none has nested bodies."""
-    global _FLAT_TYPES
     flat = True
     for cls in {type(n) for n in graph._nodes}:
         if cls in _FLAT:
@@ -73,19 +70,26 @@ def _learn(graph: Graph) -> bool:
             flat = False
         else:
             _FLAT.add(cls)
-    _FLAT_TYPES = tuple(_FLAT)  # (made from the set each time: a class another thread added is not lost)
+            _diff.type_code(cls)  # the signatures written in C read the codes
     return flat
 
 
-def topology_signature(graph: Graph) -> tuple[Any, ...]:
-    """:func:`cudagraph.definition.diff.topology_signature`, computed in C where possible."""
+def topology_signature(graph: Graph) -> Any:
+    """:func:`cudagraph.definition.diff.topology_signature`, computed in C where possible: from the topology the
+    builders recorded (``Graph._topo``, when it saw every node and no edit since), else from the nodes."""
     layout = _LAYOUT if _layout_ready else _layout()
     if layout is not None:
-        sig = layout.signature(graph._nodes, _FLAT_TYPES)
+        codes = _diff.CODED_CLASSES
+        record = getattr(graph, "_topo", None)  # (a graph placed in C; _Nodes has none)
+        if record is not None:
+            sig = record.signature(graph._nodes, codes)
+            if sig is not None:
+                return sig
+        sig = layout.signature(graph._nodes, codes)
         if sig is None and _learn(graph):
-            sig = layout.signature(graph._nodes, _FLAT_TYPES)
+            sig = layout.signature(graph._nodes, codes)
         if sig is not None:
-            return sig  # type: ignore[no-any-return]
+            return sig
     return _diff.topology_signature(graph)
 
 
@@ -98,7 +102,7 @@ class _Nodes:
         self._nodes = nodes
 
 
-def nodes_signature(nodes: list[Node]) -> tuple[Any, ...]:
+def nodes_signature(nodes: list[Node]) -> Any:
     """:func:`topology_signature` of a definition whose top-level nodes are ``nodes`` (a list recorded earlier:
     nodes appended to the definition since are left out; the predecessors are read now)."""
     return topology_signature(cast("Graph", _Nodes(nodes)))

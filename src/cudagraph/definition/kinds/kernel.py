@@ -361,6 +361,8 @@ class KernelBuilders(GraphCore):
         nodes.append(node)
         if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
             node.index = nodes.index(node, i)
+        if self._topo is not None:
+            self._record(node)
         return node
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:

@@ -127,6 +127,19 @@ def test_a_body_added_after_a_removal_is_seen():
     assert not is_flat(g)
 
 
+def test_a_subclass_whose_init_takes_other_arguments_removes_too():
+    class Named(cg.Graph):
+        __slots__ = ()
+
+        def __init__(self, prefix: str, number: int) -> None:
+            super().__init__(f"{prefix}{number}")
+
+    g = Named("g", 1)
+    a = g.empty(name="a")
+    g.remove(a)
+    assert a.graph.name == "<removed from g1>" and type(a.graph) is Named and len(g) == 0
+
+
 def test_a_node_of_a_body_is_removed_from_its_body():
     body = cg.Graph("body")
     x = body.empty(name="x")

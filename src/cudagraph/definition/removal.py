@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import DefinitionError
+from .core import GraphCore
 from .diff import forget_flat
 from .edits import before_edit
 from .kinds.graph_memory import AllocNode, FreeNode
@@ -84,5 +85,7 @@ def remove_node(graph: Graph, node: Node) -> None:
         if type(node) is FreeNode:
             assert isinstance(node, FreeNode)
             node.alloc.freed_by = None
-        node.graph = type(graph)(f"<removed from {graph.name}>")
+        tomb = type(graph).__new__(type(graph))  # (a subclass's own __init__ is not called)
+        GraphCore.__init__(tomb, f"<removed from {graph.name}>")
+        node.graph = tomb
         node._succ_list = []

@@ -232,10 +232,6 @@ def worker(rank: int, world: int, n: int, steps: int, comm: str, rendezvous: Any
         r.comm.close()
 
 
-def _spawned(rank: int, world: int, n: int, steps: int, comm: str, rendezvous: Any) -> None:
-    worker(rank, world, n, steps, comm, rendezvous)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world", type=int, default=0, help="processes, one per GPU (default: every GPU)")
@@ -273,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rendezvous = (Path(tmp) / "rendezvous").as_uri()
         try:
-            mp.spawn(_spawned, args=(world, args.n, args.steps, args.comm, rendezvous), nprocs=world)
+            mp.spawn(worker, args=(world, args.n, args.steps, args.comm, rendezvous), nprocs=world)
         except mp.ProcessExitedException as exc:  # a process found its results differ (its message is printed)
             print(f"data_parallel: {exc}")
             return 1

@@ -128,10 +128,8 @@ cg_record_place(KernelMethod *m, PyObject *self, PyObject *node, Py_ssize_t i, P
     }
     if (usable && reserve(r, 1 + k) == 0 && hold(r, Py_TYPE(node)) == 0 && append(r, index, k) == 0)
         return;
-    else {
-        PyErr_Clear(); /* (no memory: the signature reads the nodes) */
-        drop(m, self);
-    }
+    PyErr_Clear(); /* (no memory: the signature reads the nodes) */
+    drop(m, self);
 }
 
 /* The int `index` attribute of `obj` (>= 0), -1 when it is not one, -2 with an error set. */

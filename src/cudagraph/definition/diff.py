@@ -30,21 +30,21 @@ if TYPE_CHECKING:
     from .graph import Graph
 
 __all__ = [
+    "CODED_CLASSES",
     "bodies_of",
     "changed_nodes",
     "describe_topology_diff",
     "diff_states",
-    "forget_flat",
-    "CODED_CLASSES",
     "flat_signature",
+    "forget_flat",
     "has_bodies",
-    "type_code",
     "has_nested_bodies",
     "is_flat",
     "node_state",
     "same_value",
     "state_fields",
     "topology_signature",
+    "type_code",
 ]
 
 _SLOTS_CACHE: dict[type, tuple[str, ...]] = {}

@@ -54,8 +54,8 @@ _layout_ready = False
 #: :func:`cudagraph.driver.kernel_args.value_types`, read by :func:`_layout` (the numpy scalar types the diff
 #: compares by value in C).
 _value_types: tuple[Any, ...] = ()
-#: Node classes without nested bodies, and those with (a graph holding one is signed in Python).
-_FLAT: set[type] = set()
+#: Node classes with nested bodies (a graph holding one is signed in Python); those without are the
+#: definition layer's coded classes (:data:`cudagraph.definition.diff.CODED_CLASSES`).
 _NESTED: set[type] = set()
 
 
@@ -63,14 +63,11 @@ def _learn(graph: Graph) -> bool:
     """Classify the node classes of ``graph``; ``True`` when none has nested bodies."""
     flat = True
     for cls in {type(n) for n in graph._nodes}:
-        if cls in _FLAT:
-            continue
         if cls in _NESTED or _diff.has_nested_bodies(cls):
             _NESTED.add(cls)
             flat = False
         else:
-            _FLAT.add(cls)
-            _diff.type_code(cls)  # the signatures written in C read the codes
+            _diff.type_code(cls)  # coded once: the signatures written in C read the codes
     return flat
 
 
@@ -86,8 +83,8 @@ def topology_signature(graph: Graph) -> Any:
             if sig is not None:
                 return sig
         sig = layout.signature(graph._nodes, codes)
-        if sig is None and _learn(graph):
-            sig = layout.signature(graph._nodes, codes)
+        if sig is None and _learn(graph):  # (which may code new classes: the tuple is read again)
+            sig = layout.signature(graph._nodes, _diff.CODED_CLASSES)
         if sig is not None:
             return sig
     return _diff.topology_signature(graph)

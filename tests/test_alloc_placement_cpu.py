@@ -278,3 +278,40 @@ def test_an_eager_run_checks_the_devices_before_issuing_anything(monkeypatch):
     with pytest.raises(UnsupportedError, match=r"kernel#1 'near' of Graph 'm': argument 0 is alloc#0 'remote'"):
         eager.run(g, object(), {})
     assert issued == []  # refused before the stream was even read
+
+
+def test_a_profile_checks_the_devices_before_timing_anything(monkeypatch):
+    from cudagraph.executable import profile
+
+    Machine(monkeypatch, 2, current=0)
+    created: list[Any] = []
+    monkeypatch.setattr(profile, "ensure_context", lambda: "ctx")
+    monkeypatch.setattr(profile, "stream_handle", lambda s: 7)
+    monkeypatch.setattr(drv, "cuEventCreate", lambda flags: created.append(flags) or (SUCCESS, drv.CUevent()))
+    g = cg.Graph("m")
+    b = g.alloc(64, device=1, name="remote")
+    g.kernel(K, 1, 32, (b,), after=b, name="near")
+    with pytest.raises(UnsupportedError, match=r"kernel#1 'near' of Graph 'm': argument 0 is alloc#0 'remote'"):
+        profile.profile_graph(g, object(), 1, {})
+    assert created == []  # refused before any event was made or node issued
+
+
+def test_an_allocation_issued_on_a_stream_asks_no_peer_path_again(monkeypatch):
+    """The devices are checked once per run (check_devices_of), not again by each allocation's issue."""
+    from types import SimpleNamespace
+
+    from cudagraph.ops.kinds import memory
+    from cudagraph.ops.registry import ops_for
+
+    Machine(monkeypatch, 2, current=0)
+    asked: list[Any] = []
+    monkeypatch.setattr(drv, "cuDeviceCanAccessPeer", lambda a, b: asked.append((int(a), int(b))) or (SUCCESS, 1))
+    monkeypatch.setattr(memory, "stream_pool", lambda node, current: "pool")
+    monkeypatch.setattr(drv, "cuMemAllocFromPoolAsync", lambda n, pool, s: (SUCCESS, drv.CUdeviceptr(0x1000)))
+    g = cg.Graph("m")
+    a = g.alloc(64, peer_access=[1], name="shared")
+    device_checks.check_devices_of(g)
+    assert asked == [(1, 0)]
+    run = SimpleNamespace(state=SimpleNamespace(device=lambda: 0, allocs={}))
+    ops_for(a).issue(a, "stream", run)
+    assert asked == [(1, 0)] and run.state.allocs == {id(a): (a, 0x1000)}

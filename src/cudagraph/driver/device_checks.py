@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from ..definition.diff import is_flat
 from ..definition.node import bodies_of
 from ..definition.nodes import AllocNode, AllocOffset, KernelNode
 from ..errors import UnsupportedError
@@ -24,7 +25,7 @@ from .devices import primary_context
 if TYPE_CHECKING:
     from ..definition.graph import Graph
 
-__all__ = ["check_devices"]
+__all__ = ["check_devices", "check_devices_of"]
 
 
 class _Current:
@@ -39,6 +40,22 @@ class _Current:
         if self._ordinal is None:
             self._ordinal = int(check(require_driver().cuCtxGetDevice(), "cuCtxGetDevice"))
         return self._ordinal
+
+
+def check_devices_of(graph: Graph) -> None:
+    """:func:`check_devices` where ``graph`` can need it: a flat graph of no allocation, conditional and no
+    kernel with ``device=`` asks nothing of the devices (those count in ``graph._special``), and is skipped.
+
+    Every path that issues or adds a definition's nodes (explicit lowering, an eager run, a profile) calls
+    this once before its first node.
+
+    Raises
+    ------
+    UnsupportedError
+        As :func:`check_devices`.
+    """
+    if graph._special or not is_flat(graph):
+        check_devices(graph)
 
 
 def check_devices(graph: Graph, current: int | None = None) -> None:

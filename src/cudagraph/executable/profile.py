@@ -25,6 +25,7 @@ from ..definition.bindings import resolve_bindings
 from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver.calls import check, ensure_context, require_driver
+from ..driver.device_checks import check_devices_of
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
@@ -239,6 +240,7 @@ def _time_nodes(
                 f"profile: {n.label} of Graph {graph.name!r} runs only inside a graph and cannot be timed alone; "
                 "time the whole launch with exe.launch between events instead"
             )
+    check_devices_of(graph)  # devices and peers, as lowering and an eager run check them
     drv = require_driver()
     events = [check(drv.cuEventCreate(0), "cuEventCreate") for _ in range(2 * len(order))]
     samples: dict[int, list[float]] = {id(n): [] for n in order}

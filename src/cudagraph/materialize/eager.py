@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.bindings import resolve_bindings
-from ..definition.diff import is_flat
 from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver import stream_launch
 from ..driver.calls import check, ensure_context, raise_error, require_driver
-from ..driver.device_checks import check_devices
+from ..driver.device_checks import check_devices_of
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK, compiled_bindings
 from ..driver.streams import stream_handle
@@ -109,8 +108,7 @@ def run(graph: Graph, stream: Any, params: dict[str, Any]) -> None:
     bindings = resolve_bindings(graph, params)
     drv = require_driver()
     ensure_context()
-    if graph._special or not is_flat(graph):  # devices and peers, as explicit lowering checks them
-        check_devices(graph)
+    check_devices_of(graph)
     h = stream_handle(stream)
     sink: list[Any] = []
     keys: list[int] = []

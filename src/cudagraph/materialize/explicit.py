@@ -17,13 +17,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from ..definition.bindings import node_params_uses
-from ..definition.diff import is_flat
 from ..definition.graph import Graph
 from ..definition.nodes import KernelNode, Node
 from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
-from ..driver.device_checks import check_devices
+from ..driver.device_checks import check_devices_of
 from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, kernel_info
 from ..driver.node_params_pool import give, take
@@ -384,8 +383,7 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
     """
     drv = require_driver()
     ctx = ensure_context()
-    if graph._special or not is_flat(graph):  # (device= counts in _special)
-        check_devices(graph)
+    check_devices_of(graph)
     handle = create_graph()
     lowering = Lowering(ctx, bindings, sink)
     try:

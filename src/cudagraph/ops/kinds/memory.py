@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...definition.nodes import AllocNode, FreeNode, Node
-from ...driver.alloc_placement import check_peers, fill_alloc_params, stream_pool
+from ...driver.alloc_placement import fill_alloc_params, stream_pool
 from ...driver.calls import check, require_driver
 from ..operands import pointer_value
 from .base import Builder, KindOps, ParamsEnv, StreamRun
@@ -38,8 +38,7 @@ class AllocOps(KindOps):
     def issue(self, node: AllocNode, stream: Any, run: StreamRun) -> None:
         drv = require_driver()
         pool = None
-        if not node.default_memory:  # the devices it names, checked as lowering checks them (device_checks)
-            check_peers(node, int(run.state.device()))
+        if not node.default_memory:  # (its devices were checked before the first node: check_devices_of)
             pool = stream_pool(node, int(run.state.device()))
         if pool is None:
             addr = check(drv.cuMemAllocAsync(node.nbytes, stream), "cuMemAllocAsync", node)

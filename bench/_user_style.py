@@ -245,6 +245,25 @@ def user_ratios(rows: Sequence[UserRow]) -> list[dict[str, Any]]:
     return out
 
 
+def reachable_lines(rows: Sequence[UserRow]) -> list[str]:
+    """Per shape, the lowest end to end any explicit builder can reach, over cuda.core capture: the user's own
+    code, the C loop of ``cuGraphAddNode`` and ``cuGraphInstantiate`` of the same graph, and nothing else.
+    A target below that ratio cannot be met on this machine by any implementation."""
+    out = []
+    for r in rows:
+        user, add, inst, cap = (r.us(k) for k in ("user_code", "floor", "instantiate", "capture"))
+        if None in (user, add, inst) or not cap:
+            continue
+        assert user is not None and add is not None and inst is not None
+        low = user + add + inst
+        out.append(
+            f"- lowest reachable end to end / cuda.core capture [{r.shape}, {r.nodes} nodes]: {low / cap:.3f} x "
+            f"(the user's code {user:.3f} + C cuGraphAddNode loop {add:.3f} + cuGraphInstantiate {inst:.3f} = "
+            f"{low:.3f} µs/node, against {cap:.3f}; target {TARGET_VS_CAPTURE[r.shape]}x)"
+        )
+    return out
+
+
 def scaling_ratios(per_node: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
     """Per-node cost of each phase at the largest N over N = 1000 (``per_node[N][phase]`` in µs)."""
     if 1000 not in per_node or len(per_node) < 2:

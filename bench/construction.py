@@ -943,6 +943,7 @@ def run_user_style(
         ],
         "table": _user.user_table(rows),
         "ratios": _user.user_ratios(rows) + _user.scaling_ratios(scaling),
+        "reachable": _user.reachable_lines(rows),
         "scaling_us_per_node": {str(n): v for n, v in scaling.items()},
         "scaling_table": _user.scaling_table(scaling),
         "memory_bytes_per_node": {"cudagraph": ours, "cuda.core GraphDefinition": core},
@@ -1012,6 +1013,8 @@ def print_user_style(user: dict[str, Any]) -> None:
     print("\n### User-style ratios (target in brackets)\n")
     for r in user["ratios"]:
         print(_user.ratio_line(r))
+    for line in user.get("reachable", ()):
+        print(line)
 
 
 def print_shared(rows: list[Row]) -> None:

@@ -137,6 +137,12 @@ def test_the_user_table_and_its_verdicts():
     ]
     line = us.ratio_line(us.user_ratios([dag])[1])
     assert line == "- end to end / cuda.core capture [dag, 1026 nodes]: 0.667 x (target <= 0.6x) MISS"
+    dag.add("user_code", 0.5 * 1026 * 1e-6)
+    dag.add("instantiate", 1.0 * 1026 * 1e-6)
+    assert us.reachable_lines([chain, dag]) == [  # the chain has no floor column: no line
+        "- lowest reachable end to end / cuda.core capture [dag, 1026 nodes]: 0.600 x (the user's code 0.500 + C "
+        "cuGraphAddNode loop 0.300 + cuGraphInstantiate 1.000 = 1.800 µs/node, against 3.000; target 0.6x)"
+    ]
 
 
 def test_the_scaling_table_and_its_verdicts():

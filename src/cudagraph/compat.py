@@ -1,4 +1,4 @@
-"""``cudagraph.compat``: cuda.core 1.2's graph API, built explicitly on a cudagraph :class:`~cudagraph.Graph`.
+r"""``cudagraph.compat``: cuda.core 1.2's graph API, built explicitly on a cudagraph :class:`~cudagraph.Graph`.
 
 Both halves of cuda.core's graph API, so that a program written against cuda.core runs by
 changing its imports (``from cudagraph.compat import Device, GraphBuilder, GraphDefinition, launch``):
@@ -18,8 +18,12 @@ changing its imports (``from cudagraph.compat import Device, GraphBuilder, Graph
 
 Nothing touches the driver until ``instantiate()`` / ``complete()``, which builds the graph
 explicitly (``cuGraphCreate`` + ``cuGraphAddNode``) and returns an :class:`~cudagraph.Executable`
-(``launch(stream)``, ``upload(stream)``, ``close()``). A signature or a use this layer does not
-support (a ctypes callback, peer access, host allocations, debug print flags, a capture mode
+(cuda.core's executable ``Graph``, exported under that name: ``launch(stream)``, ``upload(stream)``,
+``update(definition)``, ``close()``, ``is_closed``, and ``exe[node]``, the views
+``ExecutableKernelNode`` ... ``ExecutableChildGraphNode`` whose ``update`` changes the node in the
+executable only, kernel / memcpy / memset views with ``enable()``, ``disable()``, ``is_enabled``).
+A signature or a use this layer does not support (a ctypes callback, ``user_data``, debug print flags,
+node ``handle``\ s before instantiation, a capture mode
 other than ``"relaxed"``, a builder used before ``begin_building()`` or after ``end_building()``,
 builders of different graphs joined) raises :class:`~cudagraph.errors.OperandError` naming the
 call and the argument, and adds nothing.

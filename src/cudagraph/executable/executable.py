@@ -228,8 +228,21 @@ class Executable(Binding, Updating):
         """``True`` after :meth:`close`."""
         return self._exec is None
 
+    @property
+    def is_closed(self) -> bool:
+        """:attr:`closed`, by cuda.core's name."""
+        return self._exec is None
+
     def __getitem__(self, node: Node) -> ExecutableNode:
-        """A view of ``node`` in this executable (``exe[node].update(...)``, ``.disable()``)."""
+        """A view of ``node`` in this executable (``exe[node].update(...)``, ``.disable()``).
+
+        A key that is not a :class:`~cudagraph.Node` but whose class has an ``_executable_view(exe)``
+        method (a :mod:`cudagraph.compat` node) is asked for its own view.
+        """
+        if not isinstance(node, Node):
+            view = getattr(type(node), "_executable_view", None)
+            if view is not None:
+                return view(node, self)  # type: ignore[no-any-return]
         self.driver_node(node)
         return ExecutableNode(self, node)
 

@@ -177,7 +177,8 @@ class Updating(ExecutableBase):
         ----------
         graph : Graph
             The new definition (it may be the same object, changed with
-            :meth:`Node.update`).
+            :meth:`Node.update`), or a :mod:`cudagraph.compat` ``GraphDefinition`` or
+            ``GraphBuilder`` (its ``graph``).
         reinstantiate_if_needed : bool
             When the topology differs (or the driver refuses the update),
             instantiate ``graph`` afresh instead of raising.
@@ -198,7 +199,13 @@ class Updating(ExecutableBase):
         """
         self._require_open()
         if not isinstance(graph, Graph):
-            raise OperandError(f"update() expects a cudagraph.Graph, got {type(graph).__name__}")
+            inner = getattr(graph, "graph", None)  # a compat GraphDefinition or GraphBuilder holds one
+            if not isinstance(inner, Graph):
+                raise OperandError(
+                    f"update() expects a cudagraph.Graph (or a compat GraphDefinition / GraphBuilder), "
+                    f"got {type(graph).__name__}"
+                )
+            graph = inner
         new_sig = _signature if _signature is not None else topology_signature(graph)
         shape = self._shape()
         same_sig = new_sig is shape.signature or new_sig == shape.signature

@@ -2,11 +2,14 @@
 built explicitly.
 
 ``common`` (options, conditions, refusals, the one kernel add), ``definition`` (``GraphDefinition``
-and its nodes), ``builder`` (``GraphBuilder``), ``entry`` (``Device`` and ``launch``).
+and its nodes), ``updates`` (cuda.core's update keywords in cudagraph's terms), ``exec_views`` (``exe[node]``),
+``builder`` (``GraphBuilder``), ``entry`` (``Device`` and ``launch``). ``Graph``, cuda.core's executable, is
+:class:`cudagraph.Executable`.
 """
 
 from __future__ import annotations
 
+from ...executable.executable import Executable as Graph
 from .builder import GraphBuilder
 from .common import GraphCompleteOptions, GraphCondition, GraphDebugPrintOptions
 from .definition import (
@@ -29,6 +32,16 @@ from .definition import (
     WhileNode,
 )
 from .entry import Device, launch
+from .exec_views import (
+    ExecutableChildGraphNode,
+    ExecutableEventRecordNode,
+    ExecutableEventWaitNode,
+    ExecutableGraphNode,
+    ExecutableHostCallbackNode,
+    ExecutableKernelNode,
+    ExecutableMemcpyNode,
+    ExecutableMemsetNode,
+)
 
 __all__ = [
     "AllocNode",
@@ -38,7 +51,16 @@ __all__ = [
     "EmptyNode",
     "EventRecordNode",
     "EventWaitNode",
+    "ExecutableChildGraphNode",
+    "ExecutableEventRecordNode",
+    "ExecutableEventWaitNode",
+    "ExecutableGraphNode",
+    "ExecutableHostCallbackNode",
+    "ExecutableKernelNode",
+    "ExecutableMemcpyNode",
+    "ExecutableMemsetNode",
     "FreeNode",
+    "Graph",
     "GraphBuilder",
     "GraphCompleteOptions",
     "GraphCondition",

@@ -10,6 +10,7 @@ from ...definition.condition import Condition
 from ...definition.drawing import check_path
 from ...definition.graph import Graph
 from ...definition.node import Node
+from ...driver.calls import require_driver
 from ...errors import OperandError
 from ..launch import _config, _kernel
 
@@ -27,6 +28,7 @@ __all__ = [
     "condition_of",
     "instantiate",
     "kernel_args",
+    "node_type",
     "unsupported",
     "write_dot",
 ]
@@ -101,6 +103,39 @@ class GraphCondition:
 
     def __repr__(self) -> str:
         return f"<GraphCondition {self.condition.name!r}>"
+
+
+#: node kind -> the ``CUgraphNodeType`` member its driver node has (an opaque node names its own).
+_NODE_TYPES = {
+    "kernel": "KERNEL",
+    "set_condition": "KERNEL",
+    "empty": "EMPTY",
+    "memset": "MEMSET",
+    "memcpy": "MEMCPY",
+    "memcpy2d": "MEMCPY",
+    "memcpy3d": "MEMCPY",
+    "alloc": "MEM_ALLOC",
+    "free": "MEM_FREE",
+    "child": "GRAPH",
+    "record": "EVENT_RECORD",
+    "wait": "WAIT_EVENT",
+    "host": "HOST",
+    "if": "CONDITIONAL",
+    "if_else": "CONDITIONAL",
+    "while": "CONDITIONAL",
+    "switch": "CONDITIONAL",
+    "write_value": "BATCH_MEM_OP",
+    "wait_value": "BATCH_MEM_OP",
+}
+
+
+def node_type(node: Node) -> Any:
+    """The ``CUgraphNodeType`` of the driver node that ``node`` becomes."""
+    if node.kind == "opaque":  # (a node lifted from a driver graph names its type)
+        name = str(node.driver_type)  # type: ignore[attr-defined]
+    else:
+        name = f"CU_GRAPH_NODE_TYPE_{_NODE_TYPES[node.kind]}"
+    return getattr(require_driver().CUgraphNodeType, name)
 
 
 def unsupported(call: str, arg: str, why: str) -> OperandError:

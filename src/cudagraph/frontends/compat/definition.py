@@ -22,8 +22,19 @@ from .common import (
     check_callback,
     condition_of,
     instantiate,
+    node_type,
     unsupported,
     write_dot,
+)
+from .exec_views import ExecutableGraphNode, executable_view
+from .updates import (
+    callback_changes,
+    child_changes,
+    kernel_changes,
+    memcpy_changes,
+    memset_changes,
+    memset_value,
+    owner_check,
 )
 
 __all__ = [
@@ -45,29 +56,6 @@ __all__ = [
     "SwitchNode",
     "WhileNode",
 ]
-
-
-def _owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
-    if owner is not None and type(value).__name__ == "Buffer":
-        raise OperandError(f"compat {call}: {arg}_owner: must not be given when {arg} is a Buffer")
-
-
-def _memset_value(call: str, value: Any) -> tuple[int, int]:
-    """``(value, element size)`` from an int (one byte) or a 1-, 2- or 4-byte buffer-protocol object."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value < 256:
-            raise OperandError(f"compat {call}: value: an int fills bytes: expected 0..255, got {value}")
-        return value, 1
-    try:
-        raw = bytes(memoryview(value).cast("B"))
-    except TypeError:
-        raise OperandError(
-            f"compat {call}: value: expected an int or a buffer-protocol object of 1, 2 or 4 bytes, "
-            f"got {type(value).__name__}"
-        ) from None
-    if len(raw) not in (1, 2, 4):
-        raise OperandError(f"compat {call}: value: a fill value of {len(raw)} bytes; expected 1, 2 or 4")
-    return int.from_bytes(raw, "little"), len(raw)
 
 
 class GraphNode:
@@ -122,6 +110,18 @@ class GraphNode:
         if self._node is not None and self.is_valid:
             self._def._g.remove(self._node)
 
+    def _executable_view(self, exe: Any) -> ExecutableGraphNode:
+        """``exe[node]`` (:meth:`cudagraph.Executable.__getitem__` asks a foreign key for its view)."""
+        return executable_view(self, exe)
+
+    def _changed(self, changes: dict[str, Any], owners: tuple[Any, ...] = ()) -> None:
+        """Apply builder keywords to the node in the definition (all or nothing); keep ``owners`` alive."""
+        node = self._node
+        if node is None or node.graph is not self._def._g:
+            raise OperandError(f"compat {type(self).__name__}.update: the node was destroyed")
+        node.update(**changes)
+        self._def._keep(*owners)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GraphNode) and other._def is self._def and other._node is self._node
 
@@ -169,11 +169,11 @@ class GraphNode:
     ) -> MemsetNode:
         """Fill ``width`` x ``height`` elements at ``dst`` (an int ``value`` fills bytes)."""
         call = "GraphNode.memset"
-        _owner_check(call, dst_owner, dst, "dst")
-        v, es = _memset_value(call, value)
+        owner_check(call, dst_owner, dst, "dst")
+        v, es = memset_value(call, value)
         if height > 1:
             node = self._def._g.memset(
-                dst, v, element_size=es, width=width, height=height, pitch=pitch, after=self._after()
+                dst, v, element_size=es, width=width, height=height, pitch=pitch or None, after=self._after()
             )
         else:
             node = self._def._g.memset(dst, v, count=width, element_size=es, after=self._after())
@@ -183,8 +183,8 @@ class GraphNode:
     def memcpy(self, dst: Any, src: Any, size: int, *, dst_owner: Any = None, src_owner: Any = None) -> MemcpyNode:
         """Copy ``size`` bytes from ``src`` to ``dst`` (device or pinned host memory)."""
         call = "GraphNode.memcpy"
-        _owner_check(call, dst_owner, dst, "dst")
-        _owner_check(call, src_owner, src, "src")
+        owner_check(call, dst_owner, dst, "dst")
+        owner_check(call, src_owner, src, "src")
         node = self._def._g.memcpy(dst, src, check_size(size, f"compat {call}", "size"), after=self._after())
         self._def._keep(dst_owner, src_owner)
         return self._add(MemcpyNode, node)  # type: ignore[no-any-return]
@@ -252,11 +252,28 @@ class GraphNode:
         cond = condition_of("GraphNode.switch", condition)
         return self._add(SwitchNode, self._def._g.switch(cond, count, after=self._after()))  # type: ignore[no-any-return]
 
+    @property
+    def handle(self) -> Any:
+        """Refused: no driver node exists before ``instantiate()`` (then: ``exe.driver_node(node.node)``)."""
+        raise unsupported("GraphNode.handle", "handle", "a driver node before instantiate(); see exe.driver_node")
+
+    # (last in the class: the name shadows the builtin in the class body below it)
+    @property
+    def type(self) -> Any:
+        """The driver node type (a ``CUgraphNodeType``), ``None`` for the entry point."""
+        return None if self._node is None else node_type(self._node)
+
 
 class KernelNode(GraphNode):
     """A kernel launch."""
 
     __slots__ = ()
+
+    def update(self, *, config: Any = None, kernel: Any = None, args: Any = None) -> None:
+        """Replace the launch configuration, the kernel or the arguments in the definition; ``None`` keeps a
+        value, a new ``kernel`` needs its ``args`` (``()`` for none). Clustered and cooperative launches are
+        refused (as in cuda.core)."""
+        self._changed(kernel_changes(self._node, config, kernel, args, "KernelNode.update"))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -301,6 +318,21 @@ class MemsetNode(GraphNode):
 
     __slots__ = ()
 
+    def update(
+        self,
+        *,
+        dst: Any = None,
+        value: Any = None,
+        width: int | None = None,
+        height: int | None = None,
+        pitch: int | None = None,
+        dst_owner: Any = None,
+    ) -> None:
+        """Replace the fill's destination, value or shape in the definition; ``None`` keeps a value
+        (``dst_owner`` only beside a raw-address ``dst``)."""
+        changes, owners = memset_changes(self._node, dst, value, width, height, pitch, dst_owner, "MemsetNode.update")
+        self._changed(changes, owners)
+
     @property
     def dptr(self) -> Any:
         """The destination (an int address, a Buffer, an allocation's ``dptr``: what was given)."""
@@ -336,6 +368,20 @@ class MemcpyNode(GraphNode):
     """A memcpy node."""
 
     __slots__ = ()
+
+    def update(
+        self,
+        *,
+        dst: Any = None,
+        src: Any = None,
+        size: int | None = None,
+        dst_owner: Any = None,
+        src_owner: Any = None,
+    ) -> None:
+        """Replace the copy's destination, source or size in the definition; ``None`` keeps a value (an owner
+        only beside its raw address)."""
+        changes, owners = memcpy_changes(dst, src, size, dst_owner, src_owner, "MemcpyNode.update")
+        self._changed(changes, owners)
 
     @property
     def dst(self) -> Any:
@@ -400,6 +446,10 @@ class ChildGraphNode(GraphNode):
 
     __slots__ = ()
 
+    def update(self, child: GraphDefinition) -> None:
+        """Embed ``child`` instead (a definition that does not contain this node's)."""
+        self._changed(child_changes(self._node, child, "ChildGraphNode.update"))
+
     @property
     def child_graph(self) -> GraphDefinition:
         """The embedded definition."""
@@ -410,6 +460,10 @@ class EventRecordNode(GraphNode):
     """An event record."""
 
     __slots__ = ()
+
+    def update(self, event: Any) -> None:
+        """Record ``event`` instead."""
+        self._changed({"event": event})
 
     @property
     def event(self) -> Any:
@@ -422,6 +476,10 @@ class EventWaitNode(GraphNode):
 
     __slots__ = ()
 
+    def update(self, event: Any) -> None:
+        """Wait for ``event`` instead."""
+        self._changed({"event": event})
+
     @property
     def event(self) -> Any:
         """The event waited on."""
@@ -432,6 +490,10 @@ class HostCallbackNode(GraphNode):
     """A host callback."""
 
     __slots__ = ()
+
+    def update(self, fn: Any, *, user_data: Any = None) -> None:
+        """Call the Python callable ``fn()`` instead (ctypes function pointers are not supported)."""
+        self._changed(callback_changes(fn, user_data, "HostCallbackNode.update"))
 
     @property
     def callback(self) -> Any:
@@ -543,6 +605,11 @@ class GraphDefinition:
     def graph(self) -> Graph:
         """The cudagraph definition underneath."""
         return self._g
+
+    @property
+    def handle(self) -> Any:
+        """Refused: no driver graph exists before ``instantiate()`` (then: ``exe.graph_handle``)."""
+        raise unsupported("GraphDefinition.handle", "handle", "a driver graph before instantiate(); exe.graph_handle")
 
     @property
     def is_valid(self) -> bool:

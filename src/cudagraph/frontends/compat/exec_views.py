@@ -1,0 +1,167 @@
+"""cuda.core's executable node views: ``exe[node]`` for a node of a compat ``GraphDefinition``.
+
+Each view changes the node in the executable only (the definition is not touched), through
+cudagraph's :class:`~cudagraph.ExecutableNode`; its ``update`` takes cuda.core's keywords, every value
+given (nothing is kept from before, as in cuda.core). Kernel, memcpy and memset views can also be
+disabled and enabled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...errors import OperandError
+from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
+
+if TYPE_CHECKING:
+    from ...executable.executable import Executable
+    from ...executable.node_view import ExecutableNode
+    from .definition import GraphNode
+
+__all__ = [
+    "ExecutableChildGraphNode",
+    "ExecutableEventRecordNode",
+    "ExecutableEventWaitNode",
+    "ExecutableGraphNode",
+    "ExecutableHostCallbackNode",
+    "ExecutableKernelNode",
+    "ExecutableMemcpyNode",
+    "ExecutableMemsetNode",
+    "executable_view",
+]
+
+
+class ExecutableGraphNode:
+    """A node of a compat ``GraphDefinition`` as it is in an executable made from it (``exe[node]``)."""
+
+    __slots__ = ("_exe", "_node")
+
+    def __init__(self, exe: Executable, node: GraphNode) -> None:
+        self._exe = exe
+        self._node = node
+
+    @property
+    def _view(self) -> ExecutableNode:
+        """cudagraph's view of the node (refuses a node the executable does not have)."""
+        return self._exe[self._node._node]  # type: ignore[index]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._node!r}>"
+
+
+class _Toggled(ExecutableGraphNode):
+    """A view of a kind the driver can disable (kernel, memcpy, memset)."""
+
+    __slots__ = ()
+
+    def enable(self) -> None:
+        """Run the node again at launch (``cuGraphNodeSetEnabled``)."""
+        self._view.enable()
+
+    def disable(self) -> None:
+        """Skip the node at launch (its edges still order the others)."""
+        self._view.disable()
+
+    @property
+    def is_enabled(self) -> bool:
+        """Whether the node runs at launch."""
+        return self._view.is_enabled
+
+
+class ExecutableKernelNode(_Toggled):
+    """A kernel node in an executable."""
+
+    __slots__ = ()
+
+    def update(self, *, config: Any, kernel: Any, args: Any) -> None:
+        """Replace the launch configuration, the kernel and its complete arguments (``args=()`` for none)
+        for later launches."""
+        view = self._view
+        view.update(**kernel_changes(view.node, config, kernel, args, "ExecutableKernelNode.update"))
+
+
+class ExecutableMemcpyNode(_Toggled):
+    """A memcpy node in an executable."""
+
+    __slots__ = ()
+
+    def update(self, *, dst: Any, src: Any, size: int) -> None:
+        """Replace the copy's destination, source and size for later launches."""
+        view = self._view
+        changes, _ = memcpy_changes(dst, src, size, None, None, "ExecutableMemcpyNode.update")
+        view.update(**changes)
+
+
+class ExecutableMemsetNode(_Toggled):
+    """A memset node in an executable."""
+
+    __slots__ = ()
+
+    def update(self, *, dst: Any, value: Any, width: int, height: int = 1, pitch: int = 0) -> None:
+        """Replace the fill's destination, value and shape for later launches (a ``pitch`` of 0: rows of
+        ``width`` elements)."""
+        view = self._view
+        changes, _ = memset_changes(view.node, dst, value, width, height, pitch, None, "ExecutableMemsetNode.update")
+        view.update(**changes)
+
+
+class ExecutableHostCallbackNode(ExecutableGraphNode):
+    """A host callback node in an executable."""
+
+    __slots__ = ()
+
+    def update(self, fn: Any, *, user_data: Any = None) -> None:
+        """Call the Python callable ``fn()`` at later launches."""
+        self._view.update(**callback_changes(fn, user_data, "ExecutableHostCallbackNode.update"))
+
+
+class _EventView(ExecutableGraphNode):
+    __slots__ = ()
+
+    def update(self, event: Any) -> None:
+        """Use ``event`` at later launches."""
+        self._view.update(event=event)
+
+
+class ExecutableEventRecordNode(_EventView):
+    """An event record node in an executable."""
+
+    __slots__ = ()
+
+
+class ExecutableEventWaitNode(_EventView):
+    """An event wait node in an executable."""
+
+    __slots__ = ()
+
+
+class ExecutableChildGraphNode(ExecutableGraphNode):
+    """A child graph node in an executable."""
+
+    __slots__ = ()
+
+    def update(self, child: Any) -> None:
+        """Run the nodes of ``child`` (a compat ``GraphDefinition`` of the same topology) at later launches."""
+        view = self._view
+        view.update(**child_changes(view.node, child, "ExecutableChildGraphNode.update"))
+
+
+_VIEWS: dict[str, type[ExecutableGraphNode]] = {
+    "kernel": ExecutableKernelNode,
+    "memcpy": ExecutableMemcpyNode,
+    "memset": ExecutableMemsetNode,
+    "host": ExecutableHostCallbackNode,
+    "record": ExecutableEventRecordNode,
+    "wait": ExecutableEventWaitNode,
+    "child": ExecutableChildGraphNode,
+}
+
+
+def executable_view(node: GraphNode, exe: Executable) -> ExecutableGraphNode:
+    """``exe[node]`` for a compat node: the view of its kind (refused for the entry point and for a node
+    the executable does not have)."""
+    inner = node._node
+    if inner is None:
+        raise OperandError("compat: the entry point of a GraphDefinition is not a node of an executable")
+    exe.driver_node(inner)  # NodeNotFoundError for a node of another definition, or added since
+    return _VIEWS.get(inner.kind, ExecutableGraphNode)(exe, node)

@@ -1,0 +1,141 @@
+"""cuda.core's node updates, in cudagraph's terms: each function turns the keywords of a cuda.core
+``update()`` (a definition node's, where omitted values are kept, or an executable view's, where every
+value is given) into the builder keywords of :meth:`cudagraph.Node.update` /
+:meth:`cudagraph.ExecutableNode.update`, checked as the builder checks them.
+
+The one translation per kind serves both: ``KernelNode.update`` changes the definition,
+``ExecutableKernelNode.update`` (``exe[node]``) the executable only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...definition.core import check_size
+from ...errors import OperandError
+from ..launch import _config, _kernel
+from .common import DRIVER_KERNEL_TYPES, check_callback, kernel_args, unsupported
+
+__all__ = [
+    "callback_changes",
+    "child_changes",
+    "kernel_changes",
+    "memcpy_changes",
+    "memset_changes",
+    "memset_value",
+    "owner_check",
+]
+
+
+def owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
+    """Refuse an ``*_owner`` given beside a ``Buffer`` (cuda.core takes one only beside a raw address)."""
+    if owner is not None and type(value).__name__ == "Buffer":
+        raise OperandError(f"compat {call}: {arg}_owner: must not be given when {arg} is a Buffer")
+
+
+def memset_value(call: str, value: Any) -> tuple[int, int]:
+    """``(value, element size)`` from an int (one byte) or a 1-, 2- or 4-byte buffer-protocol object."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 256:
+            raise OperandError(f"compat {call}: value: an int fills bytes: expected 0..255, got {value}")
+        return value, 1
+    try:
+        raw = bytes(memoryview(value).cast("B"))
+    except TypeError:
+        raise OperandError(
+            f"compat {call}: value: expected an int or a buffer-protocol object of 1, 2 or 4 bytes, "
+            f"got {type(value).__name__}"
+        ) from None
+    if len(raw) not in (1, 2, 4):
+        raise OperandError(f"compat {call}: value: a fill value of {len(raw)} bytes; expected 1, 2 or 4")
+    return int.from_bytes(raw, "little"), len(raw)
+
+
+def kernel_changes(node: Any, config: Any, kernel: Any, args: Any, call: str) -> dict[str, Any]:
+    """The kernel keywords of ``config`` (a cuda.core ``LaunchConfig``), ``kernel`` and ``args``; ``None``
+    keeps a value. A new kernel needs its ``args`` (``()`` for none), as in cuda.core; clusters,
+    cooperative launches and programmatic serialization are refused, as cuda.core refuses them here."""
+    changes: dict[str, Any] = {}
+    if config is not None:
+        c = _config(config, call)
+        if c.cluster is not None or c.cooperative or c.pdl:
+            raise unsupported(
+                call, "config", "a cluster, cooperative or programmatic launch (cuda.core refuses it too)"
+            )
+        changes.update(grid=c.grid, block=c.block, shared_mem=c.smem)
+    attrs = node.attrs
+    if attrs is not None and (attrs.cluster is not None or attrs.cooperative):
+        raise unsupported(call, "node", f"{node.label} is a clustered or cooperative launch")
+    if kernel is not None and args is None:
+        raise OperandError(f"compat {call}: args: a new kernel needs its arguments (args=() for none)")
+    if args is not None:
+        if not isinstance(args, (tuple, list)):
+            raise OperandError(f"compat {call}: args: expected a tuple or list, got {type(args).__name__}")
+        a = kernel_args(tuple(args))
+        if kernel is None:
+            changes["args"] = a
+        elif type(kernel).__name__ in DRIVER_KERNEL_TYPES:
+            changes.update(kernel=kernel, args=a)
+        else:
+            k, a = _kernel(kernel, a, call)
+            changes.update(kernel=k, args=a)
+    return changes
+
+
+def memcpy_changes(
+    dst: Any, src: Any, size: Any, dst_owner: Any, src_owner: Any, call: str
+) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """The copy keywords and the owners to keep alive; ``None`` keeps a value. (A 2-D or 3-D copy, made by
+    :meth:`cudagraph.Graph.memcpy2d` / ``memcpy3d``, is no compat ``MemcpyNode``: it has no ``update``.)"""
+    owner_check(call, dst_owner, dst, "dst")
+    owner_check(call, src_owner, src, "src")
+    if dst_owner is not None and dst is None:
+        raise OperandError(f"compat {call}: dst_owner: given without dst")
+    if src_owner is not None and src is None:
+        raise OperandError(f"compat {call}: src_owner: given without src")
+    changes: dict[str, Any] = {}
+    if dst is not None:
+        changes["dst"] = dst
+    if src is not None:
+        changes["src"] = src
+    if size is not None:
+        changes["nbytes"] = check_size(size, f"compat {call}", "size")
+    return changes, (dst_owner, src_owner)
+
+
+def memset_changes(
+    node: Any, dst: Any, value: Any, width: Any, height: Any, pitch: Any, dst_owner: Any, call: str
+) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """The fill keywords and the owner to keep alive; ``None`` keeps a value. An int ``value`` fills bytes,
+    a 2- or 4-byte buffer-protocol value elements of its size (as :meth:`GraphNode.memset`); a ``pitch`` of
+    0 is a row of ``width`` elements."""
+    owner_check(call, dst_owner, dst, "dst")
+    if dst_owner is not None and dst is None:
+        raise OperandError(f"compat {call}: dst_owner: given without dst")
+    changes: dict[str, Any] = {}
+    if dst is not None:
+        changes["dst"] = dst
+    if value is not None:
+        changes["value"], changes["element_size"] = memset_value(call, value)
+    if width is not None:
+        changes["width"] = width
+    if height is not None:
+        changes["height"] = height
+    if pitch is not None:
+        changes["pitch"] = pitch or None  # cuda.core's 0: rows of width elements, the builder's default
+    return changes, (dst_owner,)
+
+
+def callback_changes(fn: Any, user_data: Any, call: str) -> dict[str, Any]:
+    """The host keywords of a new callable (``user_data`` and ctypes function pointers are refused, as by
+    :meth:`GraphNode.callback`)."""
+    check_callback(call, fn, user_data)
+    return {"fn": fn, "args": ()}
+
+
+def child_changes(node: Any, child: Any, call: str) -> dict[str, Any]:
+    """The child keywords of a compat ``GraphDefinition`` ``child``."""
+    graph = getattr(child, "graph", None)
+    if type(child).__name__ != "GraphDefinition" or graph is None:
+        raise unsupported(call, "child", f"{type(child).__name__}; only a compat GraphDefinition")
+    return {"body": graph}

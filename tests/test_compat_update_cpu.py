@@ -1,0 +1,239 @@
+"""cudagraph.compat's cuda.core 1.2.2 additions without a GPU: definition nodes' ``update`` (omitted values
+kept, bad values refused with the node unchanged), ``type``, ``handle`` refused by name, ``Graph`` and
+``exe[node]`` handing a compat node to its own view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cudagraph as cg
+from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError
+from cudagraph.frontends.compat import definition as compat_definition
+from cudagraph.frontends.compat import exec_views
+
+drv = pytest.importorskip("cuda.bindings.driver")
+
+compat = cg.compat
+T = drv.CUgraphNodeType
+
+
+class CUkernel:  # the definition layer recognises kernels by type name
+    pass
+
+
+class CUevent:
+    pass
+
+
+class LaunchConfig:  # a stand-in for cuda.core's (same attribute names)
+    def __init__(self, grid: Any = None, block: Any = None, shmem_size: int = 0, cluster: Any = None) -> None:
+        self.grid, self.block, self.shmem_size, self.cluster = grid, block, shmem_size, cluster
+        self.is_cooperative = False
+        self.programmatic_stream_serialization = False
+
+
+K, K2 = CUkernel(), CUkernel()
+CFG = LaunchConfig(grid=4, block=64)
+
+
+def test_kernel_update_changes_only_what_is_given():
+    gd = compat.GraphDefinition()
+    k = gd.launch(CFG, K, np.int32(1), np.float32(2.0))
+    k.update(args=(np.int32(5), np.float32(6.0)))
+    assert k.node.args == (np.int32(5), np.float32(6.0)) and k.kernel is K and k.grid == (4, 1, 1)
+    k.update(config=LaunchConfig(grid=(8, 2), block=32, shmem_size=256))
+    assert (k.grid, k.block, k.shmem_size, k.node.args[0]) == ((8, 2, 1), (32, 1, 1), 256, 5)
+    k.update(kernel=K2, args=())
+    assert k.kernel is K2 and k.node.args == () and k.grid == (8, 2, 1)
+    k.update()  # nothing given: nothing changes
+    assert k.kernel is K2 and k.shmem_size == 256
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "text"),
+    [
+        ({"kernel": K2}, OperandError, "compat KernelNode.update: args: a new kernel needs its arguments (args=()"),
+        ({"args": 5}, OperandError, "compat KernelNode.update: args: expected a tuple or list, got int"),
+        ({"args": (1.5,)}, OperandError, "argument 0: Python float is ambiguous"),
+        (
+            {"config": LaunchConfig(grid=2, block=32, cluster=2)},
+            OperandError,
+            "compat KernelNode.update: config: a cluster, cooperative or programmatic launch",
+        ),
+        ({"config": LaunchConfig(grid=2)}, OperandError, "config: grid and block must both be given"),
+    ],
+)
+def test_a_bad_kernel_update_is_refused_and_changes_nothing(kwargs, error, text):
+    gd = compat.GraphDefinition()
+    k = gd.launch(CFG, K, np.int32(1))
+    with pytest.raises(error) as info:
+        k.update(**kwargs)
+    assert text in str(info.value)
+    assert k.kernel is K and k.node.args == (np.int32(1),) and k.grid == (4, 1, 1)
+
+
+def test_memcpy_and_memset_updates_keep_what_is_omitted():
+    gd = compat.GraphDefinition()
+    c = gd.memcpy(0x2000, 0x1000, 64)
+    c.update(size=32)
+    assert (c.dst, c.src, c.size) == (0x2000, 0x1000, 32)
+    owner = object()
+    c.update(src=0x3000, src_owner=owner)
+    assert (c.dst, c.src, c.size) == (0x2000, 0x3000, 32) and owner in gd._owners
+    with pytest.raises(OperandError, match=r"compat MemcpyNode.update: dst_owner: given without dst"):
+        c.update(dst_owner=owner)
+    with pytest.raises(DefinitionError):
+        c.update(size=-1)
+    assert c.size == 32
+
+    f = gd.memset(0x4000, np.float32(1.0), 16)
+    f.update(value=7)  # an int fills bytes: the element size becomes 1
+    assert (f.dptr, f.value, f.element_size, f.width, f.height) == (0x4000, 7, 1, 16, 1)
+    f.update(value=np.uint16(0xBEEF), width=4, height=3, pitch=0)  # pitch 0: rows of width elements
+    assert (f.value, f.element_size, f.width, f.height, f.pitch) == (0xBEEF, 2, 4, 3, 8)
+    f.update(pitch=16)
+    assert f.pitch == 16 and f.width == 4
+    with pytest.raises(OperandError, match=r"compat MemsetNode.update: value: a fill value of 8 bytes"):
+        f.update(value=np.float64(1.0))
+    assert (f.value, f.element_size) == (0xBEEF, 2)
+
+
+def test_a_2d_copy_is_no_compat_memcpy_node():
+    gd = compat.GraphDefinition()
+    gd.graph.memcpy2d(0x2000, 256, 0x1000, 256, 64, 4, name="tile")
+    node = gd._wrap(gd.graph.nodes[0])
+    assert type(node) is compat.GraphNode and not hasattr(node, "update")  # as cuda.core: no multi-D update
+    assert node.type == T.CU_GRAPH_NODE_TYPE_MEMCPY
+
+
+def test_callback_event_and_child_updates():
+    def first() -> None:
+        pass
+
+    def second() -> None:
+        pass
+
+    e1, e2 = CUevent(), CUevent()
+    gd = compat.GraphDefinition()
+    cb, rec, wait = gd.callback(first), gd.record(e1), gd.wait(e1)
+    cb.update(second)
+    rec.update(e2)
+    wait.update(e2)
+    assert (cb.callback, rec.event, wait.event) == (second, e2, e2)
+    with pytest.raises(OperandError, match=r"compat HostCallbackNode.update: user_data: .*not supported"):
+        cb.update(first, user_data=b"x")
+    assert cb.callback is second
+
+    inner, other = compat.GraphDefinition(), compat.GraphDefinition()
+    inner.launch(CFG, K)
+    emb = gd.embed(inner)
+    emb.update(other)
+    assert emb.child_graph.graph is other.graph
+    with pytest.raises(OperandError, match=r"compat ChildGraphNode.update: child: Graph; only a compat"):
+        emb.update(other.graph)
+    outer = compat.GraphDefinition()
+    outer.embed(gd)  # outer contains gd: gd cannot come to contain outer
+    with pytest.raises(DefinitionError, match=r"contains Graph"):
+        emb.update(outer)
+    assert emb.child_graph.graph is other.graph
+
+
+def test_a_destroyed_node_is_not_updated():
+    gd = compat.GraphDefinition()
+    k = gd.launch(CFG, K, np.int32(1))
+    k.destroy()
+    with pytest.raises(OperandError, match=r"compat KernelNode.update: the node was destroyed"):
+        k.update(args=(np.int32(2),))
+
+
+def test_node_types_are_the_driver_types():
+    gd = compat.GraphDefinition()
+    a = gd.allocate(64)
+    nodes = [
+        gd.launch(CFG, K),
+        gd.empty(),
+        gd.memset(0x1000, 0, 8),
+        gd.memcpy(0x2000, 0x1000, 8),
+        a,
+        a.deallocate(a.dptr),
+        gd.embed(compat.GraphDefinition()),
+        gd.record(CUevent()),
+        gd.wait(CUevent()),
+        gd.callback(lambda: None),
+        gd.if_then(gd.create_condition()),
+        gd.switch(gd.create_condition(), 2),
+    ]
+    assert [n.type for n in nodes] == [
+        T.CU_GRAPH_NODE_TYPE_KERNEL,
+        T.CU_GRAPH_NODE_TYPE_EMPTY,
+        T.CU_GRAPH_NODE_TYPE_MEMSET,
+        T.CU_GRAPH_NODE_TYPE_MEMCPY,
+        T.CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+        T.CU_GRAPH_NODE_TYPE_MEM_FREE,
+        T.CU_GRAPH_NODE_TYPE_GRAPH,
+        T.CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+        T.CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+        T.CU_GRAPH_NODE_TYPE_HOST,
+        T.CU_GRAPH_NODE_TYPE_CONDITIONAL,
+        T.CU_GRAPH_NODE_TYPE_CONDITIONAL,
+    ]
+    assert compat.GraphNode(gd, None).type is None
+
+
+def test_handles_before_instantiation_are_refused_by_name():
+    gd = compat.GraphDefinition()
+    k = gd.launch(CFG, K)
+    with pytest.raises(OperandError, match=r"compat GraphNode.handle: handle: a driver node before instantiate"):
+        k.handle  # noqa: B018
+    with pytest.raises(OperandError, match=r"compat GraphDefinition.handle: handle: a driver graph before"):
+        gd.handle  # noqa: B018
+
+
+class _FakeExe:
+    """An executable's lookup: which cudagraph nodes it has."""
+
+    def __init__(self, nodes: list[Any]) -> None:
+        self.nodes = nodes
+
+    def driver_node(self, node: Any) -> Any:
+        if not any(node is n for n in self.nodes):
+            raise NodeNotFoundError(f"{node.label} is not a node of the executable")
+        return 1
+
+
+def test_executable_views_by_kind_and_the_lookup():
+    gd = compat.GraphDefinition()
+    made = [gd.launch(CFG, K), gd.memcpy(0x2000, 0x1000, 8), gd.memset(0x1000, 0, 8), gd.empty()]
+    made += [gd.callback(lambda: None), gd.record(CUevent()), gd.wait(CUevent()), gd.embed(compat.GraphDefinition())]
+    exe = _FakeExe([n.node for n in made])
+    views = [exec_views.executable_view(n, exe) for n in made]  # type: ignore[arg-type]
+    assert [type(v).__name__ for v in views] == [
+        "ExecutableKernelNode",
+        "ExecutableMemcpyNode",
+        "ExecutableMemsetNode",
+        "ExecutableGraphNode",
+        "ExecutableHostCallbackNode",
+        "ExecutableEventRecordNode",
+        "ExecutableEventWaitNode",
+        "ExecutableChildGraphNode",
+    ]
+    assert all(isinstance(v, compat.ExecutableGraphNode) for v in views)
+    assert [hasattr(v, "disable") for v in views] == [True, True, True] + [False] * 5
+    later = gd.launch(CFG, K)
+    with pytest.raises(NodeNotFoundError, match=r"kernel#8 .* is not a node of the executable"):
+        exec_views.executable_view(later, exe)  # type: ignore[arg-type]
+    with pytest.raises(OperandError, match=r"the entry point of a GraphDefinition is not a node of an executable"):
+        exec_views.executable_view(compat.GraphNode(gd, None), exe)  # type: ignore[arg-type]
+
+
+def test_an_executable_hands_a_compat_node_to_its_view(monkeypatch):
+    gd = compat.GraphDefinition()
+    k = gd.launch(CFG, K)
+    asked: list[Any] = []
+    monkeypatch.setattr(compat_definition, "executable_view", lambda node, exe: asked.append((node, exe)) or "view")
+    exe = object.__new__(cg.Executable)
+    assert exe[k] == "view" and asked == [(k, exe)]  # type: ignore[index]
+    assert compat.Graph is cg.Executable

@@ -1,0 +1,172 @@
+"""cuda.core 1.2.2's node updates, written against its documented API and run with cuda.core itself (where the
+installed version has them) and with cudagraph.compat: definition-node ``update`` before instantiation,
+``exe[node]`` views updating, disabling and enabling nodes of an executable, ``exe.update(definition)``;
+results read back and compared with numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cudagraph as cg
+from compat_kernels import NAMES, SOURCE
+
+pytestmark = pytest.mark.gpu
+
+N = 256
+F = np.float32
+
+
+@pytest.fixture(scope="module")
+def k(nvrtc):
+    return nvrtc(SOURCE, NAMES)
+
+
+@pytest.fixture(params=["cuda.core", "cudagraph.compat"])
+def G(request):
+    """The graph module: cuda.core's (skipped where the installed version lacks the updates) or compat."""
+    if request.param == "cuda.core":
+        graph = pytest.importorskip("cuda.core.graph")
+        if not hasattr(graph.KernelNode, "update") or not hasattr(graph, "ExecutableKernelNode"):
+            import cuda.core
+
+            pytest.skip(f"cuda.core {cuda.core.__version__} has no node updates (cuda.core 1.2.2 has)")
+        return graph
+    return cg.compat
+
+
+def cfg(n: int = N) -> Any:
+    from cuda.core import LaunchConfig
+
+    return LaunchConfig(grid=(n + 127) // 128, block=128)
+
+
+def test_definition_updates_before_instantiation(G, k, gpu, stream):
+    x, y, z = gpu.upload(np.arange(N, dtype=F)), gpu.alloc(4 * N), gpu.alloc(4 * N)
+    other = gpu.upload(np.full(N, 7, F))
+    n = np.int32(N)
+    gd = G.GraphDefinition()
+    a = gd.launch(cfg(), k.scale_add, x, F(2), F(1), n)
+    fill = a.memset(z, np.float32(1.0), N)
+    copy = fill.memcpy(y, x, 4 * N)
+    a.update(args=(x, F(3), F(0), n))  # x * 3
+    fill.update(value=np.float32(-2.0))
+    copy.update(src=other, size=2 * N)  # the first half of y from other
+    exe = gd.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    np.testing.assert_array_equal(gpu.read(x, N), np.arange(N, dtype=F) * 3)
+    np.testing.assert_array_equal(gpu.read(z, N), np.full(N, -2, F))
+    got = gpu.read(y, N // 2)
+    np.testing.assert_array_equal(got, np.full(N // 2, 7, F))
+    exe.close()
+
+
+def test_node_types_match_cuda_core(k, gpu):
+    graph = pytest.importorskip("cuda.core.graph")
+    if not hasattr(graph.GraphNode, "type"):
+        pytest.skip("this cuda.core has no GraphNode.type")
+    x = gpu.alloc(4 * N)
+    n = np.int32(N)
+    ours, theirs = cg.compat.GraphDefinition(), graph.GraphDefinition()
+    got = []
+    for gd in (ours, theirs):
+        a = gd.launch(cfg(), k.scale_add, x, F(2), F(1), n)
+        nodes = [a, a.memset(x, 0, 4 * N), gd.memcpy(x, x, 16), gd.empty(), gd.callback(lambda: None)]
+        got.append([nd.type for nd in nodes])
+    assert got[0] == got[1]
+
+
+def test_executable_views_update_disable_enable(G, k, gpu, stream):
+    x, y = gpu.upload(np.arange(N, dtype=F)), gpu.alloc(4 * N)
+    z = gpu.upload(np.zeros(N, F))
+    n = np.int32(N)
+    gd = G.GraphDefinition()
+    a = gd.launch(cfg(), k.scale_add, x, F(2), F(0), n)
+    fill = a.memset(z, np.float32(5.0), N)
+    copy = fill.memcpy(y, x, 4 * N)
+    exe = gd.instantiate()
+    ka, kf, kc = exe[a], exe[fill], exe[copy]
+    assert type(ka).__name__ == "ExecutableKernelNode" and type(kc).__name__ == "ExecutableMemcpyNode"
+    assert isinstance(ka, G.ExecutableGraphNode) and ka.is_enabled
+    ka.update(config=cfg(), kernel=k.scale_add, args=(x, F(1), F(10), n))  # x + 10, the executable only
+    exe.launch(stream)
+    stream.sync()
+    x0 = np.arange(N, dtype=F)
+    np.testing.assert_array_equal(gpu.read(x, N), x0 + 10)
+    np.testing.assert_array_equal(gpu.read(y, N), x0 + 10)
+    np.testing.assert_array_equal(gpu.read(z, N), np.full(N, 5, F))
+
+    ka.disable()
+    kf.update(dst=z, value=np.float32(-1.0), width=N // 2)
+    kc.update(dst=y, src=z, size=4 * N)
+    assert not ka.is_enabled
+    exe.launch(stream)
+    stream.sync()
+    np.testing.assert_array_equal(gpu.read(x, N), x0 + 10)  # the kernel skipped
+    want = np.concatenate([np.full(N // 2, -1, F), np.full(N // 2, 5, F)])
+    np.testing.assert_array_equal(gpu.read(y, N), want)
+
+    ka.enable()
+    assert ka.is_enabled
+    exe.launch(stream)
+    stream.sync()
+    np.testing.assert_array_equal(gpu.read(x, N), x0 + 20)
+    if G is cg.compat:  # the definition was not touched: the kernel node still has its built arguments
+        assert a.node.args[1] == F(2) and fill.value == int.from_bytes(F(5).tobytes(), "little")
+    exe.close()
+
+
+def test_host_event_and_child_views(G, k, gpu, stream):
+    calls: list[str] = []
+    x = gpu.upload(np.zeros(N, F))
+    n = np.int32(N)
+    child1, child2 = G.GraphDefinition(), G.GraphDefinition()
+    child1.launch(cfg(), k.scale_add, x, F(1), F(1), n)  # x + 1
+    child2.launch(cfg(), k.scale_add, x, F(1), F(100), n)  # x + 100
+    gd = G.GraphDefinition()
+    emb = gd.embed(child1)
+    cb = emb.callback(lambda: calls.append("first"))
+    exe = gd.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    exe[cb].update(lambda: calls.append("second"))
+    exe[emb].update(child2)
+    exe.launch(stream)
+    stream.sync()
+    assert calls == ["first", "second"]
+    np.testing.assert_array_equal(gpu.read(x, N), np.full(N, 101, F))
+    exe.close()
+
+
+def test_whole_executable_update_from_a_definition(G, k, gpu, stream):
+    x = gpu.upload(np.arange(N, dtype=F))
+    n = np.int32(N)
+
+    def build(a: float) -> Any:
+        gd = G.GraphDefinition()
+        gd.launch(cfg(), k.scale_add, x, F(a), F(0), n)
+        return gd
+
+    exe = build(2.0).instantiate()
+    exe.update(build(5.0))
+    exe.launch(stream)
+    stream.sync()
+    np.testing.assert_array_equal(gpu.read(x, N), np.arange(N, dtype=F) * 5)
+    assert not exe.is_closed
+    exe.close()
+    assert exe.is_closed
+
+
+def test_a_node_of_another_definition_has_no_view(k, gpu):
+    x = gpu.alloc(4 * N)
+    n = np.int32(N)
+    gd, other = cg.compat.GraphDefinition(), cg.compat.GraphDefinition()
+    gd.launch(cfg(), k.scale_add, x, F(2), F(1), n)
+    stranger = other.launch(cfg(), k.scale_add, x, F(2), F(1), n)
+    exe = gd.instantiate()
+    with pytest.raises(cg.errors.NodeNotFoundError, match=r"is not a node of the executable"):
+        exe[stranger]
+    exe.close()

@@ -4,7 +4,7 @@ kept, bad values refused with the node unchanged), ``type``, ``handle`` refused 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -183,13 +183,52 @@ def test_node_types_are_the_driver_types():
     assert compat.GraphNode(gd, None).type is None
 
 
-def test_handles_before_instantiation_are_refused_by_name():
+class _Lowered:
+    """A driver graph as ``lower`` returns it: its handle, every node's driver node, ``destroy``."""
+
+    made: ClassVar[list[Any]] = []
+
+    def __init__(self, graph: Any) -> None:
+        self.handle = f"graph{len(_Lowered.made)}"
+        self.all_nodes = {id(n): (n, f"{self.handle}/node{n.index}") for n in graph.nodes}
+        for body in graph._descendants():
+            self.all_nodes.update({id(n): (n, f"{self.handle}/{body.name}/node{n.index}") for n in body.nodes})
+        self.destroyed = False
+        _Lowered.made.append(self)
+
+    def destroy(self) -> None:
+        self.destroyed = True
+
+
+def test_handles_are_built_once_per_change_and_kept_until_the_definition_goes(monkeypatch):
+    import gc
+
+    from cudagraph.frontends.compat import handles
+
+    _Lowered.made = []
+    monkeypatch.setattr(handles, "lower", lambda graph, bindings, sink: _Lowered(graph))
     gd = compat.GraphDefinition()
-    k = gd.launch(CFG, K)
-    with pytest.raises(OperandError, match=r"compat GraphNode.handle: handle: a driver node before instantiate"):
-        k.handle  # noqa: B018
-    with pytest.raises(OperandError, match=r"compat GraphDefinition.handle: handle: a driver graph before"):
-        gd.handle  # noqa: B018
+    a = gd.launch(CFG, K, np.int32(1))
+    assert (gd.handle, a.handle, gd.handle) == ("graph0", "graph0/node0", "graph0")  # built once
+    assert compat.GraphNode(gd, None).handle is None
+    b = a.launch(CFG, K, np.int32(2))  # a node added: built again
+    assert (b.handle, a.handle) == ("graph1/node1", "graph1/node0")
+    a.update(args=(np.int32(3),))  # a node updated in place
+    assert gd.handle == "graph2"
+    gd.graph.remove_edge(a.node, b.node)  # an edge removed
+    assert gd.handle == "graph3" and gd.handle == "graph3"
+    cond = gd.if_then(gd.create_condition(1))
+    inner = cond.then.launch(CFG, K, np.int32(4))  # a node in a body: its handle is in the outer graph
+    assert inner.handle == f"graph4/{cond.node.body.name}/node0"
+    cond.then.launch(CFG, K, np.int32(5))  # a body grows: built again
+    assert gd.handle == "graph5"
+    with pytest.raises(OperandError, match=r"compat GraphDefinition.handle: handle: the driver graph of a body"):
+        cond.then.handle  # noqa: B018
+    made = list(_Lowered.made)
+    assert not any(m.destroyed for m in made)  # the handles given out stay valid
+    del gd, a, b, cond, inner
+    gc.collect()
+    assert all(m.destroyed for m in made)
 
 
 class _FakeExe:

@@ -170,3 +170,42 @@ def test_a_node_of_another_definition_has_no_view(k, gpu):
     with pytest.raises(cg.errors.NodeNotFoundError, match=r"is not a node of the executable"):
         exe[stranger]
     exe.close()
+
+
+def _driver_nodes(drv: Any, graph: Any) -> list[Any]:
+    err, _, count = drv.cuGraphGetNodes(graph, 0)
+    assert err == drv.CUresult.CUDA_SUCCESS
+    err, nodes, count = drv.cuGraphGetNodes(graph, count)
+    assert err == drv.CUresult.CUDA_SUCCESS
+    return list(nodes[:count])
+
+
+def test_handles_are_the_driver_graph_and_its_nodes(G, k, gpu, stream):
+    from cuda.bindings import driver as drv
+
+    x, z = gpu.upload(np.arange(N, dtype=F)), gpu.alloc(4 * N)
+    n = np.int32(N)
+    gd = G.GraphDefinition()
+    a = gd.launch(cfg(), k.scale_add, x, F(2), F(1), n)
+    fill = a.memset(z, np.float32(3.0), N)
+    h = gd.handle
+    nodes = _driver_nodes(drv, h)
+    assert {int(d) for d in nodes} == {int(a.handle), int(fill.handle)}
+    for node in (a, fill):
+        err, t = drv.cuGraphNodeGetType(node.handle)
+        assert err == drv.CUresult.CUDA_SUCCESS and t == node.type
+    err, deps, count = drv.cuGraphNodeGetDependencies(fill.handle, 1)
+    assert err == drv.CUresult.CUDA_SUCCESS and count == 1 and int(deps[0]) == int(a.handle)
+    # The driver graph runs as built: instantiated and launched with the driver's own calls.
+    err, exe = drv.cuGraphInstantiate(h, 0)
+    assert err == drv.CUresult.CUDA_SUCCESS
+    assert drv.cuGraphLaunch(exe, stream.handle)[0] == drv.CUresult.CUDA_SUCCESS
+    stream.sync()
+    drv.cuGraphExecDestroy(exe)
+    np.testing.assert_array_equal(gpu.read(x, N), np.arange(N, dtype=F) * 2 + 1)
+    np.testing.assert_array_equal(gpu.read(z, N), np.full(N, 3, F))
+    if G is cg.compat:  # unchanged: the same graph; edited: built again, the old handle still valid
+        assert int(gd.handle) == int(h)
+        a.update(args=(x, F(1), F(5), n))
+        h2 = gd.handle
+        assert int(h2) != int(h) and len(_driver_nodes(drv, h)) == 2 and len(_driver_nodes(drv, h2)) == 2

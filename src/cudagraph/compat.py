@@ -22,8 +22,9 @@ explicitly (``cuGraphCreate`` + ``cuGraphAddNode``) and returns an :class:`~cuda
 ``update(definition)``, ``close()``, ``is_closed``, and ``exe[node]``, the views
 ``ExecutableKernelNode`` ... ``ExecutableChildGraphNode`` whose ``update`` changes the node in the
 executable only, kernel / memcpy / memset views with ``enable()``, ``disable()``, ``is_enabled``).
-A signature or a use this layer does not support (a ctypes callback, ``user_data``, debug print flags,
-node ``handle``\ s before instantiation, a capture mode
+``gd.handle`` and ``node.handle`` build the definition as it is then (explicitly, once per change; every
+driver graph built stays valid until the definition is collected). A signature or a use this layer does
+not support (a ctypes callback, ``user_data``, debug print flags, a capture mode
 other than ``"relaxed"``, a builder used before ``begin_building()`` or after ``end_building()``,
 builders of different graphs joined) raises :class:`~cudagraph.errors.OperandError` naming the
 call and the argument, and adds nothing.

@@ -27,6 +27,7 @@ from .common import (
     write_dot,
 )
 from .exec_views import ExecutableGraphNode, executable_view
+from .handles import definition_handle, node_handle
 from .updates import (
     callback_changes,
     child_changes,
@@ -110,8 +111,7 @@ class GraphNode:
         if self._node is not None and self.is_valid:
             self._def._g.remove(self._node)
 
-    def _executable_view(self, exe: Any) -> ExecutableGraphNode:
-        """``exe[node]`` (:meth:`cudagraph.Executable.__getitem__` asks a foreign key for its view)."""
+    def _executable_view(self, exe: Any) -> ExecutableGraphNode:  # exe[node]: see Executable.__getitem__
         return executable_view(self, exe)
 
     def _changed(self, changes: dict[str, Any], owners: tuple[Any, ...] = ()) -> None:
@@ -254,12 +254,11 @@ class GraphNode:
 
     @property
     def handle(self) -> Any:
-        """Refused: no driver node exists before ``instantiate()`` (then: ``exe.driver_node(node.node)``)."""
-        raise unsupported("GraphNode.handle", "handle", "a driver node before instantiate(); see exe.driver_node")
+        """The node's ``CUgraphNode`` in the definition's driver graph (:mod:`~cudagraph.frontends.compat.handles`)."""
+        return node_handle(self)
 
-    # (last in the class: the name shadows the builtin in the class body below it)
     @property
-    def type(self) -> Any:
+    def type(self) -> Any:  # (last in the class: the name would shadow the builtin in annotations below it)
         """The driver node type (a ``CUgraphNodeType``), ``None`` for the entry point."""
         return None if self._node is None else node_type(self._node)
 
@@ -592,7 +591,7 @@ class GraphDefinition:
     depending on it. :attr:`graph` is the cudagraph definition underneath.
     """
 
-    __slots__ = ("_g", "_wrappers", "_children", "_owners", "_parent", "__weakref__")
+    __slots__ = ("_g", "_wrappers", "_children", "_owners", "_parent", "_handles", "__weakref__")
 
     def __init__(self, _graph: Graph | None = None, _parent: GraphDefinition | None = None) -> None:
         self._g = _graph if _graph is not None else Graph("GraphDefinition")
@@ -600,6 +599,7 @@ class GraphDefinition:
         self._children: dict[int, GraphDefinition] = {}
         self._owners: list[Any] = [] if _parent is None else _parent._owners
         self._parent = _parent
+        self._handles: Any = None  # the driver graphs built for handles (handles.DriverGraphs)
 
     @property
     def graph(self) -> Graph:
@@ -608,8 +608,8 @@ class GraphDefinition:
 
     @property
     def handle(self) -> Any:
-        """Refused: no driver graph exists before ``instantiate()`` (then: ``exe.graph_handle``)."""
-        raise unsupported("GraphDefinition.handle", "handle", "a driver graph before instantiate(); exe.graph_handle")
+        """The driver ``CUgraph`` of the definition as it is now (:mod:`~cudagraph.frontends.compat.handles`)."""
+        return definition_handle(self)
 
     @property
     def is_valid(self) -> bool:

@@ -1,0 +1,107 @@
+"""The driver handles of a compat ``GraphDefinition`` and its nodes (cuda.core's ``gd.handle``, ``node.handle``).
+
+cuda.core adds each node to a driver graph as it is made; a compat definition is a cudagraph
+:class:`~cudagraph.Graph` that touches the driver only when asked. Asking for a handle builds the
+definition as it is now (explicit lowering, as ``instantiate()`` does) and keeps that driver graph: the
+same handles are given until the definition is edited (a node added, updated or removed, an edge added or
+removed, at any depth), then the next request builds it again. Every driver graph built stays valid until
+the definition is collected, so a handle given out earlier never dangles.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ...definition.bindings import resolve_bindings
+from ...definition.edits import watch
+from ...materialize.explicit import LoweredGraph, lower
+from .common import unsupported
+
+if TYPE_CHECKING:
+    from ...definition.graph import Graph
+
+__all__ = ["DriverGraphs", "definition_handle", "node_handle"]
+
+
+def _destroy(built: list[LoweredGraph]) -> None:
+    for lowered in built:
+        lowered.destroy()
+    built.clear()
+
+
+class DriverGraphs:
+    """The driver graphs built for one definition's handles (the newest one answers).
+
+    Parameters
+    ----------
+    graph : Graph
+        The definition.
+    """
+
+    __slots__ = ("graph", "built", "_stamp", "_edits", "__weakref__")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.built: list[LoweredGraph] = []
+        self._stamp: tuple[int, ...] | None = None
+        self._edits = 0
+        weakref.finalize(self, _destroy, self.built)
+
+    def _edited(self) -> None:
+        self._edits += 1
+
+    def _now(self) -> tuple[int, ...]:
+        """What changes when the definition does: the edits seen and each graph's node count, at every depth."""
+        g = self.graph
+        return (self._edits, len(g._nodes), *sorted((id(b), len(b._nodes)) for b in g._descendants()))  # type: ignore[arg-type]
+
+    def current(self) -> LoweredGraph:
+        """The driver graph of the definition as it is now (built now if it changed since the last one)."""
+        if self.built and self._now() == self._stamp:
+            return self.built[-1]
+        g = self.graph
+        g.validate()
+        lowered = lower(g, resolve_bindings(g, {}), [])
+        self.built.append(lowered)
+        for body in (g, *g._descendants()):  # told once, at each graph's next in-place edit
+            watch(body, weakref.WeakMethod(self._edited))
+        self._stamp = self._now()
+        return lowered
+
+    def node_handle(self, node: Any) -> Any:
+        """The ``CUgraphNode`` of ``node`` (at any depth) in :meth:`current`."""
+        return self.current().all_nodes[id(node)][1]
+
+
+def _root(definition: Any) -> Any:
+    while definition._parent is not None:
+        definition = definition._parent
+    return definition
+
+
+def _graphs_of(definition: Any) -> DriverGraphs:
+    if definition._handles is None:
+        definition._handles = DriverGraphs(definition._g)
+    return definition._handles  # type: ignore[no-any-return]
+
+
+def definition_handle(definition: Any) -> Any:
+    """``gd.handle``: the ``CUgraph`` of a definition made by ``GraphDefinition()`` (see the module). The body
+    of a conditional or child node read through its node is refused: its graph lives inside the driver graph
+    of the definition it belongs to, whose nodes' handles reach it."""
+    if definition._parent is not None:
+        raise unsupported(
+            "GraphDefinition.handle",
+            "handle",
+            "the driver graph of a body read through its node; take the handle of the definition it belongs to",
+        )
+    return _graphs_of(definition).current().handle
+
+
+def node_handle(node: Any) -> Any:
+    """``node.handle``: the node's ``CUgraphNode`` in the driver graph of its outermost definition, ``None``
+    for the entry point."""
+    if node._node is None:
+        return None
+    return _graphs_of(_root(node._def)).node_handle(node._node)

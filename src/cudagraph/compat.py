@@ -16,7 +16,7 @@ changing its imports (``from cudagraph.compat import Device, GraphBuilder, Graph
   ``end_building()``, ``complete(options)``, ``debug_dot_print``, ``graph_definition``. Each op
   becomes a node after the builder's last op (the builder holds a :class:`~cudagraph.Path`).
 
-Nothing touches the driver until ``instantiate()`` / ``complete()``, which builds the graph
+Nothing touches the driver until ``instantiate()`` / ``complete()`` (or a ``handle``), which builds the graph
 explicitly (``cuGraphCreate`` + ``cuGraphAddNode``) and returns an :class:`~cudagraph.Executable`
 (cuda.core's executable ``Graph``, exported under that name: ``launch(stream)``, ``upload(stream)``,
 ``update(definition)``, ``close()``, ``is_closed``, and ``exe[node]``, the views

@@ -2,7 +2,7 @@
 
 Each builder method of a node adds a node depending on it, so calls chain
 (``gd.launch(cfg, k).launch(cfg, k2).memcpy(dst, src, n)``); the definition's own builder methods
-add entry points. Nothing touches the driver until ``instantiate()``.
+add entry points. Nothing touches the driver until ``instantiate()`` (or a ``handle``: :mod:`.handles`).
 """
 
 from __future__ import annotations

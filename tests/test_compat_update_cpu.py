@@ -55,7 +55,7 @@ def test_kernel_update_changes_only_what_is_given():
 @pytest.mark.parametrize(
     ("kwargs", "error", "text"),
     [
-        ({"kernel": K2}, OperandError, "compat KernelNode.update: args: a new kernel needs its arguments (args=()"),
+        ({"kernel": K2}, DefinitionError, "compat KernelNode.update: args: a new kernel needs its arguments (args=()"),
         ({"args": 5}, OperandError, "compat KernelNode.update: args: expected a tuple or list, got int"),
         ({"args": (1.5,)}, OperandError, "argument 0: Python float is ambiguous"),
         (
@@ -245,27 +245,35 @@ class _FakeExe:
 
 def test_executable_views_by_kind_and_the_lookup():
     gd = compat.GraphDefinition()
-    made = [gd.launch(CFG, K), gd.memcpy(0x2000, 0x1000, 8), gd.memset(0x1000, 0, 8), gd.empty()]
+    made = [gd.launch(CFG, K), gd.memcpy(0x2000, 0x1000, 8), gd.memset(0x1000, 0, 8)]
     made += [gd.callback(lambda: None), gd.record(CUevent()), gd.wait(CUevent()), gd.embed(compat.GraphDefinition())]
-    exe = _FakeExe([n.node for n in made])
+    empty, alloc = gd.empty(), gd.allocate(64)
+    exe = _FakeExe([n.node for n in (*made, empty, alloc)])
     views = [exec_views.executable_view(n, exe) for n in made]  # type: ignore[arg-type]
     assert [type(v).__name__ for v in views] == [
         "ExecutableKernelNode",
         "ExecutableMemcpyNode",
         "ExecutableMemsetNode",
-        "ExecutableGraphNode",
         "ExecutableHostCallbackNode",
         "ExecutableEventRecordNode",
         "ExecutableEventWaitNode",
         "ExecutableChildGraphNode",
     ]
     assert all(isinstance(v, compat.ExecutableGraphNode) for v in views)
-    assert [hasattr(v, "disable") for v in views] == [True, True, True] + [False] * 5
+    assert [hasattr(v, "disable") for v in views] == [True, True, True] + [False] * 4
+    for node, kind in ((empty, "empty"), (alloc, "alloc")):
+        with pytest.raises(OperandError, match=rf"is a {kind} node, which does not support executable updates"):
+            exec_views.executable_view(node, exe)  # type: ignore[arg-type]
     later = gd.launch(CFG, K)
-    with pytest.raises(NodeNotFoundError, match=r"kernel#8 .* is not a node of the executable"):
+    with pytest.raises(NodeNotFoundError, match=r"kernel#9 .* is not a node of the executable"):
         exec_views.executable_view(later, exe)  # type: ignore[arg-type]
     with pytest.raises(OperandError, match=r"the entry point of a GraphDefinition is not a node of an executable"):
         exec_views.executable_view(compat.GraphNode(gd, None), exe)  # type: ignore[arg-type]
+    made[0].destroy()
+    with pytest.raises(DefinitionError, match=r"kernel#0 .* was destroyed; it is no longer valid"):
+        exec_views.executable_view(made[0], exe)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):  # as cuda.core's ValueError
+        exec_views.executable_view(made[0], exe)  # type: ignore[arg-type]
 
 
 def test_an_executable_hands_a_compat_node_to_its_view(monkeypatch):

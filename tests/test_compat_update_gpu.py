@@ -209,3 +209,17 @@ def test_handles_are_the_driver_graph_and_its_nodes(G, k, gpu, stream):
         a.update(args=(x, F(1), F(5), n))
         h2 = gd.handle
         assert int(h2) != int(h) and len(_driver_nodes(drv, h)) == 2 and len(_driver_nodes(drv, h2)) == 2
+
+
+def test_views_of_nodes_without_updates_or_destroyed_are_refused(G, k, gpu):
+    x = gpu.alloc(4 * N)
+    gd = G.GraphDefinition()
+    empty = gd.empty()
+    kern = empty.launch(cfg(), k.scale_add, x, F(2), F(1), np.int32(N))
+    exe = gd.instantiate()
+    with pytest.raises(TypeError, match=r"does not support executable updates"):
+        exe[empty]
+    kern.destroy()
+    with pytest.raises(ValueError, match=r"no longer valid"):
+        exe[kern]
+    exe.close()

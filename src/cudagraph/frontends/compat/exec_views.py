@@ -1,6 +1,7 @@
 """cuda.core's executable node views: ``exe[node]`` for a node of a compat ``GraphDefinition``.
 
-Each view changes the node in the executable only (the definition is not touched), through
+Each view changes the node in the executable only (kinds with no view, empty, allocation, free and
+conditional nodes, are refused as cuda.core refuses them) (the definition is not touched), through
 cudagraph's :class:`~cudagraph.ExecutableNode`; its ``update`` takes cuda.core's keywords, every value
 given (nothing is kept from before, as in cuda.core). Kernel, memcpy and memset views can also be
 disabled and enabled.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OperandError
+from ...errors import DefinitionError, OperandError
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
 
 if TYPE_CHECKING:
@@ -158,10 +159,28 @@ _VIEWS: dict[str, type[ExecutableGraphNode]] = {
 
 
 def executable_view(node: GraphNode, exe: Executable) -> ExecutableGraphNode:
-    """``exe[node]`` for a compat node: the view of its kind (refused for the entry point and for a node
-    the executable does not have)."""
+    """``exe[node]`` for a compat node: the view of its kind.
+
+    Raises
+    ------
+    OperandError
+        The entry point, or a node of a kind with no view (empty, allocation, free, conditional), as cuda.core
+        refuses them (a ``TypeError`` too).
+    DefinitionError
+        The node was destroyed (a ``ValueError`` too).
+    NodeNotFoundError
+        A node of another definition, or added since the executable was made.
+    """
     inner = node._node
     if inner is None:
         raise OperandError("compat: the entry point of a GraphDefinition is not a node of an executable")
-    exe.driver_node(inner)  # NodeNotFoundError for a node of another definition, or added since
-    return _VIEWS.get(inner.kind, ExecutableGraphNode)(exe, node)
+    if not node.is_valid:
+        raise DefinitionError(f"compat: exe[node]: {inner.label} was destroyed; it is no longer valid")
+    view = _VIEWS.get(inner.kind)
+    if view is None:
+        raise OperandError(
+            f"compat: exe[node]: {inner.label} is a {inner.kind} node, which does not support executable updates "
+            "(kernel, memcpy, memset, host callback, event and child graph nodes do)"
+        )
+    exe.driver_node(inner)
+    return view(exe, node)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...definition.core import check_size
-from ...errors import OperandError
+from ...errors import DefinitionError, OperandError
 from ..launch import _config, _kernel
 from .common import DRIVER_KERNEL_TYPES, check_callback, kernel_args, unsupported
 
@@ -67,7 +67,7 @@ def kernel_changes(node: Any, config: Any, kernel: Any, args: Any, call: str) ->
     if attrs is not None and (attrs.cluster is not None or attrs.cooperative):
         raise unsupported(call, "node", f"{node.label} is a clustered or cooperative launch")
     if kernel is not None and args is None:
-        raise OperandError(f"compat {call}: args: a new kernel needs its arguments (args=() for none)")
+        raise DefinitionError(f"compat {call}: args: a new kernel needs its arguments (args=() for none)")
     if args is not None:
         if not isinstance(args, (tuple, list)):
             raise OperandError(f"compat {call}: args: expected a tuple or list, got {type(args).__name__}")

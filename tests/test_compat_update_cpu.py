@@ -284,3 +284,28 @@ def test_an_executable_hands_a_compat_node_to_its_view(monkeypatch):
     exe = object.__new__(cg.Executable)
     assert exe[k] == "view" and asked == [(k, exe)]  # type: ignore[index]
     assert compat.Graph is cg.Executable
+
+
+def test_an_executable_updates_from_a_definition_or_an_ended_builder(monkeypatch):
+    from cudagraph.executable import updating
+
+    got: list[Any] = []
+    monkeypatch.setattr(updating, "topology_signature", lambda graph: got.append(graph) or 1 / 0)
+    exe = object.__new__(cg.Executable)
+    monkeypatch.setattr(cg.Executable, "_require_open", lambda self: None)
+    gd = compat.GraphDefinition()
+    with pytest.raises(ZeroDivisionError):  # (stopped right after the source was read)
+        exe.update(gd)
+    assert got == [gd.graph]
+    gb = compat.GraphBuilder().begin_building()
+    with pytest.raises(DefinitionError, match=r"the GraphBuilder has not finished building; end_building\(\) first"):
+        exe.update(gb)
+    assert got == [gd.graph]  # refused before anything was read
+    with pytest.raises(ValueError):  # as cuda.core's ValueError
+        exe.update(gb)
+    gb.end_building()
+    with pytest.raises(ZeroDivisionError):
+        exe.update(gb)
+    assert got == [gd.graph, gb.graph]
+    with pytest.raises(OperandError, match=r"update\(\) expects a cudagraph.Graph \(or a compat GraphDefinition"):
+        exe.update("not a graph")  # type: ignore[arg-type]

@@ -141,20 +141,37 @@ def test_host_event_and_child_views(G, k, gpu, stream):
     exe.close()
 
 
-def test_whole_executable_update_from_a_definition(G, k, gpu, stream):
+@pytest.mark.parametrize("source", ["GraphDefinition", "GraphBuilder"])
+def test_whole_executable_update_from_a_definition_or_a_builder(G, source, k, gpu, stream):
     x = gpu.upload(np.arange(N, dtype=F))
     n = np.int32(N)
+    if G is cg.compat:
+        Device, launch = cg.compat.Device, cg.compat.launch
+    else:
+        from cuda.core import Device, launch
 
     def build(a: float) -> Any:
-        gd = G.GraphDefinition()
-        gd.launch(cfg(), k.scale_add, x, F(a), F(0), n)
-        return gd
+        if source == "GraphDefinition":
+            gd = G.GraphDefinition()
+            gd.launch(cfg(), k.scale_add, x, F(a), F(0), n)
+            return gd
+        gb = Device().create_graph_builder().begin_building()
+        launch(gb, cfg(), k.scale_add, x, F(a), F(0), n)
+        return gb
 
-    exe = build(2.0).instantiate()
-    exe.update(build(5.0))
+    first = build(2.0)
+    exe = first.instantiate() if source == "GraphDefinition" else first.end_building().complete()
+    unfinished = build(5.0)
+    if source == "GraphBuilder":
+        with pytest.raises(ValueError, match=r"not finished building"):
+            exe.update(unfinished)
+        unfinished.end_building()
+    exe.update(unfinished)
     exe.launch(stream)
     stream.sync()
     np.testing.assert_array_equal(gpu.read(x, N), np.arange(N, dtype=F) * 5)
+    with pytest.raises(TypeError):
+        exe.update("not a graph")
     assert not exe.is_closed
     exe.close()
     assert exe.is_closed

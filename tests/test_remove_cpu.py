@@ -174,7 +174,7 @@ def test_compat_destroy_and_is_valid():
     b.destroy()
     assert b.is_valid is False and a.is_valid and len(gd.nodes()) == 2 and gd.edges() == set()
     b.destroy()  # a destroyed node: nothing
-    gd._entry.destroy()  # the entry point: nothing
+    cg.compat.GraphNode(gd, None).destroy()  # the entry point: nothing
     assert c.pred == set() and a.succ == set()
 
 
@@ -199,7 +199,7 @@ def test_compat_pred_and_succ_are_live_mutable_sets():
     with pytest.raises(OperandError, match=r"compat GraphNode.pred.add: expected a node of the definition, got int"):
         a.pred.add(3)  # type: ignore[arg-type]
     with pytest.raises(OperandError, match=r"the entry point has no edges"):
-        gd._entry.succ.add(a)
+        cg.compat.GraphNode(gd, None).succ.add(a)
     other = compat.GraphDefinition().empty()
     with pytest.raises(ForeignNodeError):
         a.succ.add(other)

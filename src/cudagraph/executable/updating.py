@@ -178,7 +178,7 @@ class Updating(ExecutableBase):
         graph : Graph
             The new definition (it may be the same object, changed with
             :meth:`Node.update`), or a :mod:`cudagraph.compat` ``GraphDefinition`` or
-            ``GraphBuilder`` (its ``graph``).
+            ``GraphBuilder`` (its graph, once building has ended: their ``_update_source()``).
         reinstantiate_if_needed : bool
             When the topology differs (or the driver refuses the update),
             instantiate ``graph`` afresh instead of raising.
@@ -199,13 +199,13 @@ class Updating(ExecutableBase):
         """
         self._require_open()
         if not isinstance(graph, Graph):
-            inner = getattr(graph, "graph", None)  # a compat GraphDefinition or GraphBuilder holds one
-            if not isinstance(inner, Graph):
+            source = getattr(type(graph), "_update_source", None)  # a compat GraphDefinition or GraphBuilder
+            if source is None:
                 raise OperandError(
                     f"update() expects a cudagraph.Graph (or a compat GraphDefinition / GraphBuilder), "
                     f"got {type(graph).__name__}"
                 )
-            graph = inner
+            graph = source(graph)
         new_sig = _signature if _signature is not None else topology_signature(graph)
         shape = self._shape()
         same_sig = new_sig is shape.signature or new_sig == shape.signature

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...definition.graph import Graph
 from ...definition.path import Path
-from ...errors import OperandError
+from ...errors import DefinitionError, OperandError
 from ..launch import register_path_target
 from .common import GraphCondition, add_kernel, check_callback, condition_of, instantiate, unsupported, write_dot
 from .definition import GraphDefinition
@@ -211,6 +211,16 @@ class GraphBuilder:
             raise _state_error(call, self)
         self._no_open_bodies(call)
         return instantiate(self._graph, options)
+
+    def _update_source(self) -> Graph:
+        """The graph ``exe.update(builder)`` makes the executable run: only once building has ended (cuda.core:
+        "Graph has not finished building")."""
+        if self._state != _ENDED or self._graph is None:
+            raise DefinitionError(
+                "compat Executable.update: the GraphBuilder has not finished building; end_building() first"
+            )
+        self._no_open_bodies("compat Executable.update")
+        return self._graph
 
     def close(self) -> None:
         """Close the builder (a fork that is not joined leaves its nodes in the graph)."""

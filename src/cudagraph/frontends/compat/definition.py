@@ -611,6 +611,9 @@ class GraphDefinition:
         """The driver ``CUgraph`` of the definition as it is now (:mod:`~cudagraph.frontends.compat.handles`)."""
         return definition_handle(self)
 
+    def _update_source(self) -> Graph:  # exe.update(gd): see Executable.update
+        return self._g
+
     @property
     def is_valid(self) -> bool:
         """Always ``True`` (the definition lives as long as this object), a property as cuda.core's."""
@@ -633,13 +636,9 @@ class GraphDefinition:
             self._children[id(body)] = w
         return w
 
-    @property
-    def _entry(self) -> GraphNode:
-        return GraphNode(self, None)
-
     def join(self, *nodes: GraphNode) -> EmptyNode:
         """Add an empty node depending on every node in ``nodes``."""
-        return self._entry.join(*nodes)
+        return GraphNode(self, None).join(*nodes)
 
     def create_condition(self, default_value: int | None = None) -> GraphCondition:
         """A condition variable, set from device code (``cudaGraphSetConditional``)."""

@@ -211,8 +211,8 @@ def test_handles_are_the_driver_graph_and_its_nodes(G, k, gpu, stream):
     for node in (a, fill):
         err, t = drv.cuGraphNodeGetType(node.handle)
         assert err == drv.CUresult.CUDA_SUCCESS and t == node.type
-    err, deps, count = drv.cuGraphNodeGetDependencies(fill.handle, 1)
-    assert err == drv.CUresult.CUDA_SUCCESS and count == 1 and int(deps[0]) == int(a.handle)
+    got = drv.cuGraphNodeGetDependencies(fill.handle, 1)  # (err, deps, [edge data,] count)
+    assert got[0] == drv.CUresult.CUDA_SUCCESS and got[-1] == 1 and int(got[1][0]) == int(a.handle)
     # The driver graph runs as built: instantiated and launched with the driver's own calls.
     err, exe = drv.cuGraphInstantiate(h, 0)
     assert err == drv.CUresult.CUDA_SUCCESS
@@ -237,6 +237,7 @@ def test_views_of_nodes_without_updates_or_destroyed_are_refused(G, k, gpu):
     with pytest.raises(TypeError, match=r"does not support executable updates"):
         exe[empty]
     kern.destroy()
-    with pytest.raises(ValueError, match=r"no longer valid"):
+    # cuda.core 1.2.2 raises ValueError ("no longer valid"), 1.2.0 RuntimeError ("has been destroyed").
+    with pytest.raises(ValueError if G is cg.compat else (ValueError, RuntimeError)):
         exe[kern]
     exe.close()

@@ -4,7 +4,6 @@ with nothing added."""
 
 from __future__ import annotations
 
-import ctypes
 from types import SimpleNamespace
 from typing import Any
 
@@ -359,8 +358,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("embed open", lambda gb, s: gb.embed(building()), "GraphBuilder.embed: child: the GraphBuilder is building"),
     ("embed fork", lambda gb, s: gb.embed(s["fork"]), "embed: child: a builder made by split() builds part of"),
     ("embed new", lambda gb, s: gb.embed(compat.GraphBuilder()), "embed: child: the GraphBuilder has not begun"),
-    ("user_data", lambda gb, s: gb.callback(print, user_data=b"x"), "compat GraphBuilder.callback: user_data: user"),
-    ("ctypes fn", lambda gb, s: gb.callback(s["cfn"]), "compat GraphBuilder.callback: fn: CFunctionType"),
+    ("not callable", lambda gb, s: gb.callback(5), "compat GraphBuilder.callback: fn: expected a Python callable or"),
     ("if int", lambda gb, s: gb.if_then(1), "compat GraphBuilder.if_then: condition: expected a GraphCondition"),
     ("switch raw", lambda gb, s: gb.switch(s["raw"], 2), "compat GraphBuilder.switch: condition: expected a GraphCond"),
     ("dot flags", lambda gb, s: s["ended"].debug_dot_print("x", s["verbose"]), "debug print flags (verbose)"),
@@ -394,7 +392,6 @@ def test_misuse_is_refused_by_name_and_adds_nothing(call, text):
         "ended": ended,
         "closed": closed,
         "fork": fork,
-        "cfn": ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda p: None),
         "raw": gb.graph.condition(),
         "verbose": compat.GraphDebugPrintOptions(verbose=True),
     }

@@ -170,8 +170,8 @@ def test_debug_dot_print_writes_the_dot(tmp_path):
 @pytest.mark.parametrize(
     "call, text",
     [
-        (lambda gd: gd.callback(print, user_data=b"x"), "compat GraphNode.callback: user_data: user data"),
-        (lambda gd: gd.callback(42), "compat GraphNode.callback: fn: int; only a Python callable"),
+        (lambda gd: gd.callback("print"), "compat GraphNode.callback: fn: expected a Python callable or a ctypes"),
+        (lambda gd: gd.callback(42), "compat GraphNode.callback: fn: expected a Python callable or a ctypes function"),
         (
             lambda gd: gd.allocate(64, peer_access=["x"]),
             "alloc#1 'alloc': peer_access: device must be a cuda.core Device",

@@ -11,7 +11,7 @@ from .kinds.conditionals import ConditionalNode, IfElseNode, IfNode, SetConditio
 from .kinds.copy import Memcpy2DNode, Memcpy3DNode, MemcpyNode
 from .kinds.events import EventRecordNode, EventWaitNode
 from .kinds.graph_memory import AllocNode, AllocOffset, FreeNode
-from .kinds.host import HostNode
+from .kinds.host import HostFunctionNode, HostNode
 from .kinds.kernel import KernelNode
 from .kinds.memory_ops import WAIT_COMPARISONS as WAIT_COMPARISONS
 from .kinds.memory_ops import WAIT_VALUE_FLUSH as WAIT_VALUE_FLUSH
@@ -35,6 +35,7 @@ __all__ = [
     "MemcpyNode",
     "MemsetNode",
     "HostNode",
+    "HostFunctionNode",
     "EventRecordNode",
     "EventWaitNode",
     "ChildGraphNode",
@@ -62,6 +63,7 @@ NODE_CLASSES: tuple[type[Node], ...] = (
     MemcpyNode,
     MemsetNode,
     HostNode,
+    HostFunctionNode,
     EventRecordNode,
     EventWaitNode,
     ChildGraphNode,

@@ -23,7 +23,7 @@ from ...definition.graph import Graph
 from ...definition.path import Path
 from ...errors import DefinitionError, OperandError
 from ..launch import register_path_target
-from .common import GraphCondition, add_kernel, check_callback, condition_of, instantiate, unsupported, write_dot
+from .common import GraphCondition, add_callback, add_kernel, condition_of, instantiate, unsupported, write_dot
 from .definition import GraphDefinition
 
 __all__ = ["BUILDING", "MAX_SPLIT", "GraphBuilder"]
@@ -379,10 +379,9 @@ class GraphBuilder:
         p.child(child._graph)
 
     def callback(self, fn: Any, *, user_data: Any = None) -> None:
-        """Call the Python callable ``fn()`` on the host after the last op (no ctypes function pointers)."""
-        p = self._building("callback")
-        check_callback("GraphBuilder.callback", fn, user_data)
-        p.host(fn)
+        """Call the Python callable ``fn()``, or the ctypes function pointer ``fn(user_data)``, on the host after
+        the last op."""
+        add_callback(self._building("callback"), fn, user_data, "GraphBuilder.callback")
 
     def _no_open_bodies(self, where: str) -> None:
         open_bodies = [b for b in self._bodies if b._state == BUILDING]

@@ -3,6 +3,7 @@ kernel add, instantiation and the dot writer."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 from typing import Any
 
@@ -11,7 +12,7 @@ from ...definition.drawing import check_path
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...driver.calls import require_driver
-from ...errors import OperandError
+from ...errors import DefinitionError, OperandError
 from ..launch import _config, _kernel
 
 #: Kernels the definition layer takes as they are (the rest go through ``_kernel``: foreign kernels
@@ -24,7 +25,9 @@ __all__ = [
     "GraphCondition",
     "GraphDebugPrintOptions",
     "add_kernel",
-    "check_callback",
+    "add_callback",
+    "check_python_callback",
+    "is_c_function",
     "condition_of",
     "instantiate",
     "kernel_args",
@@ -120,6 +123,7 @@ _NODE_TYPES = {
     "record": "EVENT_RECORD",
     "wait": "WAIT_EVENT",
     "host": "HOST",
+    "host_fn": "HOST",
     "if": "CONDITIONAL",
     "if_else": "CONDITIONAL",
     "while": "CONDITIONAL",
@@ -192,12 +196,29 @@ def add_kernel(g: Graph, after: Any, config: Any, kernel: Any, args: tuple[Any, 
     )
 
 
-def check_callback(call: str, fn: Any, user_data: Any) -> None:
-    """Refuse what a host node cannot run: a ctypes function pointer, ``user_data``, a non-callable."""
+def is_c_function(fn: Any) -> bool:
+    """Whether ``fn`` is a C function pointer (a ctypes function or a ``CUhostFn``): a host function node."""
+    return isinstance(fn, ctypes._CFuncPtr) or type(fn).__name__ == "CUhostFn"  # type: ignore[attr-defined]
+
+
+def check_python_callback(call: str, fn: Any, user_data: Any) -> None:
+    """Refuse what a Python callback cannot take: ``user_data`` (cuda.core: ``ValueError``), a non-callable."""
     if user_data is not None:
-        raise unsupported(call, "user_data", "user data for a ctypes function pointer")
-    if not callable(fn) or type(fn).__name__.startswith("CFunctionType"):
-        raise unsupported(call, "fn", f"{type(fn).__name__}; only a Python callable")
+        raise DefinitionError(f"compat {call}: user_data: only with a ctypes function pointer, not a Python callable")
+    if not callable(fn):
+        raise OperandError(
+            f"compat {call}: fn: expected a Python callable or a ctypes function pointer, got {type(fn).__name__}"
+        )
+
+
+def add_callback(target: Any, fn: Any, user_data: Any, call: str, **after: Any) -> Node:
+    """cuda.core's ``callback(fn, user_data=...)`` on ``target`` (a Graph or a Path): a C function pointer
+    becomes a :class:`~cudagraph.HostFunctionNode` of ``fn`` and ``user_data``, a Python callable a
+    :class:`~cudagraph.HostNode`."""
+    if is_c_function(fn):
+        return target.host_function(fn, user_data, **after)  # type: ignore[no-any-return]
+    check_python_callback(call, fn, user_data)
+    return target.host(fn, **after)  # type: ignore[no-any-return]
 
 
 def instantiate(g: Graph, options: Any) -> Any:

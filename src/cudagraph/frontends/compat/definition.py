@@ -18,8 +18,8 @@ from .adjacency import Adjacency
 from .common import (
     GraphCompleteOptions,
     GraphCondition,
+    add_callback,
     add_kernel,
-    check_callback,
     condition_of,
     instantiate,
     node_type,
@@ -228,9 +228,9 @@ class GraphNode:
         return self._add(EventWaitNode, self._def._g.wait(event, after=self._after()))  # type: ignore[no-any-return]
 
     def callback(self, fn: Any, *, user_data: Any = None) -> HostCallbackNode:
-        """Call the Python callable ``fn()`` on the host (ctypes function pointers are not supported)."""
-        check_callback("GraphNode.callback", fn, user_data)
-        return self._add(HostCallbackNode, self._def._g.host(fn, after=self._after()))  # type: ignore[no-any-return]
+        """Call ``fn()`` or the ctypes function ``fn(user_data)`` (bytes, copied, or an int address) on the host."""
+        node = add_callback(self._def._g, fn, user_data, "GraphNode.callback", after=self._after())
+        return self._add(HostCallbackNode, node)  # type: ignore[no-any-return]
 
     def if_then(self, condition: GraphCondition) -> IfNode:
         """Add an if node; fill its :attr:`IfNode.then` definition."""
@@ -491,13 +491,13 @@ class HostCallbackNode(GraphNode):
     __slots__ = ()
 
     def update(self, fn: Any, *, user_data: Any = None) -> None:
-        """Call the Python callable ``fn()`` instead (ctypes function pointers are not supported)."""
-        self._changed(callback_changes(fn, user_data, "HostCallbackNode.update"))
+        """Call ``fn`` instead (a ctypes function pointer and ``user_data`` for a callback made with one)."""
+        self._changed(callback_changes(self._node, fn, user_data, "HostCallbackNode.update"))
 
     @property
     def callback(self) -> Any:
-        """The Python callable."""
-        return self._node.fn  # type: ignore[union-attr]
+        """The Python callable; ``None`` for a ctypes function pointer (as in cuda.core)."""
+        return None if self._node.kind == "host_fn" else self._node.fn  # type: ignore[union-attr]
 
 
 class ConditionalNode(GraphNode):
@@ -691,6 +691,7 @@ _CLASSES: dict[str, type[GraphNode]] = {
     "record": EventRecordNode,
     "wait": EventWaitNode,
     "host": HostCallbackNode,
+    "host_fn": HostCallbackNode,
     "if": IfNode,
     "if_else": IfElseNode,
     "while": WhileNode,

@@ -112,8 +112,10 @@ class ExecutableHostCallbackNode(ExecutableGraphNode):
     __slots__ = ()
 
     def update(self, fn: Any, *, user_data: Any = None) -> None:
-        """Call the Python callable ``fn()`` at later launches."""
-        self._view.update(**callback_changes(fn, user_data, "ExecutableHostCallbackNode.update"))
+        """Call ``fn`` at later launches (a Python callable, or a ctypes function pointer and its ``user_data`` for
+        a callback made with one)."""
+        view = self._view
+        view.update(**callback_changes(view.node, fn, user_data, "ExecutableHostCallbackNode.update"))
 
 
 class _EventView(ExecutableGraphNode):
@@ -152,6 +154,7 @@ _VIEWS: dict[str, type[ExecutableGraphNode]] = {
     "memcpy": ExecutableMemcpyNode,
     "memset": ExecutableMemsetNode,
     "host": ExecutableHostCallbackNode,
+    "host_fn": ExecutableHostCallbackNode,
     "record": ExecutableEventRecordNode,
     "wait": ExecutableEventWaitNode,
     "child": ExecutableChildGraphNode,

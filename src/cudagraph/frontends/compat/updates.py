@@ -14,7 +14,7 @@ from typing import Any
 from ...definition.core import check_size
 from ...errors import DefinitionError, OperandError
 from ..launch import _config, _kernel
-from .common import DRIVER_KERNEL_TYPES, check_callback, kernel_args, unsupported
+from .common import DRIVER_KERNEL_TYPES, check_python_callback, is_c_function, kernel_args, unsupported
 
 __all__ = [
     "callback_changes",
@@ -126,10 +126,16 @@ def memset_changes(
     return changes, (dst_owner,)
 
 
-def callback_changes(fn: Any, user_data: Any, call: str) -> dict[str, Any]:
-    """The host keywords of a new callable (``user_data`` and ctypes function pointers are refused, as by
-    :meth:`GraphNode.callback`)."""
-    check_callback(call, fn, user_data)
+def callback_changes(node: Any, fn: Any, user_data: Any, call: str) -> dict[str, Any]:
+    """The host keywords of a new callback: a Python callable for a Python callback node, a C function pointer
+    (and its ``user_data``) for one made with a function pointer; a switch between the two is refused."""
+    if node.kind == "host_fn":
+        if not is_c_function(fn):
+            raise unsupported(call, "fn", f"{type(fn).__name__} for a callback made with a ctypes function pointer")
+        return {"fn": fn, "user_data": user_data}
+    if is_c_function(fn):
+        raise unsupported(call, "fn", "a ctypes function pointer for a callback made with a Python callable")
+    check_python_callback(call, fn, user_data)
     return {"fn": fn, "args": ()}
 
 

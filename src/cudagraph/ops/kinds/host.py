@@ -1,10 +1,11 @@
-"""Host callbacks: ``HostNode`` (a Python callable run by the driver through one C trampoline)."""
+"""Host callbacks: ``HostNode`` (a Python callable run by the driver through one C trampoline) and
+``HostFunctionNode`` (a C function and its data pointer, given to the driver as they are)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...definition.nodes import HostNode, Node
+from ...definition.nodes import HostFunctionNode, HostNode, Node
 from ...driver.calls import check, raise_error, require_driver
 from ...driver.host_callbacks import HOST_FN_ADDRESS, callback, launch_host_func, register
 from .base import KindOps, Lifter, ParamsEnv, StreamRun
@@ -12,7 +13,7 @@ from .base import KindOps, Lifter, ParamsEnv, StreamRun
 if TYPE_CHECKING:
     from ...definition.graph import Graph
 
-__all__ = ["OPS", "HostOps"]
+__all__ = ["OPS", "HostFunctionOps", "HostOps"]
 
 
 class HostOps(KindOps):
@@ -49,5 +50,24 @@ class HostOps(KindOps):
         return g.host(fn, *fargs, after=after)
 
 
+class HostFunctionOps(KindOps):
+    """A C host function: ``CUDA_HOST_NODE_PARAMS`` of its address and data pointer (``cuLaunchHostFunc`` on a
+    stream). Lifting a foreign host node stays with :class:`HostOps` (one lifter per driver node type)."""
+
+    __slots__ = ()
+    capturable = True
+
+    def params(self, node: HostFunctionNode, env: ParamsEnv) -> Any:
+        drv = require_driver()
+        p = env.node_params(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_HOST)
+        p.host.fn = drv.CUhostFn(node.fn_address)
+        p.host.userData = node.data_address
+        return p
+
+    def issue(self, node: HostFunctionNode, stream: Any, run: StreamRun) -> None:
+        drv = require_driver()
+        check(drv.cuLaunchHostFunc(stream, drv.CUhostFn(node.fn_address), node.data_address), "cuLaunchHostFunc", node)
+
+
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.
-OPS: tuple[tuple[type[Node], KindOps], ...] = ((HostNode, HostOps()),)
+OPS: tuple[tuple[type[Node], KindOps], ...] = ((HostNode, HostOps()), (HostFunctionNode, HostFunctionOps()))

@@ -24,7 +24,7 @@ explicitly (``cuGraphCreate`` + ``cuGraphAddNode``) and returns an :class:`~cuda
 executable only, kernel / memcpy / memset views with ``enable()``, ``disable()``, ``is_enabled``).
 ``gd.handle`` and ``node.handle`` build the definition as it is then (explicitly, once per change; every
 driver graph built stays valid until the definition is collected). A signature or a use this layer does
-not support (a ctypes callback, ``user_data``, debug print flags, a capture mode
+not support (``user_data`` beside a Python callable, debug print flags, a capture mode
 other than ``"relaxed"``, a builder used before ``begin_building()`` or after ``end_building()``,
 builders of different graphs joined) raises :class:`~cudagraph.errors.OperandError` naming the
 call and the argument, and adds nothing.

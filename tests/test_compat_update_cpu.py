@@ -181,6 +181,8 @@ def test_node_types_are_the_driver_types():
         T.CU_GRAPH_NODE_TYPE_CONDITIONAL,
     ]
     assert compat.GraphNode(gd, None).type is None
+    nodes[2].destroy()
+    assert nodes[2].type is None and nodes[2].handle is None  # a destroyed node, as in cuda.core
 
 
 class _Lowered:

@@ -196,7 +196,7 @@ def test_compat_pred_and_succ_are_live_mutable_sets():
     assert gd.edges() == {(a, c)}
     a.succ.clear()
     assert gd.edges() == set()
-    with pytest.raises(OperandError, match=r"compat GraphNode.pred.add: expected a node of the definition, got int"):
+    with pytest.raises(OperandError, match=r"compat GraphNode.pred.add: expected a GraphNode of the definition, got"):
         a.pred.add(3)  # type: ignore[arg-type]
     with pytest.raises(OperandError, match=r"the entry point has no edges"):
         cg.compat.GraphNode(gd, None).succ.add(a)

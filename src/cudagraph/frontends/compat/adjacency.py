@@ -35,7 +35,7 @@ class Adjacency(MutableSet["GraphNode"]):
     def _other(self, value: Any, what: str) -> Any:
         if getattr(value, "_def", None) is None or getattr(value, "_node", None) is None:  # not a compat node
             got = type(value).__name__
-            raise OperandError(f"compat GraphNode.{what}: expected a node of the definition, got {got}")
+            raise OperandError(f"compat GraphNode.{what}: expected a GraphNode of the definition, got {got}")
         if self._owner._node is None:
             raise OperandError(f"compat GraphNode.{what}: the entry point has no edges")
         return value._node

@@ -259,8 +259,8 @@ class GraphNode:
 
     @property
     def type(self) -> Any:  # (last in the class: the name would shadow the builtin in annotations below it)
-        """The driver node type (a ``CUgraphNodeType``), ``None`` for the entry point."""
-        return None if self._node is None else node_type(self._node)
+        """The driver node type (a ``CUgraphNodeType``); ``None`` for the entry point and a destroyed node."""
+        return node_type(self._node) if self._node is not None and self.is_valid else None
 
 
 class KernelNode(GraphNode):

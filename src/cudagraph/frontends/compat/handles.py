@@ -101,7 +101,7 @@ def definition_handle(definition: Any) -> Any:
 
 def node_handle(node: Any) -> Any:
     """``node.handle``: the node's ``CUgraphNode`` in the driver graph of its outermost definition, ``None``
-    for the entry point."""
-    if node._node is None:
+    for the entry point and a destroyed node (as in cuda.core)."""
+    if node._node is None or not node.is_valid:
         return None
     return _graphs_of(_root(node._def)).node_handle(node._node)

@@ -28,8 +28,13 @@ __all__ = [
 
 
 def owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
-    """Refuse an ``*_owner`` given beside a ``Buffer`` (cuda.core takes one only beside a raw address)."""
-    if owner is not None and type(value).__name__ == "Buffer":
+    """Refuse an ``*_owner`` given without its value or beside a ``Buffer`` (cuda.core takes one only beside a
+    raw address)."""
+    if owner is None:
+        return
+    if value is None:
+        raise OperandError(f"compat {call}: {arg}_owner: given without {arg}")
+    if type(value).__name__ == "Buffer":
         raise OperandError(f"compat {call}: {arg}_owner: must not be given when {arg} is a Buffer")
 
 
@@ -89,10 +94,6 @@ def memcpy_changes(
     :meth:`cudagraph.Graph.memcpy2d` / ``memcpy3d``, is no compat ``MemcpyNode``: it has no ``update``.)"""
     owner_check(call, dst_owner, dst, "dst")
     owner_check(call, src_owner, src, "src")
-    if dst_owner is not None and dst is None:
-        raise OperandError(f"compat {call}: dst_owner: given without dst")
-    if src_owner is not None and src is None:
-        raise OperandError(f"compat {call}: src_owner: given without src")
     changes: dict[str, Any] = {}
     if dst is not None:
         changes["dst"] = dst
@@ -110,8 +111,6 @@ def memset_changes(
     a 2- or 4-byte buffer-protocol value elements of its size (as :meth:`GraphNode.memset`); a ``pitch`` of
     0 is a row of ``width`` elements."""
     owner_check(call, dst_owner, dst, "dst")
-    if dst_owner is not None and dst is None:
-        raise OperandError(f"compat {call}: dst_owner: given without dst")
     changes: dict[str, Any] = {}
     if dst is not None:
         changes["dst"] = dst

@@ -14,7 +14,7 @@ import os
 import threading
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ..definition.bindings import resolve_bindings
 from ..definition.diff import is_flat
@@ -233,7 +233,11 @@ class Executable(Binding, Updating):
         """:attr:`closed`, by cuda.core's name."""
         return self._exec is None
 
-    def __getitem__(self, node: Node) -> ExecutableNode:
+    @overload
+    def __getitem__(self, node: Node) -> ExecutableNode: ...
+    @overload
+    def __getitem__(self, node: Any) -> Any: ...
+    def __getitem__(self, node: Any) -> Any:
         """A view of ``node`` in this executable (``exe[node].update(...)``, ``.disable()``).
 
         A key that is not a :class:`~cudagraph.Node` but whose class has an ``_executable_view(exe)``
@@ -242,7 +246,7 @@ class Executable(Binding, Updating):
         if not isinstance(node, Node):
             view = getattr(type(node), "_executable_view", None)
             if view is not None:
-                return view(node, self)  # type: ignore[no-any-return]
+                return view(node, self)
         self.driver_node(node)
         return ExecutableNode(self, node)
 

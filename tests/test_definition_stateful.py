@@ -17,6 +17,7 @@ CI runs ``CUDAGRAPH_STATEFUL_EXAMPLES`` examples (200 by default).
 
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Any
 
@@ -48,6 +49,10 @@ EVENT = CUevent()
 
 def _host(*args: Any) -> None:
     return None
+
+
+#: A C host function (never called here: its address is what a node keeps).
+_C_HOST = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda data: None)
 
 
 _JUNK = [None, "x", -1, 0, 1.5, 2**70, -(2**70), True, object(), [], (), {}, b"ab", np.int32(-3), np.float64(2.5)]
@@ -253,8 +258,12 @@ class GraphMachine(RuleBasedStateMachine):
     def host_event_empty(self, data: st.DataObject) -> None:
         g = self._graph(data.draw(idx))
         after, name = self._after(g, data), self._name(data)
-        which = data.draw(st.integers(0, 4))
-        if which == 0:
+        which = data.draw(st.integers(0, 5))
+        if which == 5:
+            fn = _C_HOST if data.draw(st.integers(0, 3)) else _JUNK[data.draw(idx) % len(_JUNK)]
+            user_data = [None, b"\x01\x02", 0x1000, bytearray(4), _JUNK[data.draw(idx) % len(_JUNK)]]
+            self._build(g, g.host_function, fn, user_data[data.draw(idx) % 5], after=after, name=name)
+        elif which == 0:
             fn = _host if data.draw(st.integers(0, 3)) else _JUNK[data.draw(idx) % len(_JUNK)]
             self._build(g, g.host, fn, *[self._ptr(data) for _ in range(data.draw(st.integers(0, 2)))], after=after)
         elif which == 1:
@@ -329,6 +338,8 @@ class GraphMachine(RuleBasedStateMachine):
                 KERNEL,
                 EVENT,
                 _host,
+                _C_HOST,
+                b"\x07",
                 cg.Graph("fresh"),
             ]
             kw[f] = pool[data.draw(idx) % len(pool)]

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from ...definition.condition import Condition
 from ...definition.drawing import check_path
@@ -147,11 +150,21 @@ def unsupported(call: str, arg: str, why: str) -> OperandError:
     return OperandError(f"compat {call}: {arg}: {why} (not supported by cudagraph.compat)")
 
 
+#: What cuda.core makes of an argument cudagraph does not take as it is: a condition wrapper its condition, a
+#: Python float a double, a complex a double complex (``Graph.kernel`` refuses a Python float as ambiguous).
+_CONVERTED: dict[type, Callable[[Any], Any]] = {
+    GraphCondition: lambda a: a.condition,
+    float: np.float64,
+    complex: np.complex128,
+}
+
+
 def kernel_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``args`` with every :class:`GraphCondition` replaced by its condition."""
+    """``args`` as cuda.core passes them: each :class:`GraphCondition` replaced by its condition, each Python
+    ``float`` by a ``np.float64`` and ``complex`` by a ``np.complex128`` (a double, a double complex)."""
     for a in args:  # a plain loop: any() over a generator cost as much as the rest of launch()
-        if type(a) is GraphCondition:
-            return tuple(a.condition if type(a) is GraphCondition else a for a in args)
+        if type(a) in _CONVERTED:
+            return tuple(_CONVERTED[type(a)](a) if type(a) in _CONVERTED else a for a in args)
     return args
 
 

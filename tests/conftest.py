@@ -263,6 +263,31 @@ def nvrtc(device: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
+def compat_kernels(nvrtc: Any) -> Any:
+    """The kernels of ``tests/compat_kernels.py`` (the programs written against cuda.core), compiled once."""
+    from compat_kernels import NAMES, SOURCE
+
+    return nvrtc(SOURCE, NAMES)
+
+
+@pytest.fixture(params=["cuda.core", "cudagraph.compat"])
+def graph_api(request: Any) -> Any:
+    """``cuda.core.graph`` or ``cudagraph.compat``: a program written against cuda.core's graph API runs with
+    each (the cuda.core case is skipped where cuda.core is not installed)."""
+    if request.param == "cuda.core":
+        return pytest.importorskip("cuda.core.graph")
+    import cudagraph
+
+    return cudagraph.compat
+
+
+@pytest.fixture
+def GD(graph_api: Any) -> Any:
+    """The ``GraphDefinition`` class of :func:`graph_api`."""
+    return graph_api.GraphDefinition
+
+
+@pytest.fixture(scope="session")
 def kernels(device: Any) -> SimpleNamespace:
     """The test kernels of :data:`KERNEL_SOURCE` as cuda.core ``Kernel`` objects (compiled once)."""
     try:

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from compat_kernels import NAMES, SOURCE
 
 pytestmark = pytest.mark.gpu
 
@@ -17,17 +16,9 @@ N = 256
 F = np.float32
 
 
-@pytest.fixture(scope="module")
-def k(nvrtc):
-    return nvrtc(SOURCE, NAMES)
-
-
-@pytest.fixture(params=["cuda.core", "cudagraph.compat"])
-def GD(request):
-    if request.param == "cuda.core":
-        graph = pytest.importorskip("cuda.core.graph")
-        return graph.GraphDefinition
-    return cg.compat.GraphDefinition
+@pytest.fixture
+def k(compat_kernels):
+    return compat_kernels
 
 
 def cfg(n: int = N) -> Any:

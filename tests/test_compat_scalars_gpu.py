@@ -31,13 +31,6 @@ def k(nvrtc):
     return nvrtc(SOURCE, ("axpy_d", "scale_f"))
 
 
-@pytest.fixture(params=["cuda.core", "cudagraph.compat"])
-def GD(request):
-    if request.param == "cuda.core":
-        return pytest.importorskip("cuda.core.graph").GraphDefinition
-    return cg.compat.GraphDefinition
-
-
 def cfg() -> Any:
     from cuda.core import LaunchConfig
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from compat_kernels import NAMES, SOURCE
 
 pytestmark = pytest.mark.gpu
 
@@ -19,22 +18,19 @@ N = 256
 F = np.float32
 
 
-@pytest.fixture(scope="module")
-def k(nvrtc):
-    return nvrtc(SOURCE, NAMES)
+@pytest.fixture
+def k(compat_kernels):
+    return compat_kernels
 
 
-@pytest.fixture(params=["cuda.core", "cudagraph.compat"])
-def G(request):
-    """The graph module: cuda.core's (skipped where the installed version lacks the updates) or compat."""
-    if request.param == "cuda.core":
-        graph = pytest.importorskip("cuda.core.graph")
-        if not hasattr(graph.KernelNode, "update") or not hasattr(graph, "ExecutableKernelNode"):
-            import cuda.core
+@pytest.fixture
+def G(graph_api):
+    """The graph module (see ``graph_api``), skipped for a cuda.core without the node updates."""
+    if not hasattr(graph_api.KernelNode, "update") or not hasattr(graph_api, "ExecutableKernelNode"):
+        import cuda.core
 
-            pytest.skip(f"cuda.core {cuda.core.__version__} has no node updates (cuda.core 1.2.2 has)")
-        return graph
-    return cg.compat
+        pytest.skip(f"cuda.core {cuda.core.__version__} has no node updates")
+    return graph_api
 
 
 def cfg(n: int = N) -> Any:

@@ -64,14 +64,6 @@ def test_updates_change_what_the_function_reads(gpu, stream):
     exe.close()
 
 
-@pytest.fixture(params=["cuda.core", "cudagraph.compat"])
-def GD(request):
-    if request.param == "cuda.core":
-        graph = pytest.importorskip("cuda.core.graph")
-        return graph.GraphDefinition
-    return cg.compat.GraphDefinition
-
-
 def test_cuda_core_ctypes_callback_program(GD, gpu, stream, device):
     """A program written against cuda.core: a device fill copied to pinned memory, then a ctypes callback given
     that memory as a raw pointer and a second one given copied bytes."""

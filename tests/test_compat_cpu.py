@@ -148,7 +148,7 @@ def test_nodes_read_back_what_they_were_built_with():
         4,
         16,
         1,
-        64,  # one row: the row's bytes (the driver does not read it)
+        0,  # one row: no pitch (the driver does not read it), as cuda.core reads it back
     )
     assert (copy.dst, copy.src, copy.size) == (0x2000, a.node, 64) and free.dptr is a.node
     assert emb.child_graph.graph is emb.node.body and (rec.event, wait.event, cb.callback) == (ev, ev, fn)

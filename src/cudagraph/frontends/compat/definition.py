@@ -359,8 +359,8 @@ class MemsetNode(GraphNode):
 
     @property
     def pitch(self) -> int:
-        """Bytes from one row to the next (with one row, that row's bytes, which the driver does not read)."""
-        return int(self._node.pitch)  # type: ignore[union-attr]
+        """Bytes from one row to the next; 0 with one row (unused then), as cuda.core reads it back."""
+        return int(self._node.pitch) if self.height > 1 else 0  # type: ignore[union-attr]
 
 
 class MemcpyNode(GraphNode):

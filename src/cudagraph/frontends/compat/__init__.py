@@ -2,9 +2,10 @@
 built explicitly.
 
 ``common`` (options, conditions, refusals, the one kernel add), ``definition`` (``GraphDefinition``
-and its nodes), ``updates`` (cuda.core's update keywords in cudagraph's terms), ``exec_views`` (``exe[node]``),
-``builder`` (``GraphBuilder``), ``entry`` (``Device`` and ``launch``). ``Graph``, cuda.core's executable, is
-:class:`cudagraph.Executable`.
+and ``GraphNode``, the builders), ``node_kinds`` (the typed node classes: read-back and ``update``),
+``updates`` (cuda.core's update keywords in cudagraph's terms), ``exec_views`` (``exe[node]``), ``handles``
+(driver handles), ``builder`` (``GraphBuilder``), ``entry`` (``Device`` and ``launch``). ``Graph``, cuda.core's
+executable, is :class:`cudagraph.Executable`.
 """
 
 from __future__ import annotations
@@ -12,25 +13,7 @@ from __future__ import annotations
 from ...executable.executable import Executable as Graph
 from .builder import GraphBuilder
 from .common import GraphCompleteOptions, GraphCondition, GraphDebugPrintOptions
-from .definition import (
-    AllocNode,
-    ChildGraphNode,
-    ConditionalNode,
-    EmptyNode,
-    EventRecordNode,
-    EventWaitNode,
-    FreeNode,
-    GraphDefinition,
-    GraphNode,
-    HostCallbackNode,
-    IfElseNode,
-    IfNode,
-    KernelNode,
-    MemcpyNode,
-    MemsetNode,
-    SwitchNode,
-    WhileNode,
-)
+from .definition import GraphDefinition, GraphNode
 from .entry import Device, launch
 from .exec_views import (
     ExecutableChildGraphNode,
@@ -41,6 +24,23 @@ from .exec_views import (
     ExecutableKernelNode,
     ExecutableMemcpyNode,
     ExecutableMemsetNode,
+)
+from .node_kinds import (
+    AllocNode,
+    ChildGraphNode,
+    ConditionalNode,
+    EmptyNode,
+    EventRecordNode,
+    EventWaitNode,
+    FreeNode,
+    HostCallbackNode,
+    IfElseNode,
+    IfNode,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    SwitchNode,
+    WhileNode,
 )
 
 __all__ = [

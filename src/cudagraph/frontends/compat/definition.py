@@ -8,7 +8,7 @@ add entry points. Nothing touches the driver until ``instantiate()`` (or a ``han
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...definition.core import check_size
 from ...definition.graph import Graph
@@ -29,34 +29,33 @@ from .common import (
 from .exec_views import ExecutableGraphNode, executable_view
 from .handles import definition_handle, node_handle
 from .updates import (
-    callback_changes,
-    child_changes,
-    kernel_changes,
-    memcpy_changes,
-    memset_changes,
     memset_value,
     owner_check,
 )
 
-__all__ = [
-    "AllocNode",
-    "ChildGraphNode",
-    "ConditionalNode",
-    "EmptyNode",
-    "EventRecordNode",
-    "EventWaitNode",
-    "FreeNode",
-    "GraphDefinition",
-    "GraphNode",
-    "HostCallbackNode",
-    "IfElseNode",
-    "IfNode",
-    "KernelNode",
-    "MemcpyNode",
-    "MemsetNode",
-    "SwitchNode",
-    "WhileNode",
-]
+if TYPE_CHECKING:
+    from .node_kinds import (
+        AllocNode,
+        ChildGraphNode,
+        EmptyNode,
+        EventRecordNode,
+        EventWaitNode,
+        FreeNode,
+        HostCallbackNode,
+        IfElseNode,
+        IfNode,
+        KernelNode,
+        MemcpyNode,
+        MemsetNode,
+        SwitchNode,
+        WhileNode,
+    )
+
+__all__ = ["KINDS", "GraphDefinition", "GraphNode"]
+
+
+#: node kind -> the compat class of its nodes (filled by :mod:`.node_kinds`; a kind not listed: GraphNode).
+KINDS: dict[str, type[GraphNode]] = {}
 
 
 class GraphNode:
@@ -136,21 +135,22 @@ class GraphNode:
     def _after(self) -> Any:
         return None if self._node is None else self._node
 
-    def _add(self, cls: type[GraphNode], node: Node) -> Any:
-        """The wrapper of ``node``, made now: it was just added, so none exists yet."""
+    def _add(self, node: Node) -> Any:
+        """The wrapper of ``node`` (the class of its kind, :data:`KINDS`), made now: it was just added, so none
+        exists yet."""
         d = self._def
-        w = cls(d, node)
+        w = KINDS.get(node.kind, GraphNode)(d, node)
         d._wrappers[id(node)] = w
         return w
 
     def launch(self, config: Any, kernel: Any, *args: Any) -> KernelNode:
         """Add a kernel launch depending on this node (``config`` is a cuda.core ``LaunchConfig``)."""
         node = add_kernel(self._def._g, self._after(), config, kernel, args, "GraphDefinition.launch")
-        return self._add(KernelNode, node)  # type: ignore[no-any-return]
+        return self._add(node)  # type: ignore[no-any-return]
 
     def empty(self) -> EmptyNode:
         """Add an empty node depending on this node."""
-        return self._add(EmptyNode, self._def._g.empty(after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.empty(after=self._after()))  # type: ignore[no-any-return]
 
     def join(self, *nodes: GraphNode) -> EmptyNode:
         """Add an empty node depending on this node and on ``nodes``."""
@@ -162,7 +162,7 @@ class GraphNode:
                 raise OperandError(f"compat GraphNode.join: nodes[{i}]: a node of another GraphDefinition")
             if n._node is not None and not any(n._node is d for d in deps):
                 deps.append(n._node)
-        return self._add(EmptyNode, self._def._g.join(*deps))  # type: ignore[no-any-return]
+        return self._add(self._def._g.join(*deps))  # type: ignore[no-any-return]
 
     def memset(
         self, dst: Any, value: Any, width: int, height: int = 1, pitch: int = 0, *, dst_owner: Any = None
@@ -178,7 +178,7 @@ class GraphNode:
         else:
             node = self._def._g.memset(dst, v, count=width, element_size=es, after=self._after())
         self._def._keep(dst_owner)
-        return self._add(MemsetNode, node)  # type: ignore[no-any-return]
+        return self._add(node)  # type: ignore[no-any-return]
 
     def memcpy(self, dst: Any, src: Any, size: int, *, dst_owner: Any = None, src_owner: Any = None) -> MemcpyNode:
         """Copy ``size`` bytes from ``src`` to ``dst`` (device or pinned host memory)."""
@@ -187,7 +187,7 @@ class GraphNode:
         owner_check(call, src_owner, src, "src")
         node = self._def._g.memcpy(dst, src, check_size(size, f"compat {call}", "size"), after=self._after())
         self._def._keep(dst_owner, src_owner)
-        return self._add(MemcpyNode, node)  # type: ignore[no-any-return]
+        return self._add(node)  # type: ignore[no-any-return]
 
     def allocate(self, size: int, *, device: Any = None, memory_type: Any = None, peer_access: Any = None) -> AllocNode:
         """Add a graph allocation of ``size`` bytes; its :attr:`AllocNode.dptr` is passed to later nodes.
@@ -202,55 +202,55 @@ class GraphNode:
             peer_access=peer_access,
             after=self._after(),
         )
-        return self._add(AllocNode, node)  # type: ignore[no-any-return]
+        return self._add(node)  # type: ignore[no-any-return]
 
     def deallocate(self, dptr: Any) -> FreeNode:
         """Free a graph allocation (the ``dptr`` of an :class:`AllocNode` of this definition)."""
-        alloc: Any = dptr._node if isinstance(dptr, AllocNode) else dptr
+        alloc: Any = dptr._node if isinstance(dptr, GraphNode) else dptr
         if getattr(alloc, "kind", None) != "alloc":
             raise unsupported(
                 "GraphNode.deallocate", "dptr", f"{type(dptr).__name__}; only the dptr of an allocate() node"
             )
-        return self._add(FreeNode, self._def._g.free(alloc, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.free(alloc, after=self._after()))  # type: ignore[no-any-return]
 
     def embed(self, child: GraphDefinition) -> ChildGraphNode:
         """Add ``child`` as a child graph node."""
         if not isinstance(child, GraphDefinition):
             raise unsupported("GraphNode.embed", "child", f"{type(child).__name__}; only a compat GraphDefinition")
-        return self._add(ChildGraphNode, self._def._g.child(child._g, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.child(child._g, after=self._after()))  # type: ignore[no-any-return]
 
     def record(self, event: Any) -> EventRecordNode:
         """Record ``event``."""
-        return self._add(EventRecordNode, self._def._g.record(event, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.record(event, after=self._after()))  # type: ignore[no-any-return]
 
     def wait(self, event: Any) -> EventWaitNode:
         """Wait for ``event``."""
-        return self._add(EventWaitNode, self._def._g.wait(event, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.wait(event, after=self._after()))  # type: ignore[no-any-return]
 
     def callback(self, fn: Any, *, user_data: Any = None) -> HostCallbackNode:
         """Call ``fn()`` or the ctypes function ``fn(user_data)`` (bytes, copied, or an int address) on the host."""
         node = add_callback(self._def._g, fn, user_data, "GraphNode.callback", after=self._after())
-        return self._add(HostCallbackNode, node)  # type: ignore[no-any-return]
+        return self._add(node)  # type: ignore[no-any-return]
 
     def if_then(self, condition: GraphCondition) -> IfNode:
         """Add an if node; fill its :attr:`IfNode.then` definition."""
         cond = condition_of("GraphNode.if_then", condition)
-        return self._add(IfNode, self._def._g.if_(cond, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.if_(cond, after=self._after()))  # type: ignore[no-any-return]
 
     def if_else(self, condition: GraphCondition) -> IfElseNode:
         """Add an if/else node; fill :attr:`IfElseNode.then` and :attr:`IfElseNode.else_`."""
         cond = condition_of("GraphNode.if_else", condition)
-        return self._add(IfElseNode, self._def._g.if_else(cond, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.if_else(cond, after=self._after()))  # type: ignore[no-any-return]
 
     def while_loop(self, condition: GraphCondition) -> WhileNode:
         """Add a while node; fill its :attr:`WhileNode.body` definition."""
         cond = condition_of("GraphNode.while_loop", condition)
-        return self._add(WhileNode, self._def._g.while_(cond, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.while_(cond, after=self._after()))  # type: ignore[no-any-return]
 
     def switch(self, condition: GraphCondition, count: int) -> SwitchNode:
         """Add a switch node of ``count`` branches (:attr:`SwitchNode.branches`)."""
         cond = condition_of("GraphNode.switch", condition)
-        return self._add(SwitchNode, self._def._g.switch(cond, count, after=self._after()))  # type: ignore[no-any-return]
+        return self._add(self._def._g.switch(cond, count, after=self._after()))  # type: ignore[no-any-return]
 
     @property
     def handle(self) -> Any:
@@ -261,309 +261,6 @@ class GraphNode:
     def type(self) -> Any:  # (last in the class: the name would shadow the builtin in annotations below it)
         """The driver node type (a ``CUgraphNodeType``); ``None`` for the entry point and a destroyed node."""
         return node_type(self._node) if self._node is not None and self.is_valid else None
-
-
-class KernelNode(GraphNode):
-    """A kernel launch."""
-
-    __slots__ = ()
-
-    def update(self, *, config: Any = None, kernel: Any = None, args: Any = None) -> None:
-        """Replace the launch configuration, the kernel or the arguments in the definition; ``None`` keeps a
-        value, a new ``kernel`` needs its ``args`` (``()`` for none). Clustered and cooperative launches are
-        refused (as in cuda.core)."""
-        self._changed(kernel_changes(self._node, config, kernel, args, "KernelNode.update"))
-
-    @property
-    def grid(self) -> tuple[int, int, int]:
-        """Grid dimensions in blocks."""
-        g: Any = self._node
-        return (int(g.grid[0]), int(g.grid[1]), int(g.grid[2]))
-
-    @property
-    def block(self) -> tuple[int, int, int]:
-        """Block dimensions."""
-        b: Any = self._node
-        return (int(b.block[0]), int(b.block[1]), int(b.block[2]))
-
-    @property
-    def shmem_size(self) -> int:
-        """Dynamic shared memory in bytes."""
-        n: Any = self._node
-        return int(n.shared_mem)
-
-    @property
-    def kernel(self) -> Any:
-        """The kernel."""
-        return self._node.kernel  # type: ignore[union-attr]
-
-    @property
-    def config(self) -> Any:
-        """A cuda.core ``LaunchConfig`` of the node's grid, block and shared memory (as cuda.core, without
-        cluster or cooperative)."""
-        from cuda.core import LaunchConfig
-
-        return LaunchConfig(grid=self.grid, block=self.block, shmem_size=self.shmem_size)
-
-
-class EmptyNode(GraphNode):
-    """An empty node."""
-
-    __slots__ = ()
-
-
-class MemsetNode(GraphNode):
-    """A memset node."""
-
-    __slots__ = ()
-
-    def update(
-        self,
-        *,
-        dst: Any = None,
-        value: Any = None,
-        width: int | None = None,
-        height: int | None = None,
-        pitch: int | None = None,
-        dst_owner: Any = None,
-    ) -> None:
-        """Replace the fill's destination, value or shape in the definition; ``None`` keeps a value
-        (``dst_owner`` only beside a raw-address ``dst``)."""
-        changes, owners = memset_changes(self._node, dst, value, width, height, pitch, dst_owner, "MemsetNode.update")
-        self._changed(changes, owners)
-
-    @property
-    def dptr(self) -> Any:
-        """The destination (an int address, a Buffer, an allocation's ``dptr``: what was given)."""
-        return self._node.dst  # type: ignore[union-attr]
-
-    @property
-    def value(self) -> int:
-        """The fill value, as the bits of one element."""
-        return int(self._node.value)  # type: ignore[union-attr]
-
-    @property
-    def element_size(self) -> int:
-        """Element size in bytes (1, 2 or 4)."""
-        return int(self._node.element_size)  # type: ignore[union-attr]
-
-    @property
-    def width(self) -> int:
-        """Elements per row."""
-        return int(self._node.width)  # type: ignore[union-attr]
-
-    @property
-    def height(self) -> int:
-        """Rows."""
-        return int(self._node.height)  # type: ignore[union-attr]
-
-    @property
-    def pitch(self) -> int:
-        """Bytes from one row to the next; 0 with one row (unused then), as cuda.core reads it back."""
-        return int(self._node.pitch) if self.height > 1 else 0  # type: ignore[union-attr]
-
-
-class MemcpyNode(GraphNode):
-    """A memcpy node."""
-
-    __slots__ = ()
-
-    def update(
-        self,
-        *,
-        dst: Any = None,
-        src: Any = None,
-        size: int | None = None,
-        dst_owner: Any = None,
-        src_owner: Any = None,
-    ) -> None:
-        """Replace the copy's destination, source or size in the definition; ``None`` keeps a value (an owner
-        only beside its raw address)."""
-        changes, owners = memcpy_changes(dst, src, size, dst_owner, src_owner, "MemcpyNode.update")
-        self._changed(changes, owners)
-
-    @property
-    def dst(self) -> Any:
-        """The destination, as given."""
-        return self._node.dst  # type: ignore[union-attr]
-
-    @property
-    def src(self) -> Any:
-        """The source, as given."""
-        return self._node.src  # type: ignore[union-attr]
-
-    @property
-    def size(self) -> int:
-        """Bytes copied."""
-        return int(self._node.nbytes)  # type: ignore[union-attr]
-
-
-class AllocNode(GraphNode):
-    """A graph allocation."""
-
-    __slots__ = ()
-
-    @property
-    def dptr(self) -> Any:
-        """The allocation as an operand of later nodes (its address is known once the graph is built)."""
-        return self._node
-
-    @property
-    def bytesize(self) -> int:
-        """Size in bytes."""
-        return self._node.nbytes  # type: ignore[union-attr, no-any-return]
-
-    @property
-    def device_id(self) -> int | None:
-        """The ordinal of the device the memory resides on (``None``: the current device when built; host memory)."""
-        return self._node.device  # type: ignore[union-attr, no-any-return]
-
-    @property
-    def memory_type(self) -> str:
-        """``"device"``, ``"host"`` or ``"managed"``."""
-        return self._node.memory_type  # type: ignore[union-attr, no-any-return]
-
-    @property
-    def peer_access(self) -> tuple[int, ...]:
-        """Ordinals of the other devices given access."""
-        return self._node.peer_access  # type: ignore[union-attr, no-any-return]
-
-
-class FreeNode(GraphNode):
-    """A graph free."""
-
-    __slots__ = ()
-
-    @property
-    def dptr(self) -> Any:
-        """The allocation freed (its :attr:`AllocNode.dptr`)."""
-        return self._node.alloc  # type: ignore[union-attr]
-
-
-class ChildGraphNode(GraphNode):
-    """A child graph."""
-
-    __slots__ = ()
-
-    def update(self, child: GraphDefinition) -> None:
-        """Embed ``child`` instead (a definition that does not contain this node's)."""
-        self._changed(child_changes(self._node, child, "ChildGraphNode.update"))
-
-    @property
-    def child_graph(self) -> GraphDefinition:
-        """The embedded definition."""
-        return self._def._child(self._node.body)  # type: ignore[union-attr]
-
-
-class EventRecordNode(GraphNode):
-    """An event record."""
-
-    __slots__ = ()
-
-    def update(self, event: Any) -> None:
-        """Record ``event`` instead."""
-        self._changed({"event": event})
-
-    @property
-    def event(self) -> Any:
-        """The event recorded."""
-        return self._node.event  # type: ignore[union-attr]
-
-
-class EventWaitNode(GraphNode):
-    """An event wait."""
-
-    __slots__ = ()
-
-    def update(self, event: Any) -> None:
-        """Wait for ``event`` instead."""
-        self._changed({"event": event})
-
-    @property
-    def event(self) -> Any:
-        """The event waited on."""
-        return self._node.event  # type: ignore[union-attr]
-
-
-class HostCallbackNode(GraphNode):
-    """A host callback."""
-
-    __slots__ = ()
-
-    def update(self, fn: Any, *, user_data: Any = None) -> None:
-        """Call ``fn`` instead (a ctypes function pointer and ``user_data`` for a callback made with one)."""
-        self._changed(callback_changes(self._node, fn, user_data, "HostCallbackNode.update"))
-
-    @property
-    def callback(self) -> Any:
-        """The Python callable; ``None`` for a ctypes function pointer (as in cuda.core)."""
-        return None if self._node.kind == "host_fn" else self._node.fn  # type: ignore[union-attr]
-
-
-class ConditionalNode(GraphNode):
-    """A conditional node; its bodies are :class:`GraphDefinition` objects."""
-
-    __slots__ = ()
-
-    @property
-    def branches(self) -> tuple[GraphDefinition, ...]:
-        """The bodies, in order."""
-        return tuple(self._def._child(b) for b in self._node.bodies)  # type: ignore[union-attr]
-
-    @property
-    def condition(self) -> GraphCondition:
-        """The condition variable that drives the node."""
-        return GraphCondition(self._node.cond)  # type: ignore[union-attr]
-
-    @property
-    def cond_type(self) -> str:
-        """``"if"`` (if and if/else nodes), ``"while"`` or ``"switch"``, as cuda.core's ``GraphConditionalType``."""
-        kind = self._node.kind  # type: ignore[union-attr]
-        return "if" if kind.startswith("if") else kind.rstrip("_")
-
-
-class IfNode(ConditionalNode):
-    """An if node."""
-
-    __slots__ = ()
-
-    @property
-    def then(self) -> GraphDefinition:
-        """The body run when the condition is non-zero."""
-        return self.branches[0]
-
-
-class IfElseNode(ConditionalNode):
-    """An if/else node."""
-
-    __slots__ = ()
-
-    @property
-    def then(self) -> GraphDefinition:
-        """The body run when the condition is non-zero."""
-        return self.branches[0]
-
-    @property
-    def else_(self) -> GraphDefinition:
-        """The body run when the condition is zero."""
-        return self.branches[1]
-
-
-class WhileNode(ConditionalNode):
-    """A while node."""
-
-    __slots__ = ()
-
-    @property
-    def body(self) -> GraphDefinition:
-        """The body run while the condition is non-zero."""
-        return self.branches[0]
-
-
-class SwitchNode(ConditionalNode):
-    """A switch node."""
-
-    __slots__ = ()
 
 
 _BUILDERS = (
@@ -622,10 +319,10 @@ class GraphDefinition:
     def _keep(self, *owners: Any) -> None:
         self._owners.extend(o for o in owners if o is not None)
 
-    def _wrap(self, node: Node, cls: type[GraphNode] | None = None) -> GraphNode:
+    def _wrap(self, node: Node) -> GraphNode:
         w = self._wrappers.get(id(node))
         if w is None or w._node is not node:
-            w = (cls or _CLASSES.get(node.kind, GraphNode))(self, node)
+            w = KINDS.get(node.kind, GraphNode)(self, node)
             self._wrappers[id(node)] = w
         return w
 
@@ -679,21 +376,3 @@ def _entry_method(name: str) -> Any:
 for _name in _BUILDERS:
     setattr(GraphDefinition, _name, _entry_method(_name))
 del _name
-
-_CLASSES: dict[str, type[GraphNode]] = {
-    "kernel": KernelNode,
-    "empty": EmptyNode,
-    "memset": MemsetNode,
-    "memcpy": MemcpyNode,
-    "alloc": AllocNode,
-    "free": FreeNode,
-    "child": ChildGraphNode,
-    "record": EventRecordNode,
-    "wait": EventWaitNode,
-    "host": HostCallbackNode,
-    "host_fn": HostCallbackNode,
-    "if": IfNode,
-    "if_else": IfElseNode,
-    "while": WhileNode,
-    "switch": SwitchNode,
-}

@@ -226,34 +226,31 @@ class ChildGraphNode(GraphNode):
         return self._def._child(self._node.body)  # type: ignore[union-attr]
 
 
-class EventRecordNode(GraphNode):
+class _EventNode(GraphNode):
+    """An event node (record or wait)."""
+
+    __slots__ = ()
+
+    def update(self, event: Any) -> None:
+        """Use ``event`` instead."""
+        self._changed({"event": event})
+
+    @property
+    def event(self) -> Any:
+        """The event recorded or waited on."""
+        return self._node.event  # type: ignore[union-attr]
+
+
+class EventRecordNode(_EventNode):
     """An event record."""
 
     __slots__ = ()
 
-    def update(self, event: Any) -> None:
-        """Record ``event`` instead."""
-        self._changed({"event": event})
 
-    @property
-    def event(self) -> Any:
-        """The event recorded."""
-        return self._node.event  # type: ignore[union-attr]
-
-
-class EventWaitNode(GraphNode):
+class EventWaitNode(_EventNode):
     """An event wait."""
 
     __slots__ = ()
-
-    def update(self, event: Any) -> None:
-        """Wait for ``event`` instead."""
-        self._changed({"event": event})
-
-    @property
-    def event(self) -> Any:
-        """The event waited on."""
-        return self._node.event  # type: ignore[union-attr]
 
 
 class HostCallbackNode(GraphNode):

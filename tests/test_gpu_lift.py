@@ -57,11 +57,13 @@ def test_lift_cuda_core_graph_definition(gpu, kernels, stream):
     from cuda.core.graph import GraphDefinition
 
     x = gpu.upload(np.ones(N, np.float32))
+    y = gpu.upload(np.ones(N, np.float32))
     cfg = LaunchConfig(grid=1, block=N)
     gd = GraphDefinition()
     a = gd.launch(cfg, kernels.scale_add, x, np.float32(2.0), np.float32(1.0), np.int32(N))
     b = a.launch(cfg, kernels.scale_add, x, np.float32(2.0), np.float32(1.0), np.int32(N))
-    c = a.launch(cfg, kernels.scale_add, x, np.float32(1.0), np.float32(0.0), np.int32(N))
+    # The parallel branch works on its own buffer: two branches writing x would race.
+    c = a.launch(cfg, kernels.scale_add, y, np.float32(3.0), np.float32(0.0), np.int32(N))
     gd.join(b, c)
     lifted = cg.lift(gd)
     kinds, edges = _kinds_and_edges(lifted)
@@ -71,7 +73,8 @@ def test_lift_cuda_core_graph_definition(gpu, kernels, stream):
     assert len(roots) == 1 and roots[0].kind == "kernel" and len(roots[0].successors) == 2
     with lifted.instantiate() as exe:
         exe.launch(stream)
-    np.testing.assert_allclose(gpu.read(x, N), np.full(N, 7.0, np.float32))  # (1*2+1)*2+1 then *1+0
+    np.testing.assert_allclose(gpu.read(x, N), np.full(N, 7.0, np.float32))  # (1*2+1)*2+1
+    np.testing.assert_allclose(gpu.read(y, N), np.full(N, 3.0, np.float32))  # 1*3+0
 
 
 def test_lift_cuda_core_capture(gpu, kernels, device):

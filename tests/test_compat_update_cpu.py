@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError
+from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError, UnsupportedError
 from cudagraph.frontends.compat import definition as compat_definition
 from cudagraph.frontends.compat import exec_views
 
@@ -202,6 +202,11 @@ class _Lowered:
         self.destroyed = True
 
 
+def _without(lowered: _Lowered, node: Any) -> _Lowered:
+    del lowered.all_nodes[id(node)]
+    return lowered
+
+
 def test_handles_are_built_once_per_change_and_kept_until_the_definition_goes(monkeypatch):
     import gc
 
@@ -226,9 +231,17 @@ def test_handles_are_built_once_per_change_and_kept_until_the_definition_goes(mo
     assert gd.handle == "graph5"
     with pytest.raises(OperandError, match=r"compat GraphDefinition.handle: handle: the driver graph of a body"):
         cond.then.handle  # noqa: B018
-    made = list(_Lowered.made)
+    child = compat.GraphDefinition()
+    deep = child.launch(CFG, K)
+    emb = gd.embed(child)
+    lowered = _Lowered.made
+    hidden = deep.node
+    monkeypatch.setattr(handles, "lower", lambda graph, bindings, sink, h=hidden: _without(_Lowered(graph), h))
+    with pytest.raises(UnsupportedError, match=r"compat GraphNode.handle: kernel#0 .* is inside a child graph"):
+        emb.child_graph._wrap(hidden).handle  # noqa: B018  (a driver that copies child graphs)
+    made = list(lowered)
     assert not any(m.destroyed for m in made)  # the handles given out stay valid
-    del gd, a, b, cond, inner
+    del gd, a, b, cond, inner, child, deep, emb, hidden
     gc.collect()
     assert all(m.destroyed for m in made)
 

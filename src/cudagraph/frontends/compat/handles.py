@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...definition.bindings import resolve_bindings
 from ...definition.edits import watch
+from ...errors import UnsupportedError
 from ...materialize.explicit import LoweredGraph, lower
 from .common import unsupported
 
@@ -70,8 +71,23 @@ class DriverGraphs:
         return lowered
 
     def node_handle(self, node: Any) -> Any:
-        """The ``CUgraphNode`` of ``node`` (at any depth) in :meth:`current`."""
-        return self.current().all_nodes[id(node)][1]
+        """The ``CUgraphNode`` of ``node`` (at any depth) in :meth:`current`.
+
+        Raises
+        ------
+        UnsupportedError
+            The node is inside a child graph that this driver copies when it is embedded (one without
+            ``CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE``): no handle of the built graph names it.
+        """
+        entry = self.current().all_nodes.get(id(node))
+        if entry is None or entry[0] is not node:
+            raise UnsupportedError(
+                f"compat GraphNode.handle: {node.label} is inside a child graph that this driver copies when it is "
+                "embedded; the built graph has no handle of it",
+                call="cuGraphAddNode",
+                node=node,
+            )
+        return entry[1]
 
 
 def _root(definition: Any) -> Any:

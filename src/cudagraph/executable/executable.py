@@ -231,7 +231,7 @@ class Executable(Binding, Updating):
     @property
     def is_closed(self) -> bool:
         """:attr:`closed`, by cuda.core's name."""
-        return self._exec is None
+        return self.closed
 
     @overload
     def __getitem__(self, node: Node) -> ExecutableNode: ...

@@ -116,7 +116,7 @@ class GraphNode:
     def _changed(self, changes: dict[str, Any], owners: tuple[Any, ...] = ()) -> None:
         """Apply builder keywords to the node in the definition (all or nothing); keep ``owners`` alive."""
         node = self._node
-        if node is None or node.graph is not self._def._g:
+        if node is None or not self.is_valid:
             raise OperandError(f"compat {type(self).__name__}.update: the node was destroyed")
         node.update(**changes)
         self._def._keep(*owners)

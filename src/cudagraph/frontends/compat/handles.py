@@ -40,11 +40,12 @@ class DriverGraphs:
         The definition.
     """
 
-    __slots__ = ("graph", "built", "_stamp", "_edits", "__weakref__")
+    __slots__ = ("graph", "built", "_graphs", "_stamp", "_edits", "__weakref__")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self.built: list[LoweredGraph] = []
+        self._graphs: tuple[Graph, ...] = ()  # the graph and its nested graphs when last built
         self._stamp: tuple[int, ...] | None = None
         self._edits = 0
         weakref.finalize(self, _destroy, self.built)
@@ -53,9 +54,9 @@ class DriverGraphs:
         self._edits += 1
 
     def _now(self) -> tuple[int, ...]:
-        """What changes when the definition does: the edits seen and each graph's node count, at every depth."""
-        g = self.graph
-        return (self._edits, len(g._nodes), *sorted((id(b), len(b._nodes)) for b in g._descendants()))  # type: ignore[arg-type]
+        """What changes when the definition does: the edits seen and the node count of each graph built. A graph
+        nested since is reached through one of these: a node added to it, or one edited in place."""
+        return (self._edits, *(len(b._nodes) for b in self._graphs))
 
     def current(self) -> LoweredGraph:
         """The driver graph of the definition as it is now (built now if it changed since the last one)."""
@@ -65,7 +66,8 @@ class DriverGraphs:
         g.validate()
         lowered = lower(g, resolve_bindings(g, {}), [])
         self.built.append(lowered)
-        for body in (g, *g._descendants()):  # told once, at each graph's next in-place edit
+        self._graphs = (g, *g._descendants())
+        for body in self._graphs:  # told once, at each graph's next in-place edit
             watch(body, weakref.WeakMethod(self._edited))
         self._stamp = self._now()
         return lowered

@@ -12,6 +12,7 @@ import pytest
 
 drv = pytest.importorskip("cuda.bindings.driver")
 
+from cudagraph.definition.kinds.launch_attributes import ATTRIBUTES, encode  # noqa: E402
 from cudagraph.driver.graph_reader import KERNEL_PARAMS, KERNEL_PARAMS_SIZE, GraphReader  # noqa: E402
 from cudagraph.materialize import lift as _lift  # noqa: E402
 
@@ -20,6 +21,14 @@ VP = ctypes.c_void_p
 GET_NODES = ctypes.CFUNCTYPE(INT, VP, VP, VP)
 GET_DEPS = ctypes.CFUNCTYPE(INT, VP, VP, VP, VP)
 GET_ONE = ctypes.CFUNCTYPE(INT, VP, VP)
+GET_ATTR = ctypes.CFUNCTYPE(INT, VP, INT, VP)
+
+#: Launch attribute ids the fake driver refuses for every kernel node, as a driver does those it does not
+#: take for graph kernel nodes (stream-only ones, ids it does not know).
+REFUSED_IDS = frozenset({3, 6, 7, 12, 15, *range(20, 24)})
+
+#: What the fake reads for an attribute never set: the table's default (zeros for the others).
+UNSET = {a.id: encode(a, a.default) for a in ATTRIBUTES.values()}
 
 KERNEL, GRAPH, EMPTY, MEM_ALLOC = (
     int(drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL),
@@ -38,6 +47,8 @@ class FakeDriver:
         self.types: dict[int, int] = {}
         self.params: dict[int, bytes] = {}
         self.children: dict[int, int] = {}
+        self.attrs: dict[int, dict[int, bytes]] = {}
+        self.edge_data: dict[tuple[int, int], bytes] = {}  # (from, to) -> CUgraphEdgeData bytes
         self.keep: list[Any] = []
         self.fail: dict[str, int] = {}
         self.calls: dict[str, int] = {}
@@ -47,6 +58,7 @@ class FakeDriver:
             GET_ONE(self._get_type),
             GET_ONE(self._get_kernel),
         )
+        self.get_attr = GET_ATTR(self._get_attr)
 
     def _id(self) -> int:
         self._next += 0x40
@@ -135,6 +147,8 @@ class FakeDriver:
             k = min(size.value, len(deps))
             (VP * k).from_address(out)[:] = deps[:k]
             ctypes.memset(data, 0, 8 * k)
+            for i in range(k):
+                ctypes.memmove(data + 8 * i, self.edge_data.get((deps[i], node), bytes(8)), 8)
             size.value = k
         else:
             size.value = len(deps)
@@ -156,8 +170,17 @@ class FakeDriver:
         ctypes.memmove(out, self.params[node], KERNEL_PARAMS_SIZE)
         return 0
 
+    def _get_attr(self, node: int, attr: int, out: int) -> int:
+        rc = self._count("cuGraphKernelNodeGetAttribute")
+        if rc:
+            return rc
+        if attr in REFUSED_IDS:
+            return 1  # CUDA_ERROR_INVALID_VALUE: an id this driver does not take for graph kernel nodes
+        ctypes.memmove(out, self.attrs.get(node, {}).get(attr, UNSET.get(attr, bytes(64))), 64)
+        return 0
+
     def reader(self) -> GraphReader:
-        return GraphReader(*self.fns)
+        return GraphReader(*self.fns, self.get_attr)
 
 
 class FakeBindings:
@@ -197,6 +220,16 @@ class FakeBindings:
 
     def cuGraphNodeGetType(self, node: Any) -> Any:
         return 0, drv.CUgraphNodeType(self._fake.types[int(node)])
+
+    def cuGraphKernelNodeGetAttribute(self, node: Any, attr: Any) -> Any:
+        """The launch attributes a test gave the node (``FakeDriver.attrs``, else :data:`UNSET`)."""
+        if int(attr) in REFUSED_IDS:
+            return drv.CUresult.CUDA_ERROR_INVALID_VALUE, None
+        value = drv.CUkernelNodeAttrValue()
+        ctypes.memmove(
+            int(value.getPtr()), self._fake.attrs.get(int(node), {}).get(int(attr), UNSET.get(int(attr), bytes(64))), 64
+        )
+        return drv.CUresult.CUDA_SUCCESS, value
 
     def cuGraphKernelNodeGetParams(self, node: Any) -> Any:
         f = KERNEL_PARAMS.unpack_from(self._fake.params[int(node)])

@@ -25,7 +25,7 @@ import cudagraph as cg  # noqa: E402
 from cudagraph.driver.graph_reader import KERNEL_PARAMS_SIZE, GraphReader  # noqa: E402
 from cudagraph.materialize import lift as _lift  # noqa: E402
 from driver_fakes import busy_thread_stamps, compile_shim, longest_wait  # noqa: E402
-from lift_fakes import KERNEL, make_fake  # noqa: E402
+from lift_fakes import GET_ATTR, KERNEL, make_fake  # noqa: E402
 
 NODES = 50000
 BASE = 0x200000
@@ -113,7 +113,8 @@ def test_a_long_compiled_lift_lets_a_busy_python_thread_run(shim: Any, monkeypat
         return info(handle)
 
     monkeypatch.setattr(_lift, "kernel_info", kernel_info)
-    reader = GraphReader(shim.shim_nodes, shim.shim_deps, shim.shim_type, shim.shim_kernel)
+    no_attributes = GET_ATTR(lambda node, attr, out: 1)  # CUDA_ERROR_INVALID_VALUE: none set
+    reader = GraphReader(shim.shim_nodes, shim.shim_deps, shim.shim_type, shim.shim_kernel, no_attributes)
     g = cg.Graph("lifted")
     with busy_thread_stamps() as stamps:
         t0 = time.perf_counter()

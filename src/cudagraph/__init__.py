@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .frontends.launch import ForkedStream, fork, host, join, launch, memcpy, memset, record, wait
     from .materialize.capture_region import CaptureRegion, CaptureStream
     from .materialize.lift import lift, lift_exact
+    from .materialize.lift_verify import verify_lift
 
 # The definition layer reaches the layers above it only through its seams, wired here by module
 # name: each module is imported on the first call, so importing cudagraph stays GPU-free.
@@ -108,6 +109,7 @@ __all__ = [
     "OpaqueNode",
     "lift",
     "lift_exact",
+    "verify_lift",
     "ParametrizeReport",
     "UpdateResult",
     "launch",
@@ -158,6 +160,10 @@ def _load(name: str) -> Any:
         from .materialize import lift as _lift
 
         return getattr(_lift, name)
+    if name == "verify_lift":
+        from .materialize.lift_verify import verify_lift
+
+        return verify_lift
     if name in ("graph_memory_usage", "trim_graph_memory"):
         from .driver import graph_memory
 

@@ -28,6 +28,7 @@ __all__ = [
     "DriverUnavailableError",
     "UnsupportedError",
     "ExecutableClosedError",
+    "LiftMismatchError",
     "HostCallbackError",
     "MissingDependencyError",
 ]
@@ -143,6 +144,14 @@ class DriverUnavailableError(DriverError):
 
 class UnsupportedError(DriverError):
     """The running driver or device does not support a requested feature."""
+
+
+class LiftMismatchError(CudaGraphError):
+    """A lifted definition, rebuilt, is not what the driver graph it was read from holds.
+
+    Raised by ``cg.lift(obj, verify=True)`` and :func:`cudagraph.verify_lift`, naming the first node (or
+    edge) that differs and what differs in it.
+    """
 
 
 class ExecutableClosedError(CudaGraphError):

@@ -146,15 +146,24 @@ class ParametrizeReport:
         ``True`` when every slot was checked to move with its memory (exact
         mode); ``False`` in range mode, where a value that merely equals an
         address in the range is rewritten too.
+    outputs : dict
+        ``name -> copy node`` of each name whose memory lay in the source's
+        private pool (:func:`cudagraph.lift`): not rewritten, but copied from the
+        definition's own memory into the bound memory after the graph's last nodes.
+    relocated : list of (int, int, int)
+        ``(source address, nbytes, new address)`` of each pool segment the definition
+        was given memory of its own for.
     """
 
-    __slots__ = ("rewrites", "params", "verified", "graph_name")
+    __slots__ = ("rewrites", "params", "verified", "graph_name", "outputs", "relocated")
 
     def __init__(self, graph_name: str, params: dict[str, Memory], rewrites: list[Rewrite], verified: bool) -> None:
         self.graph_name = graph_name
         self.params = params
         self.rewrites = rewrites
         self.verified = verified
+        self.outputs: dict[str, Node] = {}
+        self.relocated: list[tuple[int, int, int]] = []
 
     def __len__(self) -> int:
         return len(self.rewrites)
@@ -184,6 +193,13 @@ class ParametrizeReport:
             lay = mem.layout()
             lines.append(
                 f"  ${name}: {mem.address:#x}, {mem.nbytes} B{' ' + lay if lay else ''}, {self.count(name)} slots"
+            )
+        for src, nbytes, new in self.relocated:
+            lines.append(f"  pool segment {src:#x}, {nbytes} B: moved to the definition's own memory at {new:#x}")
+        for name, node in self.outputs.items():
+            lines.append(
+                f"  ${name}: in the capture's memory pool (its bytes also held other intermediates): not "
+                f"rewritten; {node.label} copies it into the bound memory after the graph's last nodes"
             )
         for r in self.rewrites:
             lines.append(f"    {r.node.label} of Graph {r.node.graph.name!r}: {r.where} -> ${r.param}+{r.offset}")

@@ -33,9 +33,12 @@ from typing import Any, NoReturn
 
 from .c_entry import NATIVE, c_function
 from .calls import raise_error, require_driver
+from .node_reads import EDGE_DATA, EdgeData, NodeReads
 
 __all__ = [
     "EDGE_DATA_SIZE",
+    "EDGE_DATA",
+    "EdgeData",
     "KERNEL_NODE_TYPE",
     "KERNEL_PARAMS",
     "KERNEL_PARAMS_SIZE",
@@ -86,6 +89,8 @@ class GraphReader:
         ``cuGraphGetNodes``, ``cuGraphNodeGetDependencies_v2``, ``cuGraphNodeGetType`` and
         ``cuGraphKernelNodeGetParams_v2`` (returning the ``CUresult`` as an int,
         no ``argtypes``: every argument is passed as a ctypes object).
+    get_attr : ctypes function, optional
+        ``cuGraphKernelNodeGetAttribute`` (``None``: launch attributes are read through ``cuda.bindings``).
     """
 
     __slots__ = (
@@ -100,9 +105,10 @@ class GraphReader:
         "_params_ref",
         "_count",
         "_count_ref",
+        "attributes",
     )
 
-    def __init__(self, get_nodes: Any, get_deps: Any, get_type: Any, get_kernel: Any) -> None:
+    def __init__(self, get_nodes: Any, get_deps: Any, get_type: Any, get_kernel: Any, get_attr: Any = None) -> None:
         self._get_nodes = get_nodes
         self._get_deps = get_deps
         self._get_type = get_type
@@ -114,6 +120,10 @@ class GraphReader:
         self._params_ref = ctypes.byref(self._params)
         self._count = ctypes.c_size_t()
         self._count_ref = ctypes.byref(self._count)
+        #: ``attributes(node)``: ``{CUlaunchAttributeID: value bytes}`` of a kernel node
+        #: (:meth:`cudagraph.driver.node_reads.NodeReads.attributes`; through ``cuda.bindings``
+        #: when ``get_attr`` is ``None``).
+        self.attributes = NodeReads(get_attr, get_deps).attributes
 
     def nodes(self, graph: int) -> list[int]:
         """The handles of ``graph``'s nodes (``cuGraphGetNodes`` order)."""
@@ -132,14 +142,15 @@ class GraphReader:
         n = min(n, self._count.value)
         return list(struct.unpack_from(f"<{n}Q", out))
 
-    def edges(self, nodes: list[int]) -> tuple[list[int], list[int]]:
+    def edges(self, nodes: list[int], data_edges: list[EdgeData] | None = None) -> tuple[list[int], list[int]]:
         """``(from, to)``: the edges into each node of ``nodes``, node by node, each node's in its dependencies' order.
 
         One ``cuGraphNodeGetDependencies_v2`` call a node: ``cuGraphGetEdges_v2``
         takes time quadratic in the graph's size (0.05 µs a node at 1,000 nodes,
         2.5 at 30,000 on an H200, against 0.03-0.07 for this). The edge data
         (programmatic ports) is read too, as the driver refuses a query that
-        would drop it, and is ignored.
+        would drop it; the edges whose data is not the default are appended to
+        ``data_edges`` when it is given, as ``(from, to, from_port, to_port, type)``.
         """
         frm: list[int] = []
         to: list[int] = []
@@ -161,8 +172,14 @@ class GraphReader:
                 data = (ctypes.c_char * (EDGE_DATA_SIZE * room))()
             n = count.value
             if n:
-                frm.extend(struct.unpack_from(f"<{n}Q", deps))
+                sources = struct.unpack_from(f"<{n}Q", deps)
+                frm.extend(sources)
                 to.extend([node] * n)
+                if data_edges is not None and data.raw[: EDGE_DATA_SIZE * n].count(0) != EDGE_DATA_SIZE * n:
+                    for i in range(n):
+                        frm_port, to_port, kind = EDGE_DATA.unpack_from(data, EDGE_DATA_SIZE * i)
+                        if frm_port or to_port or kind:
+                            data_edges.append((sources[i], node, frm_port, to_port, kind))
         return frm, to
 
     def read(self, node: int) -> tuple[int, tuple[int, ...] | None]:
@@ -230,4 +247,4 @@ def graph_reader() -> GraphReader | None:
     fns = [c_function(s) for s in SYMBOLS]
     if any(f is None for f in fns):
         return None
-    return GraphReader(*fns)
+    return GraphReader(fns[0], fns[1], fns[2], fns[3], c_function("cuGraphKernelNodeGetAttribute"))

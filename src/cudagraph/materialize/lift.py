@@ -8,17 +8,23 @@ from typing import Any
 
 from ..definition.graph import Graph
 from ..definition.kinds.opaque import OpaqueNode
+from ..definition.memory_info import describe_memory
 from ..definition.nodes import Node
-from ..definition.parametrize import keep_alive, moving_slots, parametrize
+from ..definition.parametrize import ParametrizeReport, keep_alive, moving_slots, parametrize
+from ..definition.relocation import plan_relocation
 from ..driver.calls import check, ensure_context, require_driver
 from ..driver.graph_reader import KERNEL_NODE_TYPE, graph_reader
 from ..driver.kernel_args import kernel_info
-from ..errors import OperandError
+from ..driver.node_reads import EdgeData, NodeReads
+from ..errors import OperandError, UnsupportedError
 from ..ops.kinds.base import KindOps
 from ..ops.kinds.kernel import LiftedKernel
 from ..ops.registry import KERNEL, LIFTS, OPAQUE
+from .capture_pools import DeviceMemory, private_pool_segments
+from .graph_handles import cuda_graph_handle
+from .lift_verify import verify_lift
 
-__all__ = ["cuda_graph_handle", "lift", "lift_exact"]
+__all__ = ["cuda_graph_handle", "lift", "lift_exact", "parametrize_lifted"]
 
 
 class _BindingsReader:
@@ -28,10 +34,11 @@ class _BindingsReader:
     handles are ints.
     """
 
-    __slots__ = ("drv",)
+    __slots__ = ("drv", "attributes")
 
     def __init__(self) -> None:
         self.drv = require_driver()
+        self.attributes = NodeReads(None, None, self.drv).attributes
 
     def nodes(self, graph: int) -> list[int]:
         drv = self.drv
@@ -42,7 +49,7 @@ class _BindingsReader:
         nodes, count = check(drv.cuGraphGetNodes(handle, count), "cuGraphGetNodes")
         return [int(n) for n in nodes[:count]]
 
-    def edges(self, nodes: list[int]) -> tuple[list[int], list[int]]:
+    def edges(self, nodes: list[int], data_edges: list[EdgeData] | None = None) -> tuple[list[int], list[int]]:
         drv = self.drv
         frm: list[int] = []
         to: list[int] = []
@@ -58,6 +65,11 @@ class _BindingsReader:
             deps = [int(d) for d in res[1][: res[-1]]]
             frm.extend(deps)
             to.extend([node] * len(deps))
+            if data_edges is not None and len(res) == 4:  # (12.x bindings: no edge data; no programmatic edges)
+                for d, e in zip(deps, res[2][: res[-1]]):
+                    kind = int(e.type)
+                    if e.from_port or e.to_port or kind:
+                        data_edges.append((d, node, int(e.from_port), int(e.to_port), kind))
         return frm, to
 
     def read(self, node: int) -> tuple[int, tuple[int, ...] | None]:
@@ -102,6 +114,13 @@ def _topo(nodes: list[int], frm: list[int], to: list[int]) -> tuple[list[int], l
     return order, preds
 
 
+#: ``CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC``.
+_PROGRAMMATIC = 1
+#: ``from_port`` of a programmatic edge -> the port's name in :class:`~cudagraph.definition.kinds.kernel.LaunchAttrs`
+#: (``CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC``, ``CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER``).
+_PORTS = {1: "programmatic", 2: "launch_order"}
+
+
 class _NeedsClone(Exception):
     """An opaque node was met while lifting straight from the source graph."""
 
@@ -140,9 +159,47 @@ class _Lifter:
         chain over a fake driver: 1.41 -> 0.38 µs a node, the Python order, reads
         and loop having been 0.37, 0.23 and 0.75 of the 1.41), else :meth:`into_steps`.
         """
+        base = len(g._nodes)
         lift = getattr(self.reader, "lift", None)
         if lift is None or not lift(graph, g.kernel, self.kernel_of, partial(self.other, g)):
             self.into_steps(g, graph)
+        self.carry(g, graph, base)
+
+    def carry(self, g: Graph, graph: int, base: int) -> None:
+        """Give the nodes lifted from ``graph`` (``g``'s from position ``base``) what the driver holds beyond
+        their parameters: kernel launch attributes and programmatic edges.
+
+        The nodes were added in the order :func:`_topo` gives (both lifting paths), so the ``k``-th node
+        added is the ``k``-th of that order. An edge with data into a node that is not a kernel, from
+        one that is not a kernel, or of a type or port cudagraph does not model is refused by name.
+        """
+        reader = self.reader
+        nodes = reader.nodes(graph)
+        data_edges: list[EdgeData] = []
+        frm, to = reader.edges(nodes, data_edges)
+        order, _ = _topo(nodes, frm, to)
+        made = g._nodes[base:]
+        if len(made) != len(nodes):  # pragma: no cover - a node kind's lift added more or fewer nodes than one
+            raise UnsupportedError(
+                f"Graph {g.name!r}: lifting made {len(made)} nodes of the driver graph's {len(nodes)}"
+            )
+        by_handle = {nodes[i]: made[k] for k, i in enumerate(order)}
+        programmatic: dict[int, list[tuple[Node, str]]] = {}
+        for frm_h, to_h, from_port, to_port, kind in data_edges:
+            src, dst = by_handle[frm_h], by_handle[to_h]
+            port = _PORTS.get(from_port) if kind == _PROGRAMMATIC and not to_port else None
+            if port is None or dst.kind != "kernel" or not src.programmatic_edges:
+                raise UnsupportedError(
+                    f"{dst.label} of Graph {g.name!r} ({dst.kind} {dst.name!r}): its edge from {src.label} "
+                    f"({src.kind} {src.name!r}) has data cudagraph does not model (type {kind}, from_port "
+                    f"{from_port}, to_port {to_port}); refused rather than dropped"
+                )
+            programmatic.setdefault(id(dst), []).append((src, port))
+        attributes = reader.attributes
+        for k, i in enumerate(order):
+            node = made[k]
+            if node.kind == "kernel":
+                KERNEL.lift_attributes(node, attributes(nodes[i]), programmatic.get(id(node), []))  # type: ignore[arg-type]
 
     def kernel_of(self, func: int, kern: int) -> tuple[Any, str, tuple[int, ...], Callable[[int], Any]]:
         """``(handle, name, sizes, args)`` of the entry of the kernel a node launches, for the compiled lift."""
@@ -221,41 +278,7 @@ class _GraphKeeper:
             pass
 
 
-def cuda_graph_handle(obj: Any) -> Any:
-    """A ``CUgraph`` for a graph object of cuda.core, PyTorch, CuPy, or a raw handle.
-
-    Accepted: a ``CUgraph``; an int address of one; a ``cuda.core``
-    ``GraphDefinition`` or a completed ``GraphBuilder`` (its definition); a
-    ``torch.cuda.CUDAGraph`` captured with ``keep_graph=True``
-    (``raw_cuda_graph()``); a CuPy graph exposing its handle.
-
-    Raises
-    ------
-    OperandError
-        For anything else.
-    """
-    drv = require_driver()
-    if isinstance(obj, drv.CUgraph):
-        return obj
-    if isinstance(obj, int) and not isinstance(obj, bool):
-        return drv.CUgraph(obj)
-    raw = getattr(obj, "raw_cuda_graph", None)  # torch.cuda.CUDAGraph(keep_graph=True)
-    if callable(raw):
-        return drv.CUgraph(int(raw()))
-    gd = getattr(obj, "graph_definition", None)  # cuda.core GraphBuilder
-    if gd is not None and not callable(gd):
-        obj = gd
-    handle = getattr(obj, "handle", None)  # cuda.core GraphDefinition
-    if handle is not None and type(handle).__name__ == "CUgraph":
-        return handle
-    for attr in ("graph", "_graph"):  # CuPy
-        h = getattr(obj, attr, None)
-        if isinstance(h, int) and h:
-            return drv.CUgraph(h)
-    raise OperandError(f"cannot find a CUgraph in {type(obj).__name__}")
-
-
-def lift(obj: Any, name: str = "lifted", *, params: dict[str, Any] | None = None) -> Graph:
+def lift(obj: Any, name: str = "lifted", *, params: dict[str, Any] | None = None, verify: bool = False) -> Graph:
     """Read a driver graph back into a typed definition.
 
     Kernels (handle, grid, block, shared memory, argument bytes), 1-D copies,
@@ -281,6 +304,22 @@ def lift(obj: Any, name: str = "lifted", *, params: dict[str, Any] | None = None
         its kernels use) is kept alive with the definition; the report is
         ``g.parametrizations[-1]``.
 
+        A source with a private memory pool (a ``torch.cuda.CUDAGraph``, whose
+        capture reused the same bytes for one intermediate after another) is
+        not rewritten in place: the definition gets device memory of its own
+        for the pool's segments that its nodes use (a copy of their contents
+        at lift time), so running it never writes PyTorch's static tensors; a
+        named memory inside the pool (``static_y = model(static_x)`` taken
+        inside the capture) is an output, copied from the definition's memory
+        into the bound one by a copy node after the graph's last nodes (the
+        report's ``outputs``), and its other uses are left alone.
+    verify : bool
+        Check the lift before parametrizing (:func:`verify_lift`): the
+        definition is built into a new driver graph, both are read back with
+        the driver's getters and compared node by node (type, parameters,
+        launch attributes, edges with their data); the first difference is
+        raised as :class:`~cudagraph.errors.LiftMismatchError`.
+
     Returns
     -------
     Graph
@@ -289,12 +328,62 @@ def lift(obj: Any, name: str = "lifted", *, params: dict[str, Any] | None = None
     ------
     OperandError
         As :meth:`Graph.parametrize` (nothing is lifted then).
+    UnsupportedError
+        A launch attribute, edge data or node the definition cannot carry (named).
+    LiftMismatchError
+        ``verify=True`` and the rebuilt graph differs from the source.
     """
     g = _lift(obj, name)
+    if verify:
+        verify_lift(g, obj)
     if params:
-        parametrize(g, params)
+        parametrize_lifted(g, params, private_pool_segments(obj))
         keep_alive(g, obj)
     return g
+
+
+def parametrize_lifted(g: Graph, params: dict[str, Any], segments: list[tuple[int, int]]) -> ParametrizeReport:
+    """Parametrize a lifted definition whose source kept its intermediates in the private pool ``segments``.
+
+    Without segments this is :func:`~cudagraph.definition.parametrize.parametrize`. With them: the pool
+    segments the nodes use are moved to device memory the definition owns (:class:`DeviceMemory`, a copy
+    of the segment), the names outside the pool are rewritten as usual, and each name inside it gets a
+    copy node from its place in the definition's memory to the bound memory, after every last node.
+
+    Raises
+    ------
+    OperandError
+        As :func:`~cudagraph.definition.parametrize.parametrize`; an opaque node pointing into the pool.
+    """
+    if not segments:
+        return parametrize(g, params)
+    mems = {key: describe_memory(obj, f"lift params {key!r} of Graph {g.name!r}") for key, obj in params.items()}
+    pooled: dict[str, tuple[int, int]] = {}  # name -> (segment position, offset)
+    for key, mem in mems.items():
+        for i, (start, nbytes) in enumerate(segments):
+            if start <= mem.address < start + nbytes:
+                if mem.address + (mem.nbytes or 0) > start + nbytes:
+                    raise OperandError(
+                        f"lift params {key!r} of Graph {g.name!r}: the memory ({mem.address:#x}, {mem.nbytes} B) "
+                        f"runs past the end of the capture's pool segment ({start:#x}, {nbytes} B)"
+                    )
+                pooled[key] = (i, mem.address - start)
+    sinks = [n for n in g._nodes if not n.successors]
+    plan = plan_relocation(g, segments)
+    used = set(plan.used) | {i for i, _ in pooled.values()}
+    owned = {i: DeviceMemory(segments[i][1], copy_from=segments[i][0]) for i in sorted(used)}
+    plan.apply({i: m.address for i, m in owned.items()})
+    # Every name is declared and checked at bind; the pooled ones have no use left to rewrite.
+    report = parametrize(g, params)
+    for key, (i, off) in pooled.items():
+        nbytes = mems[key].nbytes or 0
+        report.outputs[key] = g.memcpy(
+            g._params[key], owned[i].address + off, nbytes, after=sinks or None, name=f"copy out {key}"
+        )
+    report.relocated = [(segments[i][0], segments[i][1], m.address) for i, m in owned.items()]
+    for m in owned.values():
+        keep_alive(g, m)
+    return report
 
 
 def _lift(obj: Any, name: str) -> Graph:

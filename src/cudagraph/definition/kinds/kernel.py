@@ -9,7 +9,7 @@ and costs nothing more to build or to lower.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from ..devices import device_ordinal
 from ..dims import BLOCKS as _BLOCKS
 from ..dims import GRIDS as _GRIDS
 from ..dims import MAX_BLOCK, MAX_GRID, dim3, dim_tuple, known_dims, remember_dims
+from ..edits import before_edit
 from ..node import Dim3, Node, graph_address, parameter_slots, update_definition_node
 from ..operands import (
     ARG_BUFFER_TYPES,
@@ -32,6 +33,7 @@ from ..operands import (
     normalize_kernel_args,
 )
 from ..param import PARAM_GRAPH, Param
+from .launch_attributes import check_attributes
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -46,9 +48,12 @@ __all__ = [
     "SMEM_DEFAULT_LIMIT",
     "SMEM_MAX",
     "KernelBuilders",
+    "LAUNCH_KEYWORDS",
+    "PLAIN_LAUNCH",
     "KernelNode",
     "LaunchAttrs",
     "check_launch_attrs",
+    "launch_signature",
     "make_launch_attrs",
     "placeholder_args",
     "plain_kernel_passes",
@@ -165,7 +170,8 @@ class KernelNode(Node):
 
         Takes the keywords of :meth:`Graph.kernel <cudagraph.Graph.kernel>`
         (``args=``, ``grid=``, ``block=``, ``shared_mem=``, ``kernel=``) and
-        its launch attributes (``cluster=``, ``cooperative=``, ``priority=``, ``device=``).
+        its launch attributes (``cluster=``, ``cooperative=``, ``priority=``, ``device=``, ``attributes=``;
+        ``attributes=`` replaces the node's other driver attributes as a whole, ``None`` clears them).
         Attributes not named are kept.
         """
         update_kernel_node(self, changes)
@@ -220,6 +226,7 @@ class KernelBuilders(GraphCore):
         priority: int | None = None,
         programmatic: bool | Node | Sequence[Node] | None = None,
         device: Any = None,
+        attributes: Mapping[str, Any] | None = None,
         after: After = None,
         name: str | None = None,
     ) -> KernelNode:
@@ -265,6 +272,14 @@ class KernelBuilders(GraphCore):
         device : cuda.core.Device or int, optional
             The device to run on: the node gets that device's primary context (``None``: the current
             context); a ``CUfunction`` runs in its own. An ordinal the driver lacks is refused at instantiation.
+        attributes : mapping, optional
+            Other driver launch attributes, by name: ``cluster_scheduling_policy``, ``mem_sync_domain``,
+            ``mem_sync_domain_map`` (default, remote), ``preferred_cluster`` (x, y, z),
+            ``preferred_shared_memory_carveout``, ``access_policy_window`` (base_ptr, num_bytes, hit_ratio,
+            hit_prop, miss_prop), ``device_updatable``, ``nvlink_util_centric_scheduling``,
+            ``portable_cluster_size_mode``, ``shared_memory_mode`` (see
+            :mod:`cudagraph.definition.kinds.launch_attributes`). Each is set on the node with
+            ``cuGraphKernelNodeSetAttribute``; the driver refuses values it does not take, naming the node.
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -353,16 +368,22 @@ class KernelBuilders(GraphCore):
             and programmatic is None
             and cooperative is False
             and device is None
+            and attributes is None
             and shared_mem <= 49152
         ):
             node.attrs = None
         else:
-            node.attrs = self._launch_attrs(node, (cluster, cooperative, priority, programmatic, device), name)
+            node.attrs = self._launch_attrs(
+                node, (cluster, cooperative, priority, programmatic, device, attributes), name
+            )
         nodes.append(node)
         if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
             node.index = nodes.index(node, i)
         if self._topo is not None:
-            self._record(node)
+            if node.attrs is None:
+                self._record(node)
+            else:
+                self._topo = None  # the record holds no launch attributes: the signature reads the nodes
         return node
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
@@ -404,9 +425,9 @@ class KernelBuilders(GraphCore):
             check_kernel_arg(a, i, what)
         return args
 
-    def _launch_attrs(self, node: KernelNode, keywords: tuple[Any, Any, Any, Any, Any], name: str | None) -> Any:
+    def _launch_attrs(self, node: KernelNode, keywords: tuple[Any, Any, Any, Any, Any, Any], name: str | None) -> Any:
         # (nothing to undo on an error: the node's edges are in its own predecessor list only)
-        return make_launch_attrs(self, node, *keywords[:4], self._what("kernel", name), keywords[4])
+        return make_launch_attrs(self, node, *keywords[:4], self._what("kernel", name), keywords[4], keywords[5])
 
 
 #: Dynamic shared memory above this many bytes needs the kernel attribute
@@ -449,9 +470,12 @@ class LaunchAttrs:
         memory attribute is raised before the node is added.
     device : int or None
         The device ordinal whose primary context the node runs in (``None``: the current context).
+    extra : tuple of (str, tuple)
+        Other driver launch attributes, sorted by name, each with its non-default value
+        (:mod:`cudagraph.definition.kinds.launch_attributes`).
     """
 
-    __slots__ = ("cluster", "cooperative", "priority", "programmatic", "smem_optin", "device")
+    __slots__ = ("cluster", "cooperative", "priority", "programmatic", "smem_optin", "device", "extra")
 
     def __init__(self) -> None:
         self.cluster: tuple[int, int, int] | None = None
@@ -460,6 +484,7 @@ class LaunchAttrs:
         self.programmatic: list[tuple[Node, str]] = []
         self.smem_optin = False
         self.device: int | None = None
+        self.extra: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -471,6 +496,7 @@ class LaunchAttrs:
             and not self.programmatic
             and not self.smem_optin
             and self.device is None
+            and not self.extra
         )
 
     def port_of(self, pred: Node) -> str | None:
@@ -488,7 +514,36 @@ class LaunchAttrs:
         out.programmatic = list(self.programmatic)
         out.smem_optin = self.smem_optin
         out.device = self.device
+        out.extra = self.extra
         return out
+
+    def signature(self) -> tuple[Any, ...]:
+        """What the driver node holds of these attributes, comparable between two definitions.
+
+        Programmatic edges by predecessor index and port: two nodes whose launches differ in any
+        attribute or edge port have different signatures (an executable made for one is not the other's).
+        """
+        return (
+            self.cluster,
+            self.cooperative,
+            self.priority,
+            tuple(sorted((p.index, port) for p, port in self.programmatic)),
+            self.device,
+            self.extra,
+        )
+
+    #: The names of the fields of :meth:`signature`, in order.
+    SIGNATURE_FIELDS = ("cluster", "cooperative", "priority", "programmatic", "device", "extra")
+
+    def __eq__(self, other: object) -> bool:
+        """The same launch: the same :meth:`signature` (and the same large shared memory opt-in)."""
+        if type(other) is not LaunchAttrs:
+            return NotImplemented
+        return self is other or (self.smem_optin == other.smem_optin and self.signature() == other.signature())
+
+    def __hash__(self) -> int:
+        # (a node's attributes are replaced, never changed in place, once the node holds them)
+        return hash((self.smem_optin, self.signature()))
 
     def describe(self) -> str:
         parts = []
@@ -504,10 +559,24 @@ class LaunchAttrs:
             parts.append("smem>48KiB")
         if self.device is not None:
             parts.append(f"@dev{self.device}")
+        parts.extend(f"{name}={value[0] if len(value) == 1 else value}" for name, value in self.extra)
         return " ".join(parts)
 
     def __repr__(self) -> str:
         return f"<LaunchAttrs {self.describe() or 'none'}>"
+
+
+#: :meth:`LaunchAttrs.signature` of a launch without attributes: a node whose attributes sign so (only the large
+#: shared memory opt-in, which follows ``shared_mem``) launches as a plain node does.
+PLAIN_LAUNCH: tuple[Any, ...] = LaunchAttrs().signature()
+
+
+def launch_signature(attrs: LaunchAttrs | None) -> tuple[Any, ...] | None:
+    """``attrs.signature()``, or ``None`` for a plain launch (no attributes, or only the shared memory opt-in)."""
+    if attrs is None:
+        return None
+    sig = attrs.signature()
+    return None if sig == PLAIN_LAUNCH else sig
 
 
 def _cluster(value: Any, grid: tuple[int, int, int], what: str) -> tuple[int, int, int]:
@@ -606,6 +675,7 @@ def make_launch_attrs(
     programmatic: Any,
     what: str,
     device: Any = None,
+    attributes: Any = None,
 ) -> LaunchAttrs | None:
     """Check the launch keywords of :meth:`Graph.kernel` and build the node's attributes.
 
@@ -623,6 +693,8 @@ def make_launch_attrs(
     if programmatic is not None:
         a.programmatic = _programmatic_nodes(graph, node, programmatic, what)
     a.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
+    if attributes is not None:
+        a.extra = check_attributes(attributes, what)
     if device is not None:
         a.device = device_ordinal(device, what)
         graph._special += 1  # instantiate checks the ordinal before adding any node
@@ -643,7 +715,10 @@ def check_launch_attrs(node: KernelNode) -> None:
                 raise DefinitionError(f"{node.label}: grid[{axis}] = {g} is not a multiple of cluster[{axis}] = {c}")
 
 
-_LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority", "device")
+_LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority", "device", "attributes")
+#: The keywords of :meth:`Graph.kernel` that set launch attributes or edge types (``programmatic=``): what
+#: ``cuGraphExecKernelNodeSetParams`` cannot change in an instantiated graph.
+LAUNCH_KEYWORDS = (*_LAUNCH_KEYWORDS, "programmatic")
 
 
 def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
@@ -651,6 +726,8 @@ def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
     launch = {k: changes.pop(k) for k in _LAUNCH_KEYWORDS if k in changes}
     old = node.attrs
     saved = {slot: getattr(node, slot) for slot in parameter_slots(type(node))}
+    if launch and not changes:
+        before_edit(node.graph)  # (update_definition_node tells the executables when other keywords come too)
     try:
         update_definition_node(node, changes)
         base = old.copy() if old is not None else LaunchAttrs()
@@ -666,11 +743,16 @@ def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
         if "device" in launch:
             base.device = None if launch["device"] is None else device_ordinal(launch["device"], what)
             node.graph._special += base.device is not None
+        if "attributes" in launch:
+            base.extra = () if launch["attributes"] is None else check_attributes(launch["attributes"], what)
         if base.cooperative and base.cluster is not None:
             raise DefinitionError(f"{what}: a launch cannot be both cooperative and clustered")
         base.programmatic = [(p, port) for p, port in base.programmatic if any(q is p for q in node._preds)]
         base.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
         node.attrs = None if base.empty else base
+        if node.attrs is not None:
+            # The topology record holds no launch attributes: the signature reads the nodes from now on.
+            node.graph._topo = None
     except BaseException:
         for slot, value in saved.items():
             setattr(node, slot, value)

@@ -43,7 +43,15 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, LaunchAttrs
+from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, SMEM_DEFAULT_LIMIT, LaunchAttrs
+from ...definition.kinds.launch_attributes import (
+    ATTRIBUTE_IDS,
+    ATTRIBUTES,
+    FIRST_CLASS_IDS,
+    STREAM_ONLY_IDS,
+    decode,
+    encode,
+)
 from ...definition.nodes import KernelNode, Node
 from ...definition.param import Param
 from ...definition.param_offset import ParamBytes
@@ -182,7 +190,26 @@ def launch_attribute_values(attrs: LaunchAttrs) -> list[tuple[Any, Any, str]]:
             v.priority = prio
 
         out.append((ID.CU_LAUNCH_ATTRIBUTE_PRIORITY, priority, f"priority={prio}"))
+    for name, value in attrs.extra:
+        attr = ATTRIBUTES[name]
+        try:
+            attr_id = ID(attr.id)
+        except ValueError:
+            raise UnsupportedError(
+                f"launch attribute {name!r} (CUlaunchAttributeID {attr.id}) is unknown to this cuda-bindings "
+                f"{BINDINGS_MAJOR}.x; install a newer one"
+            ) from None
+        out.append((attr_id, _raw_setter(encode(attr, value)), f"{name}={value}"))
     return out
+
+
+def _raw_setter(raw: bytes) -> Any:
+    """A setter writing ``raw`` (a whole ``CUlaunchAttributeValue``) over a bindings value structure."""
+
+    def setter(v: Any) -> None:
+        ctypes.memmove(int(v.getPtr()), raw, len(raw))
+
+    return setter
 
 
 def _edge_data(node: KernelNode, attrs: LaunchAttrs) -> list[Any]:
@@ -399,6 +426,56 @@ class KernelOps(KindOps):
     # ---------------------------------------------------------------- lifting
     def exec_set(self, setter: ExecSetter, node: KernelNode, driver_node: Any) -> None:
         setter.write_kernel(node, driver_node)
+
+    def lift_attributes(self, node: KernelNode, raw: dict[int, bytes], programmatic: list[tuple[Node, str]]) -> None:
+        """Give a lifted kernel node the launch attributes its driver node reports, and its programmatic edges.
+
+        ``raw`` is ``{CUlaunchAttributeID: value bytes}`` as read
+        (:meth:`cudagraph.driver.node_reads.NodeReads.attributes`); ``programmatic`` the
+        ``(predecessor, port)`` of its programmatic edges. Values equal to a plain node's are left out.
+
+        Raises
+        ------
+        UnsupportedError
+            An attribute the definition cannot carry (a stream-only one, an id it does not know) is set:
+            named with the node and its kernel, never dropped.
+        """
+        attrs = node.attrs.copy() if node.attrs is not None else LaunchAttrs()
+        extra = []
+        for attr_id, value in raw.items():
+            first = FIRST_CLASS_IDS.get(attr_id)
+            if first is not None:
+                field, layout, default = first
+                v = layout.unpack_from(value)
+                if v == default:
+                    continue
+                if field == "cluster":
+                    attrs.cluster = (v[0], v[1], v[2])
+                elif field == "cooperative":
+                    attrs.cooperative = True
+                else:
+                    attrs.priority = v[0]
+                continue
+            attr = ATTRIBUTE_IDS.get(attr_id)
+            if attr is not None:
+                v = decode(attr, value)
+                if v != attr.default:
+                    extra.append((attr.name, v))
+                continue
+            if value.strip(b"\0"):
+                what = STREAM_ONLY_IDS.get(attr_id)
+                kind = f"the stream-only attribute {what!r}" if what else "an attribute cudagraph does not know"
+                raise UnsupportedError(
+                    f"{node.label} of Graph {node.graph.name!r} (kernel {node.name!r}): its driver node has launch "
+                    f"attribute id {attr_id} set ({kind}; value bytes {value.rstrip(bytes(1)).hex()}); "
+                    "refused rather than dropped"
+                )
+        extra.sort()
+        attrs.extra = tuple(extra)
+        if programmatic:
+            attrs.programmatic = programmatic
+        attrs.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
+        node.attrs = None if attrs.empty else attrs
 
     def lifted_kernel(self, handle: Any, name: str, sizes: tuple[int, ...]) -> LiftedKernel:
         """The :class:`LiftedKernel` of ``handle`` (one per kernel per lift)."""

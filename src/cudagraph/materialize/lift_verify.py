@@ -1,0 +1,249 @@
+"""The round-trip check of a lift: rebuild the definition, read both driver graphs back, compare node by node.
+
+:func:`verify_lift` is the oracle for lifting (``cg.lift(obj, verify=True)``): what the definition
+builds must be what the source driver graph holds. Both graphs are read with ``cuda.bindings``' getters
+(not with the readers the lift used) and compared node by node in the lift's order (the Kahn order of
+the source, which is the definition's and so the rebuilt graph's creation order): the node type, every
+parameter of the kind (a kernel's function, dimensions, shared memory and argument bytes; a copy's and a
+fill's whole parameter structure; ...), every kernel launch attribute the driver reports, and the edges
+into the node with their data. Child graphs are compared the same way, recursively. The first difference
+is raised, naming the node.
+
+What cannot be equal by construction is not compared: the user data of host callbacks (the lifted
+callback is registered anew), the addresses graph allocations get, the handle of a conditional node's
+condition, and the device node handle of a device-updatable kernel (its flag is compared).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+from ..definition.graph import Graph
+from ..driver.calls import check, require_driver
+from ..driver.kernel_args import kernel_info
+from ..driver.node_reads import NodeReads
+from ..errors import LiftMismatchError
+from .explicit import lower
+from .graph_handles import cuda_graph_handle
+
+__all__ = ["verify_lift", "compare_driver_graphs"]
+
+#: ``CUlaunchAttributeID`` of the device-updatable flag (its value also holds a handle made per node).
+_DEVICE_UPDATABLE = 13
+
+
+def verify_lift(g: Graph, source: Any) -> int:
+    """Rebuild ``g`` (lifted from ``source``) on the driver and compare it with ``source``, node by node.
+
+    Parameters
+    ----------
+    g : Graph
+        The definition :func:`cudagraph.lift` made from ``source``, before any parametrization.
+    source : CUgraph, int, or any graph object :func:`cudagraph.lift` takes
+        The driver graph it was read from.
+
+    Returns
+    -------
+    int
+        The number of nodes compared (bodies included).
+
+    Raises
+    ------
+    LiftMismatchError
+        The first difference: the node (its position, kind and name), what differs, both values.
+    """
+    handle = cuda_graph_handle(source)
+    g.validate()
+    lowered = lower(g, {}, [])
+    try:
+        return compare_driver_graphs(handle, lowered.handle, g.name, list(g._nodes))
+    finally:
+        lowered.destroy()
+
+
+def _nodes(graph: Any) -> list[Any]:
+    drv = require_driver()
+    _, count = check(drv.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+    if not count:
+        return []
+    nodes, count = check(drv.cuGraphGetNodes(graph, count), "cuGraphGetNodes")
+    return list(nodes[:count])
+
+
+def _deps(node: Any) -> list[tuple[int, int, int, int]]:
+    """``(dependency handle, from_port, to_port, type)`` of the edges into ``node``."""
+    drv = require_driver()
+    res = drv.cuGraphNodeGetDependencies(node, 0)
+    check(res[:1], "cuGraphNodeGetDependencies")
+    n = res[-1]
+    if not n:
+        return []
+    res = drv.cuGraphNodeGetDependencies(node, n)
+    check(res[:1], "cuGraphNodeGetDependencies")
+    if len(res) == 4:
+        return [(int(d), int(e.from_port), int(e.to_port), int(e.type)) for d, e in zip(res[1][:n], res[2][:n])]
+    return [(int(d), 0, 0, 0) for d in res[1][:n]]  # (12.x bindings: no edge data)
+
+
+def _kahn(nodes: list[Any]) -> list[int]:
+    """The lift's order of ``nodes`` (Kahn, first in first out, edges read node by node)."""
+    index = {int(n): i for i, n in enumerate(nodes)}
+    succs: list[list[int]] = [[] for _ in nodes]
+    indeg = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        for d, *_ in _deps(n):
+            succs[index[d]].append(i)
+            indeg[i] += 1
+    order = [i for i in range(len(nodes)) if not indeg[i]]
+    for i in order:
+        for s in succs[i]:
+            indeg[s] -= 1
+            if not indeg[s]:
+                order.append(s)
+    return order
+
+
+def compare_driver_graphs(source: Any, rebuilt: Any, name: str, labels: list[Any] | None = None) -> int:
+    """Compare driver graph ``rebuilt`` (made from a lift of ``source``) with ``source``; the nodes compared.
+
+    ``rebuilt``'s nodes are taken in creation order, ``source``'s in the lift's order. ``labels``: the
+    definition's nodes in the same order, to name a node in a message.
+
+    Raises
+    ------
+    LiftMismatchError
+        The first difference.
+    """
+    drv = require_driver()
+    src_all = _nodes(source)
+    order = _kahn(src_all)
+    src = [src_all[i] for i in order]
+    new = _nodes(rebuilt)
+    if len(src) != len(new):
+        raise LiftMismatchError(f"verify Graph {name!r}: the source has {len(src)} nodes, the rebuilt graph {len(new)}")
+    src_pos = {int(n): k for k, n in enumerate(src)}
+    new_pos = {int(n): k for k, n in enumerate(new)}
+    reads = NodeReads(prune=False)
+    compared = 0
+    for k, (a, b) in enumerate(zip(src, new)):
+
+        def where(k: int = k) -> str:
+            node = labels[k] if labels is not None and k < len(labels) else None
+            return f"verify Graph {name!r}: node {k}" + (f" ({node.label} {node.name!r})" if node is not None else "")
+
+        ta = check(drv.cuGraphNodeGetType(a), "cuGraphNodeGetType")
+        tb = check(drv.cuGraphNodeGetType(b), "cuGraphNodeGetType")
+        if int(ta) != int(tb):
+            raise LiftMismatchError(f"{where()}: node type: source {ta.name}, rebuilt {tb.name}")
+        ea = sorted((src_pos[d], fp, tp, t) for d, fp, tp, t in _deps(a))
+        eb = sorted((new_pos[d], fp, tp, t) for d, fp, tp, t in _deps(b))
+        if ea != eb:
+            raise LiftMismatchError(
+                f"{where()}: edges in (predecessor position, from_port, to_port, type): source {ea}, rebuilt {eb}"
+            )
+        compare = _COMPARERS.get(ta.name.replace("CU_GRAPH_NODE_TYPE_", ""))
+        if compare is not None:
+            compared += compare(a, b, where, reads, name)
+        compared += 1
+    return compared
+
+
+def _differ(where: Callable[[], str], what: str, x: Any, y: Any) -> None:
+    if x != y:
+        raise LiftMismatchError(f"{where()}: {what}: source {x!r}, rebuilt {y!r}")
+
+
+def _kernel(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
+    drv = require_driver()
+    pa = check(drv.cuGraphKernelNodeGetParams(a), "cuGraphKernelNodeGetParams")
+    pb = check(drv.cuGraphKernelNodeGetParams(b), "cuGraphKernelNodeGetParams")
+    fa, ka = int(pa.func or 0), int(getattr(pa, "kern", 0) or 0)
+    fb, kb = int(pb.func or 0), int(getattr(pb, "kern", 0) or 0)
+    if not ((ka and ka == kb) or (fa and fa == fb)):
+        _differ(where, "kernel (func, kern)", (hex(fa), hex(ka)), (hex(fb), hex(kb)))
+    for field in ("gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes"):
+        _differ(where, field, int(getattr(pa, field)), int(getattr(pb, field)))
+    handle = drv.CUkernel(ka) if not fa and ka else drv.CUfunction(fa)
+    sizes = kernel_info(handle).sizes
+    _differ(where, "argument bytes", _arguments(pa, sizes), _arguments(pb, sizes))
+    xa, xb = reads.attributes(int(a)), reads.attributes(int(b))
+    for attr_id in sorted(set(xa) | set(xb)):
+        va, vb = xa.get(attr_id), xb.get(attr_id)
+        if attr_id == _DEVICE_UPDATABLE and va is not None and vb is not None:
+            va, vb = va[:4], vb[:4]
+        _differ(where, f"launch attribute id {attr_id}", va, vb)
+    return 0
+
+
+def _arguments(p: Any, sizes: tuple[int, ...]) -> list[bytes]:
+    address = int(p.kernelParams or 0)
+    if not address:
+        return []
+    table = (ctypes.c_void_p * len(sizes)).from_address(address)
+    return [ctypes.string_at(table[i] or 0, size) if table[i] else b"" for i, size in enumerate(sizes)]
+
+
+def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The public, non-callable fields of a driver parameter structure, as ints or reprs (nested one level)."""
+    out: dict[str, Any] = {}
+    for attr in dir(obj):
+        if attr.startswith("_") or attr in skip:
+            continue
+        try:
+            v = getattr(obj, attr)
+        except Exception:
+            continue
+        if callable(v) and not hasattr(v, "__int__"):
+            continue
+        try:
+            out[attr] = int(v)
+        except Exception:
+            try:
+                out[attr] = repr(sorted(_fields(v).items())) if not isinstance(v, (str, bytes)) else v
+            except Exception:
+                out[attr] = repr(v)
+    return out
+
+
+def _params(getter: str, skip: tuple[str, ...] = ()) -> Callable[..., int]:
+    def compare(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
+        drv = require_driver()
+        fa = _fields(check(getattr(drv, getter)(a), getter), skip)
+        fb = _fields(check(getattr(drv, getter)(b), getter), skip)
+        for key in sorted(set(fa) | set(fb)):
+            _differ(where, key, fa.get(key), fb.get(key))
+        return 0
+
+    return compare
+
+
+def _child(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
+    drv = require_driver()
+    ga = check(drv.cuGraphChildGraphNodeGetGraph(a), "cuGraphChildGraphNodeGetGraph")
+    gb = check(drv.cuGraphChildGraphNodeGetGraph(b), "cuGraphChildGraphNodeGetGraph")
+    return compare_driver_graphs(ga, gb, f"{name} (a child graph: {where()})")
+
+
+def _event(getter: str) -> Callable[..., int]:
+    def compare(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
+        drv = require_driver()
+        get = getattr(drv, getter)
+        _differ(where, "event", int(check(get(a), getter)), int(check(get(b), getter)))
+        return 0
+
+    return compare
+
+
+#: Node type (without ``CU_GRAPH_NODE_TYPE_``) -> the comparison of its parameters.
+_COMPARERS: dict[str, Callable[..., int]] = {
+    "KERNEL": _kernel,
+    "MEMCPY": _params("cuGraphMemcpyNodeGetParams"),
+    "MEMSET": _params("cuGraphMemsetNodeGetParams"),
+    "HOST": _params("cuGraphHostNodeGetParams", skip=("userData",)),
+    "GRAPH": _child,
+    "EVENT_RECORD": _event("cuGraphEventRecordNodeGetEvent"),
+    "WAIT_EVENT": _event("cuGraphEventWaitNodeGetEvent"),
+    "MEM_ALLOC": _params("cuGraphMemAllocNodeGetParams", skip=("dptr",)),
+}

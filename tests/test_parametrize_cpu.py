@@ -343,3 +343,21 @@ def test_lift_with_params_rewrites_the_lifted_argument_bytes(monkeypatch):
     x = g.params["x"]
     assert [n.args for n in g.nodes] == [(ParamBytes(ARGS[0], ((0, x, 0x1000),)), ARGS[1], ARGS[2])] * 2
     assert cg.lift(src).nodes[0].args == tuple(ARGS)  # without params: as captured
+
+
+def test_moving_slots_reports_what_no_named_memory_explains():
+    from cudagraph.definition.parametrize import moving_slots as _moving
+
+    def capture(x: int, scratch: int, salt: int) -> cg.Graph:
+        g = cg.Graph("c")
+        g.memset(x, 0, count=4, element_size=4)
+        g.memset(scratch, 0, count=4, element_size=4)  # memory the function allocates anew each time
+        g.kernel(drv.CUfunction(0x10), 1, 32, (x.to_bytes(8, "little"), salt.to_bytes(8, "little")))
+        return g
+
+    g1, g2 = capture(X, 0x5000_0000, 1), capture(X + 4096, 0x6000_0000, 2)
+    unexplained: list = []
+    only = _moving(g1, g2, {"x": (X, 64)}, {"x": (X + 4096, 64)}, unexplained)
+    assert sum(len(v) for v in only.values()) == 2  # the memset's dst and the kernel's first argument
+    got = {(n.index, where, v1, v2) for n, where, v1, v2 in unexplained}
+    assert got == {(1, "dst", 0x5000_0000, 0x6000_0000), (2, "args[1]", 1, 2)}

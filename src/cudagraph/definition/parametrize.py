@@ -153,9 +153,13 @@ class ParametrizeReport:
     relocated : list of (int, int, int)
         ``(source address, nbytes, new address)`` of each pool segment the definition
         was given memory of its own for.
+    unexplained : list of (Node, str, int, int)
+        :func:`cudagraph.lift_exact`: ``(node, where, first value, second value)`` of every slot whose
+        bytes differ between the two captures in a way no named memory explains (rebinding cannot
+        follow them: the result on new memory may differ from a fresh capture there).
     """
 
-    __slots__ = ("rewrites", "params", "verified", "graph_name", "outputs", "relocated")
+    __slots__ = ("rewrites", "params", "verified", "graph_name", "outputs", "relocated", "unexplained")
 
     def __init__(self, graph_name: str, params: dict[str, Memory], rewrites: list[Rewrite], verified: bool) -> None:
         self.graph_name = graph_name
@@ -164,6 +168,7 @@ class ParametrizeReport:
         self.verified = verified
         self.outputs: dict[str, Node] = {}
         self.relocated: list[tuple[int, int, int]] = []
+        self.unexplained: list[tuple[Node, str, int, int]] = []
 
     def __len__(self) -> int:
         return len(self.rewrites)
@@ -200,6 +205,11 @@ class ParametrizeReport:
             lines.append(
                 f"  ${name}: in the capture's memory pool (its bytes also held other intermediates): not "
                 f"rewritten; {node.label} copies it into the bound memory after the graph's last nodes"
+            )
+        for node, where, v1, v2 in self.unexplained:
+            lines.append(
+                f"  unexplained: {node.label} of Graph {node.graph.name!r} {where} is {v1:#x} in one capture and "
+                f"{v2:#x} in the other, and no named memory explains it"
             )
         for r in self.rewrites:
             lines.append(f"    {r.node.label} of Graph {r.node.graph.name!r}: {r.where} -> ${r.param}+{r.offset}")
@@ -511,13 +521,24 @@ def _slots_of(node: Node) -> Iterator[tuple[SlotKey, int]]:
                     yield (field, i, pos), _U64.unpack_from(data, pos)[0]
 
 
-def moving_slots(g1: Graph, g2: Graph, first: dict[str, Any], second: dict[str, Any]) -> dict[int, set[SlotKey]]:
+def moving_slots(
+    g1: Graph,
+    g2: Graph,
+    first: dict[str, Any],
+    second: dict[str, Any],
+    unexplained: list[tuple[Node, str, int, int]] | None = None,
+) -> dict[int, set[SlotKey]]:
     """The slots of ``g1`` whose values move with the memory: ``id(node) -> {SlotKey}`` (exact mode).
 
     ``g1`` and ``g2`` are the same work captured on the memory of ``first``
     and of ``second`` (same names). A slot counts when its value in ``g1`` is
     ``first[name]``'s address plus an offset inside that memory and its value
     in ``g2`` is ``second[name]``'s address plus the same offset.
+
+    ``unexplained``, when given, receives ``(node, where, value in g1, value in g2)`` of every slot
+    whose value differs between the captures and is not a moving use of a named memory: an address
+    of memory not named (an intermediate the capture allocated anew, a pointer the program keeps
+    elsewhere), or a scalar that changed; rebinding cannot follow it.
 
     Raises
     ------
@@ -555,12 +576,14 @@ def moving_slots(g1: Graph, g2: Graph, first: dict[str, Any], second: dict[str, 
             )
         values2 = dict(_slots_of(b))
         for key, v in _slots_of(a):
-            r = work.region(v)
-            if r is None:
-                continue
             v2 = values2.get(key)
-            if v2 is not None and v2 - seconds[r.name] == v - r.start:
+            r = work.region(v)
+            if r is not None and v2 is not None and v2 - seconds[r.name] == v - r.start:
                 out.setdefault(id(a), set()).add(key)
+            elif unexplained is not None and v2 is not None and v2 != v:
+                field, index, pos = key
+                where = field if index is None else f"{field}[{index}]" + (f"@{pos}" if pos else "")
+                unexplained.append((a, where, v, v2))
     return out
 
 

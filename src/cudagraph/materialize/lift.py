@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -424,7 +425,11 @@ def lift_exact(
     happens to equal an address keeps its value (range mode,
     :meth:`Graph.parametrize`, would rewrite it). The result is the first
     capture, parametrized; its report (``g.parametrizations[-1]``) says the
-    slots were verified.
+    slots were verified, and lists in ``unexplained`` (with a warning) every
+    slot whose bytes differ between the captures in a way no named memory
+    explains: memory the function allocates anew on each call, a changed
+    scalar. A pointer kept in device memory (written there by a kernel) is in
+    no slot at all: neither mode can see it.
 
     Parameters
     ----------
@@ -459,6 +464,16 @@ def lift_exact(
         first[key], second[key] = pair
     g1 = Graph.capture(lambda s: fn(s, **first), stream, name=name)
     g2 = Graph.capture(lambda s: fn(s, **second), stream, name=name)
-    only = moving_slots(g1, g2, first, second)
-    parametrize(g1, first, only)
+    unexplained: list[Any] = []
+    only = moving_slots(g1, g2, first, second, unexplained)
+    report = parametrize(g1, first, only)
+    report.unexplained = unexplained
+    if unexplained:
+        node, where, v1, v2 = unexplained[0]
+        warnings.warn(
+            f"lift_exact Graph {name!r}: {len(unexplained)} slot(s) differ between the two captures in a way no "
+            f"named memory explains (first: {node.label} {where}: {v1:#x} vs {v2:#x}); rebinding cannot follow "
+            "them (see g.parametrizations[-1].unexplained)",
+            stacklevel=2,
+        )
     return g1

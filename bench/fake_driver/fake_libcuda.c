@@ -452,6 +452,14 @@ CUresult cuGraphExecUpdate(H e, H g, void *info) { return 0; }
 CUresult cuGraphExecNodeSetParams(H e, H n, void *p) { return 0; }
 CUresult cuGraphNodeSetParams(H n, void *p) { return 0; }
 CUresult cuGraphKernelNodeSetAttribute(H n, int a, void *v) { return 0; }
+/* A node launches plainly: every attribute a driver answers for graph kernel nodes reads as unset (the
+ * memory synchronization domain map defaults to {0, 1}); the stream-only ids and unknown ones are refused. */
+CUresult cuGraphKernelNodeGetAttribute(H n, int a, void *v) {
+    if (a < 1 || a > 18 || a == 3 || a == 6 || a == 7 || a == 12 || a == 15) return 1; /* CUDA_ERROR_INVALID_VALUE */
+    memset(v, 0, 64);
+    if (a == 9) ((unsigned char *)v)[1] = 1;
+    return 0;
+}
 CUresult cuThreadExchangeStreamCaptureMode(int *m) { return 0; }
 CUresult cuUserObjectCreate(H *o, void *p, void *d, unsigned c, unsigned f) { *o = new_obj(K_MEM); return 0; }
 CUresult cuUserObjectRetain(H o, unsigned c) { return 0; }

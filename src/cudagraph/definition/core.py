@@ -93,6 +93,7 @@ class GraphCore:
         "_edge_seen",
         "_lock",
         "_topo",
+        "_attributed",
         "__weakref__",
     )
 
@@ -112,6 +113,9 @@ class GraphCore:
         self._params: dict[str, Param] = {}
         # Nodes that need the checks of _checks.check_tree (conditionals, graph memory, late operands).
         self._special = 0
+        # True once a kernel node may have been given launch attributes or a programmatic edge: the topology
+        # signature then looks for them (cudagraph.executable.compare); False spares that look.
+        self._attributed = False
         # The conditional node whose body this graph is (None for a graph of its own).
         self._owner: ConditionalNode | None = None
         self._conditions: list[Condition] = []

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DefinitionError
+from .kinds.kernel import LaunchAttrs, launch_signature
 from .node import Node, parameter_slots
 from .node import bodies_of as bodies_of
 from .nodes import NODE_CLASSES
@@ -33,6 +34,7 @@ __all__ = [
     "CODED_CLASSES",
     "bodies_of",
     "changed_nodes",
+    "describe_launch_diff",
     "describe_topology_diff",
     "diff_states",
     "flat_signature",
@@ -40,11 +42,14 @@ __all__ = [
     "has_bodies",
     "has_nested_bodies",
     "is_flat",
+    "launch_differences",
+    "LaunchSignature",
     "node_state",
     "same_value",
     "state_fields",
     "topology_signature",
     "type_code",
+    "with_launches",
 ]
 
 _SLOTS_CACHE: dict[type, tuple[str, ...]] = {}
@@ -103,8 +108,43 @@ def flat_signature(items: Sequence[Any]) -> bytes:
     return words.tobytes()
 
 
+class LaunchSignature:
+    """The launches of a graph's kernel nodes that are not plain, in a :func:`topology_signature`.
+
+    ``items`` is a tuple of ``(index, LaunchAttrs.signature())``, in node order, for the top-level kernel
+    nodes with launch attributes (cluster, cooperative, priority, device, ``attributes=``) or programmatic
+    edges (by predecessor index and port). Equal only to another ``LaunchSignature`` with equal items.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[tuple[int, tuple[Any, ...]], ...]) -> None:
+        self.items = items
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is LaunchSignature and self.items == other.items
+
+    def __hash__(self) -> int:
+        return hash(self.items)
+
+    def __repr__(self) -> str:
+        return f"LaunchSignature({self.items!r})"
+
+
+def with_launches(signature: Any, attributed: Sequence[Any]) -> Any:
+    """``signature`` (of a graph's nodes, kinds and edges) with the launches of the kernel nodes ``attributed``
+    (those whose ``attrs`` is not ``None``, in node order): ``(signature, LaunchSignature)``, or ``signature``
+    itself when each of them launches as a plain node does (only the large shared memory opt-in)."""
+    items = []
+    for n in attributed:
+        sig = launch_signature(n.attrs)
+        if sig is not None:
+            items.append((n.index, sig))
+    return (signature, LaunchSignature(tuple(items))) if items else signature
+
+
 def topology_signature(graph: Graph, _bodies: dict[int, Any] | None = None) -> Any:
-    """A hashable value equal for two definitions with the same nodes kinds, order and edges.
+    """A hashable value equal for two definitions with the same nodes kinds, order, edges and launches.
 
     Nested bodies (child graphs, conditional branches) are included.
 
@@ -116,16 +156,29 @@ def topology_signature(graph: Graph, _bodies: dict[int, Any] | None = None) -> A
     topology the builders recorded. A graph with nested bodies gets them as one
     flat tuple. Classes, tuples and ints never compare equal to one another,
     so two definitions share a signature only when they agree node by node.
+
+    What the driver holds beyond parameters comes last: when a kernel node
+    has launch attributes or programmatic edges (``attrs`` not ``None``), the
+    signature is ``(items, LaunchSignature)`` (:func:`with_launches`), so that
+    two definitions differing only in a cluster shape, a priority, an
+    ``attributes=`` entry or an edge's port never share an executable. A
+    plain kernel node costs one slot read.
     """
     out: list[Any] = []
     append = out.append
     kernel = _FAST_KERNEL  # the most common kind, which holds no body: no lookup
     body_slots = _BODY_SLOTS
     nested = False
+    attributed: list[Any] | None = None
     for n in graph._nodes:
         t = type(n)
         append(t)
-        if t is not kernel:
+        if t is kernel:
+            if n.attrs is not None:  # type: ignore[attr-defined]
+                if attributed is None:
+                    attributed = []
+                attributed.append(n)
+        else:
             slots = body_slots.get(t)
             if slots is None:
                 slots = _body_slots(t)
@@ -144,7 +197,8 @@ def topology_signature(graph: Graph, _bodies: dict[int, Any] | None = None) -> A
                 append(preds[0].index)
             else:
                 out.extend([p.index for p in preds])
-    return tuple(out) if nested else flat_signature(out)
+    sig = tuple(out) if nested else flat_signature(out)
+    return sig if attributed is None else with_launches(sig, attributed)
 
 
 def _nested_signature(graph: Graph, done: dict[int, Any]) -> None:
@@ -209,7 +263,7 @@ def forget_flat(graph: Graph) -> None:
 
 def has_bodies(signature: Any) -> bool:
     """Whether a :func:`topology_signature` has a node with nested bodies (child graph, conditional): a tuple
-    holding a tuple (a flat graph's signature is bytes)."""
+    holding a tuple (a flat graph's signature is bytes, or bytes and a :class:`LaunchSignature`)."""
     return type(signature) is tuple and tuple in set(map(type, signature))
 
 
@@ -382,8 +436,77 @@ def changed_nodes(
     return changed
 
 
+def _value_text(field: str, value: Any) -> str:
+    if field == "cooperative":
+        return "cooperative" if value else "not cooperative"
+    return "none" if value is None else f"{field}={value}"
+
+
+def launch_differences(
+    old: LaunchAttrs | None, new: LaunchAttrs | None
+) -> tuple[list[str], dict[int, tuple[str | None, str | None]]]:
+    """How the launches of two kernel nodes differ, as the driver nodes would hold them (old vs new).
+
+    Returns
+    -------
+    attributes : list of str
+        One text per launch attribute that differs: ``"cluster=(2, 1, 1) vs none"``, ``"priority=1 vs
+        priority=2"``, ``"cooperative vs not cooperative"``, ``"mem_sync_domain=1 vs none"``.
+    ports : dict
+        ``predecessor index -> (old port, new port)`` for each incoming edge whose type differs
+        (``None``: a plain edge; else ``"programmatic"`` or ``"launch_order"``).
+    """
+    a = launch_signature(old)
+    b = launch_signature(new)
+    if a == b:
+        return [], {}
+    plain = LaunchAttrs().signature()
+    a = plain if a is None else a
+    b = plain if b is None else b
+    texts: list[str] = []
+    ports: dict[int, tuple[str | None, str | None]] = {}
+    for field, x, y in zip(LaunchAttrs.SIGNATURE_FIELDS, a, b):
+        if x == y:
+            continue
+        if field == "programmatic":
+            px, py = dict(x), dict(y)
+            for i in sorted(set(px) | set(py)):
+                if px.get(i) != py.get(i):
+                    ports[i] = (px.get(i), py.get(i))
+        elif field == "extra":
+            ex, ey = dict(x), dict(y)
+            for name in sorted(set(ex) | set(ey)):
+                vx, vy = ex.get(name), ey.get(name)
+                if vx != vy:
+                    sx = "none" if vx is None else f"{name}={vx[0] if len(vx) == 1 else vx}"
+                    sy = "none" if vy is None else f"{name}={vy[0] if len(vy) == 1 else vy}"
+                    texts.append(f"{sx} vs {sy}")
+        else:
+            texts.append(f"{_value_text(field, x)} vs {_value_text(field, y)}")
+    return texts, ports
+
+
+def describe_launch_diff(
+    node: Node, old: LaunchAttrs | None, new: LaunchAttrs | None, where: str = "", edges: set[int] | None = None
+) -> list[str]:
+    """The differences of :func:`launch_differences` between a kernel node's launch ``old`` and ``new``
+    (``node`` of the new definition), as messages naming the node and each edge (only the edges from the
+    predecessor indices ``edges``, when given: those both definitions have)."""
+    texts, ports = launch_differences(old, new)
+    out = [f"{node.label}{where}: launch attributes differ: {', '.join(texts)}"] if texts else []
+    nodes = node.graph._nodes
+    for i, (x, y) in ports.items():
+        if edges is not None and i not in edges:
+            continue
+        src = nodes[i].label if 0 <= i < len(nodes) and nodes[i] is not None else f"#{i}"
+        out.append(f"edge {src} -> {node.label}{where}: {x or 'plain'} vs {y or 'plain'}")
+    return out
+
+
 def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]:
-    """Human-readable differences in nodes, kinds and edges between two definitions."""
+    """Human-readable differences in nodes, kinds, edges, edge types and launch attributes between two
+    definitions; each reads ``old vs new`` (``"kernel#3 'k': launch attributes differ: cluster=(2, 1, 1) vs
+    none"``, ``"edge kernel#1 'a' -> kernel#2 'b': programmatic vs plain"``)."""
     diffs: list[str] = []
     stack = [_graph_diffs(old, new, _path)]  # an explicit stack: bodies may nest deeper than recursion goes
     while stack:
@@ -397,6 +520,14 @@ def describe_topology_diff(old: Graph, new: Graph, _path: str = "") -> list[str]
     return diffs
 
 
+def _port_text(node: Any, index: int) -> str:
+    """`` (programmatic)`` or `` (launch_order)`` for a programmatic edge into kernel ``node`` from the node at
+    ``index``; empty for a plain edge."""
+    attrs = node.attrs
+    port = None if attrs is None else next((q for p, q in attrs.programmatic if p.index == index), None)
+    return f" ({port})" if port else ""
+
+
 def _graph_diffs(old: Graph, new: Graph, _path: str) -> Iterator[str | tuple[Graph, Graph, str]]:
     """The differences of :func:`describe_topology_diff` in one graph, in order, and each pair of bodies to compare."""
     where = f" in {_path}" if _path else ""
@@ -406,10 +537,13 @@ def _graph_diffs(old: Graph, new: Graph, _path: str) -> Iterator[str | tuple[Gra
             continue
         pa = {p.index for p in a._preds}
         pb = {p.index for p in b._preds}
+        launched = type(a) is _FAST_KERNEL and (a.attrs is not None or b.attrs is not None)  # type: ignore[attr-defined]
         for i in sorted(pb - pa):
-            yield f"edge added{where}: #{i} -> {b.label}"
+            yield f"edge added{where}: #{i} -> {b.label}" + (_port_text(b, i) if launched else "")
         for i in sorted(pa - pb):
-            yield f"edge removed{where}: #{i} -> {a.label}"
+            yield f"edge removed{where}: #{i} -> {a.label}" + (_port_text(a, i) if launched else "")
+        if launched:
+            yield from describe_launch_diff(b, a.attrs, b.attrs, where, pa & pb)  # type: ignore[attr-defined]
         for ba, bb in zip(bodies_of(a), bodies_of(b)):
             yield ba, bb, f"{_path}/{a.label}"
     for extra in new._nodes[len(old._nodes) :]:

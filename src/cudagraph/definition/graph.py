@@ -243,9 +243,12 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         edges.add((src, dst))
         self._nedges += 1
         if port is not None:
-            attrs = dst.attrs if dst.attrs is not None else LaunchAttrs()  # type: ignore[attr-defined]
+            # A new object: a node's attributes are never changed in place (executables keep the old one to
+            # compare with; see cudagraph.definition.diff).
+            attrs = dst.attrs.copy() if dst.attrs is not None else LaunchAttrs()  # type: ignore[attr-defined]
             attrs.programmatic.append((src, str(port)))
             dst.attrs = attrs  # type: ignore[attr-defined]
+            self._attributed = True
 
     def remove_edge(self, src: Node, dst: Node) -> None:
         """Remove the dependency of ``dst`` on ``src``.
@@ -274,10 +277,10 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         drop_entry(src, src._succ_list, dst, succs=True)
         self._nedges -= 1
         attrs = getattr(dst, "attrs", None)
-        if attrs is not None and attrs.programmatic:
+        if attrs is not None and any(p is src for p, _ in attrs.programmatic):
+            attrs = attrs.copy()  # (see _link)
             attrs.programmatic = [(p, port) for p, port in attrs.programmatic if p is not src]
-            if attrs.empty:
-                dst.attrs = None  # type: ignore[attr-defined]
+            dst.attrs = None if attrs.empty else attrs  # type: ignore[attr-defined]
 
     def remove(self, node: Node) -> None:
         """Remove ``node`` and its edges (cuda.core's ``GraphNode.destroy``).

@@ -19,7 +19,9 @@ class ExecutableCache:
     """Executables keyed by topology: a rebuilt definition of a known shape is updated, not instantiated.
 
     ``cache.get(g)`` returns an executable for ``g``. When a definition with
-    the same nodes kinds, order and edges was seen before, its executable is
+    the same nodes kinds, order, edges, edge types and kernel launch attributes
+    (cluster, priority, cooperative, ``attributes=``: what no driver update
+    changes) was seen before, its executable is
     updated in place (:meth:`Executable.update`: only the changed nodes, or
     ``cuGraphExecUpdate``) — much cheaper than instantiating. Otherwise ``g``
     is instantiated and remembered; the least recently used executable is

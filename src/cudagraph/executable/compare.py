@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from ..definition import diff as _diff
-from ..definition.nodes import Node
+from ..definition.nodes import KernelNode, Node
 
 if TYPE_CHECKING:
     from ..definition.graph import Graph
@@ -73,7 +73,10 @@ def _learn(graph: Graph) -> bool:
 
 def topology_signature(graph: Graph) -> Any:
     """:func:`cudagraph.definition.diff.topology_signature`, computed in C where possible: from the topology the
-    builders recorded (``Graph._topo``, when it saw every node and no edit since), else from the nodes."""
+    builders recorded (``Graph._topo``, when it saw every node and no edit since; a graph whose kernel nodes
+    have launch attributes or programmatic edges has none), else from the nodes, the launch signatures of
+    the kernel nodes with attributes being added in Python (looked for only in a graph that may have some:
+    ``Graph._attributed``)."""
     layout = _LAYOUT if _layout_ready else _layout()
     if layout is not None:
         codes = _diff.CODED_CLASSES
@@ -86,7 +89,10 @@ def topology_signature(graph: Graph) -> Any:
         if sig is None and _learn(graph):  # (which may code new classes: the tuple is read again)
             sig = layout.signature(graph._nodes, _diff.CODED_CLASSES)
         if sig is not None:
-            return sig
+            if not getattr(graph, "_attributed", True):
+                return sig
+            attributed = [n for n in graph._nodes if type(n) is KernelNode and n.attrs is not None]
+            return _diff.with_launches(sig, attributed) if attributed else sig
     return _diff.topology_signature(graph)
 
 

@@ -39,12 +39,17 @@ class ExecutableNode:
         ``exe[k].update(args=(y, np.float32(3.0), n))`` re-packs the kernel's
         arguments and calls ``cuGraphExecKernelNodeSetParams``; copies, fills,
         host callbacks, events and child graphs are updated likewise. The
-        values are checked as the builder checks them.
+        values are checked as the builder checks them. A kernel keeps its launch
+        attributes (a new grid is checked against its cluster shape); they and
+        its edge types cannot change in an instantiated graph: ``cluster=``,
+        ``cooperative=``, ``priority=``, ``device=``, ``attributes=`` and
+        ``programmatic=`` are refused (change the definition and call
+        ``exe.update(graph, reinstantiate_if_needed=True)``).
 
         Raises
         ------
         DefinitionError, OperandError, KernelArgumentError
-            Bad keywords or values (the executable is unchanged).
+            Bad keywords or values, or a launch attribute keyword (the executable is unchanged).
         DriverError
             The driver refused the update.
         """

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..definition.bindings import all_params, body_uses_params, resolve_bindings
-from ..definition.diff import describe_topology_diff, has_bodies, node_state, same_value
+from ..definition.diff import describe_launch_diff, describe_topology_diff, has_bodies, node_state, same_value
 from ..definition.graph import Graph
+from ..definition.kinds.kernel import LAUNCH_KEYWORDS, check_launch_attrs, launch_signature
 from ..definition.node import rebuilt_node
 from ..definition.nodes import KernelNode, Node
 from ..driver.calls import raise_error, require_driver
@@ -230,20 +231,31 @@ class Updating(ExecutableBase):
                 shape = self._shape()
                 same_sig = new_sig == shape.signature
             same_shape = same_sig and len(graph._nodes) == len(self._lowered.nodes)
+            if same_shape:
+                old_states = self._recorded_states()
+                changed, new_states = diff_states(old_states, graph)
+                # The signatures compare launch attributes and edge types; a definition whose signature came
+                # from a record that did not see them (a node given attributes afterwards) is caught here.
+                if changed and _launch_changed(old_states, changed):
+                    same_shape = False
             if not same_shape:
-                diffs = describe_topology_diff(old_def, graph)
+                if graph is not old_def:
+                    diffs = describe_topology_diff(old_def, graph)
+                else:  # edited in place: its launches are compared with the states recorded before the edit
+                    diffs = [] if self._states is None else _launch_diffs_in_place(self._states, graph)
                 reason = "; ".join(diffs[:8]) + (f"; ... {len(diffs) - 8} more" if len(diffs) > 8 else "")
                 if not diffs and graph is old_def:
                     reason = "the definition was edited in place (nodes or edges added or removed) since it was run"
                 if not reinstantiate_if_needed:
                     raise DefinitionError(
                         f"cannot update the executable of Graph {old_def.name!r} from Graph {graph.name!r}: "
-                        f"the topology differs: {reason or 'node kinds differ'}"
+                        f"the topology differs: {reason or 'node kinds differ'} (nodes, edges, edge types and "
+                        "launch attributes are fixed at instantiation; pass reinstantiate_if_needed=True to "
+                        "instantiate the new definition instead)"
                     )
                 self._reinstantiate(graph, bindings)
                 self._sig = _Shape(new_sig)
                 return UpdateResult("reinstantiated", len(graph), reason)
-            changed, new_states = diff_states(self._recorded_states(), graph)
             bound = self._bindings
             bindings_changed = [k for k, v in bindings.items() if not same_value(v, bound.get(k))] if bindings else []
             nested_params = False
@@ -430,7 +442,18 @@ class Updating(ExecutableBase):
         self._require_open()
         dnode = self.driver_node(node)
         current = self._overrides.get(id(node), node)
+        if type(current) is KernelNode:
+            launch = [k for k in LAUNCH_KEYWORDS if k in changes]
+            if launch:
+                raise DefinitionError(
+                    f"{node.label}: exe[node].update() cannot change {', '.join(f'{k}=' for k in launch)}: an "
+                    "instantiated graph keeps its nodes' launch attributes and edge types "
+                    "(cuGraphExecKernelNodeSetParams sets parameters only); change the definition "
+                    f"(node.update({launch[0]}=...)) and call exe.update(graph, reinstantiate_if_needed=True)"
+                )
         new = rebuilt_node(current, changes)
+        if type(new) is KernelNode and new.attrs is not None:  # type: ignore[attr-defined]
+            check_launch_attrs(new)  # type: ignore[arg-type]  # the kept cluster against a new grid
         with self._lock:
             if self._exec is None:  # closed by another thread meanwhile
                 self._require_open()
@@ -448,3 +471,25 @@ class Updating(ExecutableBase):
 
 def _index_of(node: Node) -> int:
     return node.index
+
+
+def _launch_changed(old_states: list[Any], changed: list[Node]) -> bool:
+    """Whether a kernel node among ``changed`` launches otherwise than its recorded state says (other launch
+    attributes, or another type of incoming edge): what ``cuGraphExecKernelNodeSetParams`` cannot set."""
+    for n in changed:
+        if type(n) is KernelNode:
+            s = old_states[n.index]
+            a = n.attrs  # type: ignore[attr-defined]
+            if len(s) == 6 and a is not s[5] and launch_signature(a) != launch_signature(s[5]):
+                return True
+    return False
+
+
+def _launch_diffs_in_place(old_states: list[Any], graph: Graph) -> list[str]:
+    """The launch differences (:func:`~cudagraph.definition.diff.describe_launch_diff`) between the kernel
+    nodes of ``graph`` and their recorded states (``graph`` edited in place since they were recorded)."""
+    out: list[str] = []
+    for n, s in zip(graph._nodes, old_states):
+        if type(n) is KernelNode and len(s) == 6 and n.attrs is not s[5]:  # type: ignore[attr-defined]
+            out.extend(describe_launch_diff(n, s[5], n.attrs))  # type: ignore[attr-defined]
+    return out

@@ -8,13 +8,12 @@ and costs nothing more to build or to lower.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import DefinitionError, ForeignNodeError, OperandError
+from ...errors import DefinitionError, OperandError
 from ..condition import Condition
 from ..core import NODE_CLASSES as _NODE_CLASSES
 from ..core import After, DimLike, GraphCore, builder
@@ -33,6 +32,22 @@ from ..operands import (
     normalize_kernel_args,
 )
 from ..param import PARAM_GRAPH, Param
+from .launch import (
+    MAX_CLUSTER_SIZE,
+    PLAIN_LAUNCH,
+    PORTABLE_CLUSTER_SIZE,
+    PRIORITY_RANGE,
+    PROGRAMMATIC_PORTS,
+    SMEM_DEFAULT_LIMIT,
+    SMEM_MAX,
+    LaunchAttrs,
+    check_cluster,
+    check_cooperative,
+    check_launch_attrs,
+    check_priority,
+    launch_signature,
+    make_launch_attrs,
+)
 from .launch_attributes import check_attributes
 
 if TYPE_CHECKING:
@@ -204,6 +219,8 @@ class KernelNode(Node):
         )
         # Launch attributes (cluster, cooperative, priority, programmatic edges) are kept.
         new.attrs = self.attrs
+        if self.attrs is not None:
+            scratch._attributed = True
         return new
 
 
@@ -384,6 +401,7 @@ class KernelBuilders(GraphCore):
                 self._record(node)
             else:
                 self._topo = None  # the record holds no launch attributes: the signature reads the nodes
+                self._attributed = True
         return node
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
@@ -430,291 +448,6 @@ class KernelBuilders(GraphCore):
         return make_launch_attrs(self, node, *keywords[:4], self._what("kernel", name), keywords[4], keywords[5])
 
 
-#: Dynamic shared memory above this many bytes needs the kernel attribute
-#: ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` (48 KiB).
-SMEM_DEFAULT_LIMIT = 48 * 1024
-#: The most dynamic shared memory a launch can ask for: the driver's field is an unsigned 32-bit int
-#: (the device's own limit, far lower, is checked when the graph is built).
-SMEM_MAX = 2**32 - 1
-#: The range of ``priority=`` (``CU_LAUNCH_ATTRIBUTE_PRIORITY`` is a C ``int``; the device clamps it
-#: to its own range).
-PRIORITY_RANGE = (-(2**31), 2**31 - 1)
-#: Blocks per cluster that every cluster-capable GPU supports.
-PORTABLE_CLUSTER_SIZE = 8
-#: The most blocks per cluster any GPU supports (non-portable sizes need a kernel attribute).
-MAX_CLUSTER_SIZE = 16
-#: ``programmatic=`` port names: ``"programmatic"`` lets the dependent kernel start once every
-#: block of the primary has called ``cudaTriggerProgrammaticLaunchCompletion()`` (or exited);
-#: ``"launch_order"`` once every block of the primary has started.
-PROGRAMMATIC_PORTS = ("programmatic", "launch_order")
-
-
-class LaunchAttrs:
-    """The launch attributes of one kernel node.
-
-    Attributes
-    ----------
-    cluster : tuple of 3 ints or None
-        Thread-block cluster shape (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``).
-    cooperative : bool
-        Cooperative launch (``CU_LAUNCH_ATTRIBUTE_COOPERATIVE``): every block
-        is resident at once, so a grid-wide barrier is safe.
-    priority : int or None
-        Node priority (``CU_LAUNCH_ATTRIBUTE_PRIORITY``); honoured when the
-        executable is made with ``instantiate(use_node_priority=True)``.
-    programmatic : list of (Node, str)
-        Predecessor kernels whose edge to this node is programmatic, with the
-        port (``"programmatic"`` or ``"launch_order"``).
-    smem_optin : bool
-        ``shared_mem`` exceeds 48 KiB: the kernel's maximum dynamic shared
-        memory attribute is raised before the node is added.
-    device : int or None
-        The device ordinal whose primary context the node runs in (``None``: the current context).
-    extra : tuple of (str, tuple)
-        Other driver launch attributes, sorted by name, each with its non-default value
-        (:mod:`cudagraph.definition.kinds.launch_attributes`).
-    """
-
-    __slots__ = ("cluster", "cooperative", "priority", "programmatic", "smem_optin", "device", "extra")
-
-    def __init__(self) -> None:
-        self.cluster: tuple[int, int, int] | None = None
-        self.cooperative = False
-        self.priority: int | None = None
-        self.programmatic: list[tuple[Node, str]] = []
-        self.smem_optin = False
-        self.device: int | None = None
-        self.extra: tuple[tuple[str, tuple[Any, ...]], ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        """``True`` when no attribute is set (the node can drop its ``attrs``)."""
-        return (
-            self.cluster is None
-            and not self.cooperative
-            and self.priority is None
-            and not self.programmatic
-            and not self.smem_optin
-            and self.device is None
-            and not self.extra
-        )
-
-    def port_of(self, pred: Node) -> str | None:
-        """The programmatic port of the edge from ``pred``, or ``None`` for a normal edge."""
-        for p, port in self.programmatic:
-            if p is pred:
-                return port
-        return None
-
-    def copy(self) -> LaunchAttrs:
-        out = LaunchAttrs()
-        out.cluster = self.cluster
-        out.cooperative = self.cooperative
-        out.priority = self.priority
-        out.programmatic = list(self.programmatic)
-        out.smem_optin = self.smem_optin
-        out.device = self.device
-        out.extra = self.extra
-        return out
-
-    def signature(self) -> tuple[Any, ...]:
-        """What the driver node holds of these attributes, comparable between two definitions.
-
-        Programmatic edges by predecessor index and port: two nodes whose launches differ in any
-        attribute or edge port have different signatures (an executable made for one is not the other's).
-        """
-        return (
-            self.cluster,
-            self.cooperative,
-            self.priority,
-            tuple(sorted((p.index, port) for p, port in self.programmatic)),
-            self.device,
-            self.extra,
-        )
-
-    #: The names of the fields of :meth:`signature`, in order.
-    SIGNATURE_FIELDS = ("cluster", "cooperative", "priority", "programmatic", "device", "extra")
-
-    def __eq__(self, other: object) -> bool:
-        """The same launch: the same :meth:`signature` (and the same large shared memory opt-in)."""
-        if type(other) is not LaunchAttrs:
-            return NotImplemented
-        return self is other or (self.smem_optin == other.smem_optin and self.signature() == other.signature())
-
-    def __hash__(self) -> int:
-        # (a node's attributes are replaced, never changed in place, once the node holds them)
-        return hash((self.smem_optin, self.signature()))
-
-    def describe(self) -> str:
-        parts = []
-        if self.cluster is not None:
-            parts.append(f"cluster={self.cluster}")
-        if self.cooperative:
-            parts.append("cooperative")
-        if self.priority is not None:
-            parts.append(f"priority={self.priority}")
-        if self.programmatic:
-            parts.append("programmatic<-" + ",".join(f"#{p.index}" for p, _ in self.programmatic))
-        if self.smem_optin:
-            parts.append("smem>48KiB")
-        if self.device is not None:
-            parts.append(f"@dev{self.device}")
-        parts.extend(f"{name}={value[0] if len(value) == 1 else value}" for name, value in self.extra)
-        return " ".join(parts)
-
-    def __repr__(self) -> str:
-        return f"<LaunchAttrs {self.describe() or 'none'}>"
-
-
-#: :meth:`LaunchAttrs.signature` of a launch without attributes: a node whose attributes sign so (only the large
-#: shared memory opt-in, which follows ``shared_mem``) launches as a plain node does.
-PLAIN_LAUNCH: tuple[Any, ...] = LaunchAttrs().signature()
-
-
-def launch_signature(attrs: LaunchAttrs | None) -> tuple[Any, ...] | None:
-    """``attrs.signature()``, or ``None`` for a plain launch (no attributes, or only the shared memory opt-in)."""
-    if attrs is None:
-        return None
-    sig = attrs.signature()
-    return None if sig == PLAIN_LAUNCH else sig
-
-
-def _cluster(value: Any, grid: tuple[int, int, int], what: str) -> tuple[int, int, int]:
-    if isinstance(value, bool):
-        raise OperandError(f"{what}: cluster must be an int or a tuple of up to 3 ints, got bool")
-    if isinstance(value, (tuple, list)):
-        if not 1 <= len(value) <= 3:
-            raise DefinitionError(f"{what}: cluster must have 1 to 3 dimensions, got {len(value)}")
-        items = list(value)
-    else:
-        items = [value]
-    try:
-        dims = [operator.index(v) for v in items]
-    except Exception:
-        raise OperandError(f"{what}: cluster must be an int or a tuple of up to 3 ints, got {value!r}") from None
-    while len(dims) < 3:
-        dims.append(1)
-    for axis, d in enumerate(dims):
-        if d <= 0:
-            raise DefinitionError(f"{what}: cluster[{axis}] must be positive, got {d}")
-        if grid[axis] % d:
-            raise DefinitionError(
-                f"{what}: grid[{axis}] = {grid[axis]} is not a multiple of cluster[{axis}] = {d}; "
-                "the grid must be a whole number of clusters"
-            )
-    size = dims[0] * dims[1] * dims[2]
-    if size > MAX_CLUSTER_SIZE:
-        raise DefinitionError(
-            f"{what}: cluster {tuple(dims)} has {size} blocks; the CUDA limit is {MAX_CLUSTER_SIZE} "
-            f"({PORTABLE_CLUSTER_SIZE} portable)"
-        )
-    return (dims[0], dims[1], dims[2])
-
-
-def _priority(value: Any, what: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise OperandError(f"{what}: priority must be an int, got bool")
-    try:
-        p = operator.index(value)
-    except Exception:
-        raise OperandError(f"{what}: priority must be an int, got {type(value).__name__}") from None
-    lo, hi = PRIORITY_RANGE
-    if not lo <= p <= hi:
-        raise DefinitionError(f"{what}: priority {p} is outside the driver's int range {lo}..{hi}")
-    return p
-
-
-def _cooperative(value: Any, what: str) -> bool:
-    if type(value) is bool:
-        return value
-    if isinstance(value, (int, np.integer, np.bool_)) and value in (0, 1):
-        return bool(value)
-    raise OperandError(f"{what}: cooperative must be a bool, got {type(value).__name__} {value!r}")
-
-
-def _programmatic_nodes(graph: Any, node: KernelNode, value: Any, what: str) -> list[tuple[Node, str]]:
-    """Resolve ``programmatic=``: True (every predecessor) or a node / nodes; adds missing edges."""
-    if value is True:
-        chosen = list(node._preds)
-        if not chosen:
-            raise DefinitionError(f"{what}: programmatic=True needs predecessor kernels in after=")
-    elif value is False:
-        return []
-    elif isinstance(value, Node):
-        chosen = [value]
-    elif isinstance(value, (list, tuple)):
-        chosen = list(value)
-        for v in chosen:
-            if not isinstance(v, Node):
-                raise OperandError(f"{what}: programmatic= must hold nodes, got {type(v).__name__}")
-    else:
-        raise OperandError(f"{what}: programmatic= must be True, a kernel node or a sequence of kernel nodes")
-    out: list[tuple[Node, str]] = []
-    for p in chosen:
-        if p.graph is not graph:
-            raise ForeignNodeError(f"{what}: programmatic= names {p.label} of Graph {p.graph.name!r}")
-        if not p.programmatic_edges:
-            raise DefinitionError(
-                f"{what}: a programmatic edge must come from a kernel node; {p.label} is a {p.kind} node"
-            )
-        if any(q is p for q, _ in out):
-            continue
-        if not any(q is p for q in node._preds):
-            graph._deps(p, what)
-            node._preds.append(p)  # (the node is not in its graph yet: nothing else to record)
-        out.append((p, "programmatic"))
-    return out
-
-
-def make_launch_attrs(
-    graph: Any,
-    node: KernelNode,
-    cluster: Any,
-    cooperative: Any,
-    priority: Any,
-    programmatic: Any,
-    what: str,
-    device: Any = None,
-    attributes: Any = None,
-) -> LaunchAttrs | None:
-    """Check the launch keywords of :meth:`Graph.kernel` and build the node's attributes.
-
-    Called after the node's dependencies are recorded (``programmatic=``
-    may add edges), before it is appended to the graph.
-    """
-    a = LaunchAttrs()
-    if cluster is not None:
-        a.cluster = _cluster(cluster, node.grid, what)
-    a.cooperative = _cooperative(cooperative, what)
-    if a.cooperative and a.cluster is not None:
-        raise DefinitionError(f"{what}: a launch cannot be both cooperative and clustered")
-    if priority is not None:
-        a.priority = _priority(priority, what)
-    if programmatic is not None:
-        a.programmatic = _programmatic_nodes(graph, node, programmatic, what)
-    a.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
-    if attributes is not None:
-        a.extra = check_attributes(attributes, what)
-    if device is not None:
-        a.device = device_ordinal(device, what)
-        graph._special += 1  # instantiate checks the ordinal before adding any node
-    return None if a.empty else a
-
-
-def check_launch_attrs(node: KernelNode) -> None:
-    """Launch attributes still agree with the node (programmatic edges, cluster shape)."""
-    attrs = node.attrs
-    for p, _port in attrs.programmatic:
-        if not any(q is p for q in node._preds):
-            raise DefinitionError(f"{node.label}: its programmatic edge from {p.label} is not an edge of the graph")
-        if not p.programmatic_edges:
-            raise DefinitionError(f"{node.label}: a programmatic edge must come from a kernel; {p.label} is not one")
-    if attrs.cluster is not None:
-        for axis, (g, c) in enumerate(zip(node.grid, attrs.cluster)):
-            if g % c:
-                raise DefinitionError(f"{node.label}: grid[{axis}] = {g} is not a multiple of cluster[{axis}] = {c}")
-
-
 _LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority", "device", "attributes")
 #: The keywords of :meth:`Graph.kernel` that set launch attributes or edge types (``programmatic=``): what
 #: ``cuGraphExecKernelNodeSetParams`` cannot change in an instantiated graph.
@@ -733,13 +466,13 @@ def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
         base = old.copy() if old is not None else LaunchAttrs()
         what = node.label
         if "cluster" in launch:
-            base.cluster = None if launch["cluster"] is None else _cluster(launch["cluster"], node.grid, what)
+            base.cluster = None if launch["cluster"] is None else check_cluster(launch["cluster"], node.grid, what)
         elif base.cluster is not None:
-            base.cluster = _cluster(base.cluster, node.grid, what)
+            base.cluster = check_cluster(base.cluster, node.grid, what)
         if "cooperative" in launch:
-            base.cooperative = _cooperative(launch["cooperative"], what)
+            base.cooperative = check_cooperative(launch["cooperative"], what)
         if "priority" in launch:
-            base.priority = None if launch["priority"] is None else _priority(launch["priority"], what)
+            base.priority = None if launch["priority"] is None else check_priority(launch["priority"], what)
         if "device" in launch:
             base.device = None if launch["device"] is None else device_ordinal(launch["device"], what)
             node.graph._special += base.device is not None
@@ -753,6 +486,7 @@ def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
         if node.attrs is not None:
             # The topology record holds no launch attributes: the signature reads the nodes from now on.
             node.graph._topo = None
+            node.graph._attributed = True
     except BaseException:
         for slot, value in saved.items():
             setattr(node, slot, value)

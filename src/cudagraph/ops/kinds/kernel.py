@@ -43,15 +43,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, SMEM_DEFAULT_LIMIT, LaunchAttrs
-from ...definition.kinds.launch_attributes import (
-    ATTRIBUTE_IDS,
-    ATTRIBUTES,
-    FIRST_CLASS_IDS,
-    STREAM_ONLY_IDS,
-    decode,
-    encode,
-)
+from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, LaunchAttrs
 from ...definition.nodes import KernelNode, Node
 from ...definition.param import Param
 from ...definition.param_offset import ParamBytes
@@ -65,6 +57,13 @@ from ...driver.stream_launch import prepared as prepared_launch
 from ...errors import DriverError, OperandError, UnsupportedError
 from ..lower_state import LowerState, is_late, late_kernel_args
 from .base import Builder, ExecSetter, KindOps, StreamRun
+from .kernel_launch import (
+    allow_non_portable_cluster,
+    edge_data,
+    ensure_dynamic_smem,
+    launch_attribute_values,
+    lift_attributes,
+)
 
 if TYPE_CHECKING:
     from ...executable.bind_plan import BindPlan
@@ -93,145 +92,6 @@ def set_function(p: Any, info: Any) -> None:
         p.func = info.handle
 
 
-# ------------------------------------------------------------------------------ kernel attributes
-
-# (kind, handle address) -> dynamic shared memory already allowed
-_SMEM_SET: dict[tuple[bool, int], int] = {}
-_NON_PORTABLE_SET: set[tuple[bool, int]] = set()
-_SMEM_OPTIN_LIMIT: dict[int, int] = {}
-
-
-def _smem_limit(info: Any, dev: Any) -> tuple[int, int]:
-    """``(opt-in shared memory per block of the device, static shared memory of the kernel)``."""
-    drv = require_driver()
-    limit = _SMEM_OPTIN_LIMIT.get(int(dev))
-    if limit is None:
-        attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        limit = int(check(drv.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute"))
-        _SMEM_OPTIN_LIMIT[int(dev)] = limit
-    fattr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
-    if info.is_library_kernel:
-        static = check(drv.cuKernelGetAttribute(fattr, info.handle, dev), "cuKernelGetAttribute")
-    else:
-        static = check(drv.cuFuncGetAttribute(fattr, info.handle), "cuFuncGetAttribute")
-    return limit, int(static)
-
-
-def ensure_dynamic_smem(info: Any, node: Any, state: LowerState | None = None) -> str:
-    """Raise the kernel's ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` to ``node.shared_mem``; ``""`` or why it failed.
-
-    Raises
-    ------
-    OperandError
-        The dynamic shared memory plus the kernel's static shared memory
-        exceed what the device allows one block (checked before the driver).
-    """
-    nbytes = node.shared_mem
-    key = (info.is_library_kernel, int(info.handle))
-    if _SMEM_SET.get(key, 0) >= nbytes:
-        return ""
-    drv = require_driver()
-    dev = state.device() if state is not None else check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
-    limit, static = _smem_limit(info, dev)
-    if nbytes + static > limit:
-        raise OperandError(
-            f"{node.label} of Graph {node.graph.name!r}: shared_mem: {nbytes} bytes of dynamic shared memory"
-            f"{f' plus {static} static' if static else ''} exceed the device's limit of {limit} bytes per block"
-        )
-    attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    if info.is_library_kernel:
-        (err,) = drv.cuKernelSetAttribute(attr, nbytes, info.handle, dev)
-        call = "cuKernelSetAttribute"
-    else:
-        (err,) = drv.cuFuncSetAttribute(info.handle, attr, nbytes)
-        call = "cuFuncSetAttribute"
-    if err:
-        return f"{call}(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes}) failed with {getattr(err, 'name', err)}"
-    _SMEM_SET[key] = nbytes
-    return ""
-
-
-def _allow_non_portable_cluster(info: Any, state: LowerState) -> None:
-    key = (info.is_library_kernel, int(info.handle))
-    if key in _NON_PORTABLE_SET:
-        return
-    drv = require_driver()
-    attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-    if info.is_library_kernel:
-        (err,) = drv.cuKernelSetAttribute(attr, 1, info.handle, state.device())
-    else:
-        (err,) = drv.cuFuncSetAttribute(info.handle, attr, 1)
-    if not err:
-        _NON_PORTABLE_SET.add(key)
-
-
-def launch_attribute_values(attrs: LaunchAttrs) -> list[tuple[Any, Any, str]]:
-    """``[(CUlaunchAttributeID, value setter, description)]`` for the node attributes of ``attrs``."""
-    drv = require_driver()
-    ID = drv.CUlaunchAttributeID
-    out: list[tuple[Any, Any, str]] = []
-    if attrs.cluster is not None:
-        cx, cy, cz = attrs.cluster
-
-        def cluster(v: Any) -> None:
-            v.clusterDim.x, v.clusterDim.y, v.clusterDim.z = cx, cy, cz
-
-        out.append((ID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, cluster, f"cluster={attrs.cluster}"))
-    if attrs.cooperative:
-
-        def coop(v: Any) -> None:
-            v.cooperative = 1
-
-        out.append((ID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE, coop, "cooperative"))
-    if attrs.priority is not None:
-        prio = attrs.priority
-
-        def priority(v: Any) -> None:
-            v.priority = prio
-
-        out.append((ID.CU_LAUNCH_ATTRIBUTE_PRIORITY, priority, f"priority={prio}"))
-    for name, value in attrs.extra:
-        attr = ATTRIBUTES[name]
-        try:
-            attr_id = ID(attr.id)
-        except ValueError:
-            raise UnsupportedError(
-                f"launch attribute {name!r} (CUlaunchAttributeID {attr.id}) is unknown to this cuda-bindings "
-                f"{BINDINGS_MAJOR}.x; install a newer one"
-            ) from None
-        out.append((attr_id, _raw_setter(encode(attr, value)), f"{name}={value}"))
-    return out
-
-
-def _raw_setter(raw: bytes) -> Any:
-    """A setter writing ``raw`` (a whole ``CUlaunchAttributeValue``) over a bindings value structure."""
-
-    def setter(v: Any) -> None:
-        ctypes.memmove(int(v.getPtr()), raw, len(raw))
-
-    return setter
-
-
-def _edge_data(node: KernelNode, attrs: LaunchAttrs) -> list[Any]:
-    drv = require_driver()
-    out = []
-    for p in node._preds:
-        e = drv.CUgraphEdgeData()
-        port = attrs.port_of(p)
-        if port is not None:
-            e.type = drv.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
-            e.from_port = (
-                drv.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
-                if port == "launch_order"
-                else drv.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
-            )
-        out.append(e)
-    return out
-
-
-# ------------------------------------------------------------------------------ lifting
-
-# ``ctypes_array_type.from_address`` unbound, and the ``raw`` bytes of a char array.
 _FROM_ADDRESS = type(ctypes.c_char * 1).from_address
 _RAW = operator.attrgetter("raw")
 #: The compiled reader of kernel arguments (``None``: ctypes below).
@@ -345,9 +205,9 @@ class KernelOps(KindOps):
         if attrs.smem_optin:
             why = ensure_dynamic_smem(info, node, state)
         if attrs.cluster is not None and attrs.cluster[0] * attrs.cluster[1] * attrs.cluster[2] > PORTABLE_CLUSTER_SIZE:
-            _allow_non_portable_cluster(info, state)
+            allow_non_portable_cluster(info, state)
         if attrs.programmatic:
-            edata = _edge_data(node, attrs)
+            edata = edge_data(node, attrs)
             if BINDINGS_MAJOR >= 13:
                 r = drv.cuGraphAddNode(handle, deps, edata, ndeps, kp)
                 call = "cuGraphAddNode"
@@ -440,42 +300,7 @@ class KernelOps(KindOps):
             An attribute the definition cannot carry (a stream-only one, an id it does not know) is set:
             named with the node and its kernel, never dropped.
         """
-        attrs = node.attrs.copy() if node.attrs is not None else LaunchAttrs()
-        extra = []
-        for attr_id, value in raw.items():
-            first = FIRST_CLASS_IDS.get(attr_id)
-            if first is not None:
-                field, layout, default = first
-                v = layout.unpack_from(value)
-                if v == default:
-                    continue
-                if field == "cluster":
-                    attrs.cluster = (v[0], v[1], v[2])
-                elif field == "cooperative":
-                    attrs.cooperative = True
-                else:
-                    attrs.priority = v[0]
-                continue
-            attr = ATTRIBUTE_IDS.get(attr_id)
-            if attr is not None:
-                v = decode(attr, value)
-                if v != attr.default:
-                    extra.append((attr.name, v))
-                continue
-            if value.strip(b"\0"):
-                what = STREAM_ONLY_IDS.get(attr_id)
-                kind = f"the stream-only attribute {what!r}" if what else "an attribute cudagraph does not know"
-                raise UnsupportedError(
-                    f"{node.label} of Graph {node.graph.name!r} (kernel {node.name!r}): its driver node has launch "
-                    f"attribute id {attr_id} set ({kind}; value bytes {value.rstrip(bytes(1)).hex()}); "
-                    "refused rather than dropped"
-                )
-        extra.sort()
-        attrs.extra = tuple(extra)
-        if programmatic:
-            attrs.programmatic = programmatic
-        attrs.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
-        node.attrs = None if attrs.empty else attrs
+        lift_attributes(node, raw, programmatic)
 
     def lifted_kernel(self, handle: Any, name: str, sizes: tuple[int, ...]) -> LiftedKernel:
         """The :class:`LiftedKernel` of ``handle`` (one per kernel per lift)."""

@@ -5,6 +5,8 @@
 #   suite_py   the same without them (CUDAGRAPH_NO_C_ENTRY=1: the Python twins), soak tests left out
 #   memcheck   the compiled kinds', update, core, lift, parametrize and allocation-placement GPU tests under
 #              Compute Sanitizer (scripts/compute_sanitizer.sh)
+#   zoo        the model zoo: real torchvision, timm and transformers models captured by PyTorch, lifted
+#              with verify=True and rebound (tests/test_model_zoo_gpu.py), then bench/zoo.py --quick
 #   threads    the CPU tests of the GIL offers and the executable's lock, on this machine's Python
 #   demo       python -m cudagraph demo
 #   bench      bench/construction.py --quick, bench/launch_targets.py, bench/rebind_lifted.py,
@@ -20,7 +22,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-gpu-check}
 [[ $# -gt 0 ]] && shift
 STAGES=("$@")
-[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(suite suite_py memcheck threads demo bench)
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(suite suite_py memcheck zoo threads demo bench)
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 export PYTHONPATH=src
@@ -38,6 +40,7 @@ run_stage() {
             tests/test_gpu_updates.py tests/test_gpu_core.py tests/test_gpu_lift.py tests/test_parametrize_gpu.py \
             tests/test_alloc_placement_gpu.py
         ;;
+    zoo) "$PYTHON" -m pytest -q -p no:cacheprovider -rs tests/test_model_zoo_gpu.py && "$PYTHON" bench/zoo.py --quick ;;
     threads)
         "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_loop_gil_cpu.py tests/test_lift_gil_cpu.py \
             tests/test_exec_lock_cpu.py tests/test_native_gil_cpu.py tests/test_launch_gil_cpu.py
@@ -49,7 +52,7 @@ run_stage() {
             "$PYTHON" bench/build_beside_thread.py && "$PYTHON" bench/multi_gpu.py
         ;;
     *)
-        echo "gpu_check: unknown stage $1 (suite, suite_py, memcheck, threads, demo, bench)"
+        echo "gpu_check: unknown stage $1 (suite, suite_py, memcheck, zoo, threads, demo, bench)"
         return 2
         ;;
     esac
@@ -60,7 +63,7 @@ for stage in "${STAGES[@]}"; do
     start=$SECONDS
     run_stage "$stage" >"$OUT/$stage.log" 2>&1
     rc=$?
-    if [[ $rc -eq 0 && $stage == suite* ]] && ! tail -n 1 "$OUT/$stage.log" | grep -q " passed"; then
+    if [[ $rc -eq 0 && ($stage == suite* || $stage == zoo) ]] && ! grep -q " passed" "$OUT/$stage.log"; then
         rc=3 # every GPU test skipped (no GPU here): not a pass
     fi
     echo "gpu_check: $stage: status $rc in $((SECONDS - start)) s: $(tail -n 1 "$OUT/$stage.log")"

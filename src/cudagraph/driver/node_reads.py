@@ -18,11 +18,12 @@ import ctypes
 import struct
 from typing import Any
 
+from ..definition.kinds.launch_attributes import ATTRIBUTES, FIRST_CLASS_IDS, encode
 from .c_entry import c_function
 from .calls import check, raise_error, require_driver
 from .compat import BINDINGS_MAJOR
 
-__all__ = ["EDGE_DATA", "LAST_ATTRIBUTE_ID", "EdgeData", "NodeReads"]
+__all__ = ["EDGE_DATA", "LAST_ATTRIBUTE_ID", "UNSET", "EdgeData", "NodeReads"]
 
 #: The highest ``CUlaunchAttributeID`` asked (ids above it are unknown to every driver this supports).
 LAST_ATTRIBUTE_ID = 23
@@ -32,6 +33,12 @@ EDGE_DATA = struct.Struct("<BBB5x")
 
 #: ``(from handle, to handle, from_port, to_port, type)`` of an edge with data.
 EdgeData = tuple[int, int, int, int, int]
+
+#: ``id -> value bytes`` of a kernel node never given the attribute (ids not here: 64 zero bytes).
+UNSET: dict[int, bytes] = {
+    **{a.id: encode(a, a.default) for a in ATTRIBUTES.values()},
+    **{attr_id: layout.pack(*default).ljust(64, b"\0") for attr_id, (_, layout, default) in FIRST_CLASS_IDS.items()},
+}
 
 #: ``CUDA_ERROR_INVALID_VALUE``, ``CUDA_ERROR_NOT_SUPPORTED``.
 _NOT_THERE = (1, 801)
@@ -66,6 +73,7 @@ class NodeReads:
         "_node",
         "_value",
         "_args",
+        "_plain",
         "_count",
         "_count_ref",
     )
@@ -84,7 +92,8 @@ class NodeReads:
         self._count_ref = ctypes.byref(self._count)
 
     def attributes(self, node: int) -> dict[int, bytes]:
-        """``{attribute id: 64 value bytes}`` of kernel node ``node`` (a handle as an int), every id it answers.
+        """``{attribute id: 64 value bytes}`` of kernel node ``node`` (a handle as an int), every id it answers;
+        ``{}`` when each reads as on a node never given any (:data:`UNSET`).
 
         Raises
         ------
@@ -109,6 +118,8 @@ class NodeReads:
                     continue
                 _fail(rc, "cuGraphKernelNodeGetAttribute", attr_id)
         raw = values.raw
+        if raw == self._plain and not refused:
+            return {}  # every id reads as a node's that was never given it: one comparison
         out = {attr_id: raw[64 * k : 64 * k + 64] for k, (attr_id, _, _) in enumerate(args)}
         if refused:
             for attr_id in refused:
@@ -135,6 +146,8 @@ class NodeReads:
                 _fail(int(err), "cuGraphKernelNodeGetAttribute", attr_id)
             out[attr_id] = ctypes.string_at(int(value.getPtr()), 64)
         self._forget(refused)
+        if all(v == UNSET.get(k, bytes(64)) for k, v in out.items()):
+            return {}
         return out
 
     def _forget(self, refused: list[int]) -> None:
@@ -142,6 +155,7 @@ class NodeReads:
         if refused and self.prune:
             self.ids = [i for i in self.ids if i not in refused]
         base = ctypes.addressof(self._value)
+        self._plain = b"".join(UNSET.get(attr_id, bytes(64)) for attr_id in self.ids).ljust(len(self._value), b"\0")
         self._args = [
             (attr_id, ctypes.c_int(attr_id), ctypes.c_void_p(base + 64 * k)) for k, attr_id in enumerate(self.ids)
         ]

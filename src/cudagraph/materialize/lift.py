@@ -200,7 +200,10 @@ class _Lifter:
         for k, i in enumerate(order):
             node = made[k]
             if node.kind == "kernel":
-                KERNEL.lift_attributes(node, attributes(nodes[i]), programmatic.get(id(node), []))  # type: ignore[arg-type]
+                raw = attributes(nodes[i])
+                edges = programmatic.get(id(node))
+                if raw or edges:  # (most nodes launch plainly: nothing to carry)
+                    KERNEL.lift_attributes(node, raw, edges or [])  # type: ignore[arg-type]
 
     def kernel_of(self, func: int, kern: int) -> tuple[Any, str, tuple[int, ...], Callable[[int], Any]]:
         """``(handle, name, sizes, args)`` of the entry of the kernel a node launches, for the compiled lift."""

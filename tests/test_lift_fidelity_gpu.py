@@ -140,6 +140,11 @@ def test_every_launch_attribute_is_lifted_and_verified(gpu, k, stream, sm90):
         stream.sync()
     np.testing.assert_array_equal(gpu.read(y, N, np.int32), np.arange(N, dtype=np.int32) * 3 + 8)
     np.testing.assert_array_equal(gpu.read(counts, N // 256, np.uint32), np.full(N // 256, 2, np.uint32))
+    # eagerly too (cuLaunchKernelEx with the attributes)
+    gpu.write(y, np.zeros(N, np.int32))
+    lifted.run(stream)
+    stream.sync()
+    np.testing.assert_array_equal(gpu.read(y, N, np.int32), np.arange(N, dtype=np.int32) * 3 + 8)
     # and g itself, lowered, is what the lift rebuilds (the oracle, the other way round)
     lowered = lower(g, {}, [])
     try:

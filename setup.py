@@ -1,13 +1,34 @@
-"""Build script for the optional compiled hot loops (``cudagraph.driver._native``, ``cudagraph.definition._define``).
+"""Build script for the optional compiled modules.
 
-Everything else is declared in ``pyproject.toml``. The extension links against
-nothing but the Python runtime (the CUDA driver's entry points are handed to it
-as addresses at run time), so any C compiler with the Python headers builds it.
-It is optional: where it cannot be built, the package installs without it and
-runs the same code paths through ``cuda.bindings``.
+Everything else is declared in ``pyproject.toml``. Each extension is optional: where it cannot be built,
+the package installs without it and runs the same code paths in Python.
+
+- ``cudagraph.driver._native`` and ``cudagraph.definition._define`` (C): they link against nothing but the
+  Python runtime (the CUDA driver's entry points are handed to ``_native`` as addresses at run time), so
+  any C compiler with the Python headers builds them.
+- ``cudagraph.driver._reads`` (Cython over ``cuda.bindings.cydriver``, compiled as C++): the compiled
+  core's first module (kernel node launch attributes; see ``_reads.pyx``). Cython (3.1 or later) generates
+  its C++ from ``_reads.pyx`` with the ``cydriver.pxd`` of the installed ``cuda-bindings``, and the C++ is
+  compiled with a ``cuda.h`` of that CUDA major and at least its minor (``cydriver.pxd`` names the structs of
+  its version). ``[build-system].requires`` brings all three. Without Cython, a ``_reads.cpp`` generated
+  before from the same sources (its last line names their hash and the ``cydriver.pxd``'s version) is
+  compiled instead: a C++ compiler and ``cuda.h`` are then all it takes. Where something is missing, the
+  module is skipped with a note saying what (launch attributes are then read through ctypes).
 """
 
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
 from setuptools import Extension, setup
+
+HERE = Path(__file__).resolve().parent
 
 #: The module (``_native.c``) and one source per compiled algorithm (see ``_native.h``).
 _SOURCES = (
@@ -31,6 +52,145 @@ _SOURCES = (
     "_native_edges",
     "_native_simple",
 )
+
+#: The Cython module's sources (relative to this file) and the C++ that Cython generates from them.
+_READS_PYX = "src/cudagraph/driver/_reads.pyx"
+_READS_PXD = "src/cudagraph/driver/_reads.pxd"
+_READS_CPP = "src/cudagraph/driver/_reads.cpp"
+#: The last line of a generated ``_reads.cpp`` (see :func:`_stamp`; Cython's own header stays the first): the hash
+#: of the sources it was generated from, and the CUDA version of the ``cydriver.pxd`` it cimported (``cuda.h``
+#: must be as new, of that major).
+_STAMP = re.compile(r"// cudagraph: _reads\.pyx and _reads\.pxd sha256 ([0-9a-f]{64}), cuda-bindings (\d+)\.(\d+)$")
+
+
+def _note(text: str) -> None:
+    print(f"setup.py: cudagraph.driver._reads {text}", file=sys.stderr)
+
+
+def _sources_hash() -> str:
+    digest = hashlib.sha256()
+    for name in (_READS_PYX, _READS_PXD):
+        digest.update((HERE / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _stamp(bindings: tuple[int, int]) -> str:
+    """The last line of the C++ generated from the current sources with a ``cydriver.pxd`` of ``bindings``."""
+    major, minor = bindings
+    return f"// cudagraph: _reads.pyx and _reads.pxd sha256 {_sources_hash()}, cuda-bindings {major}.{minor}"
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 400))
+            return f.read().decode("utf-8", "replace").rstrip("\n").rsplit("\n", 1)[-1]
+    except OSError:
+        return ""
+
+
+def _stamped(cpp: Path) -> tuple[int, int] | None:
+    """The CUDA version of the ``cydriver.pxd`` that ``cpp`` was generated with, if from the current sources."""
+    m = _STAMP.match(_last_line(cpp))
+    return (int(m[2]), int(m[3])) if m is not None and m[1] == _sources_hash() else None
+
+
+def _bindings_version() -> tuple[int, int] | None:
+    """``(major, minor)`` of the installed ``cuda-bindings`` (whose ``cydriver.pxd`` Cython cimports), or ``None``."""
+    try:
+        spec = importlib.util.find_spec("cuda.bindings")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not any((Path(p) / "cydriver.pxd").is_file() for p in spec.submodule_search_locations or []):
+        return None
+    try:
+        major, minor = importlib.metadata.version("cuda-bindings").split(".")[:2]
+        return int(major), int(minor)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+def _cuda_include(need: tuple[int, int]) -> str | None:
+    """A directory holding a ``cuda.h`` of CUDA ``need``'s major and at least its minor (``cydriver.pxd`` declares
+    the structs of its own version): ``$CUDA_HOME/include``, ``$CUDA_PATH/include``, the include directory of an
+    NVIDIA CUDA runtime wheel (``nvidia/cu13``, ``nvidia/cuda_runtime``), or ``/usr/local/cuda/include``."""
+    candidates = [Path(os.environ[v]) / "include" for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidates += [Path(root) / f"cu{need[0]}" / "include", Path(root) / "cuda_runtime" / "include"]
+    candidates.append(Path("/usr/local/cuda/include"))
+    found = []
+    for path in candidates:
+        try:
+            m = re.search(r"^#define CUDA_VERSION (\d+)", (path / "cuda.h").read_text(errors="replace"), re.M)
+        except OSError:
+            continue
+        if m is not None:
+            major, minor = int(m[1]) // 1000, int(m[1]) % 1000 // 10
+            if major == need[0] and minor >= need[1]:
+                return str(path)
+            found.append(f"{path} ({major}.{minor})")
+    _note(
+        f"not built: no cuda.h of CUDA {need[0]}.{need[1]} or a later {need[0]}.x (found: {', '.join(found) or 'none'};"
+        " set CUDA_HOME to a directory with include/cuda.h); launch attributes are read through ctypes instead"
+    )
+    return None
+
+
+def _reads_extensions() -> list[Extension]:
+    """``cudagraph.driver._reads`` to build, or none (with a note saying why)."""
+    if not (HERE / _READS_PYX).is_file() or not (HERE / _READS_PXD).is_file():
+        return []  # (a tree without the Cython module)
+    ext = Extension(
+        "cudagraph.driver._reads",
+        sources=[_READS_PYX],
+        language="c++",
+        extra_compile_args=["-O2"],
+        optional=True,
+    )
+    cpp = HERE / _READS_CPP
+    try:
+        import Cython
+        from Cython.Build import cythonize
+
+        if tuple(int(x) for x in re.findall(r"\d+", Cython.__version__)[:2]) < (3, 1):
+            _note(f"not built: Cython {Cython.__version__} is older than 3.1 (freethreading_compatible)")
+            return []
+    except ImportError:
+        # C++ generated before from these very sources (carried to a machine without Cython): a compiler will do
+        generated = _stamped(cpp)
+        if generated is None:
+            _note("not built: no Cython (pip install 'Cython>=3.1') and no _reads.cpp generated from these sources")
+            return []
+        include = _cuda_include(generated)
+        if include is None:
+            return []
+        ext.sources, ext.include_dirs = [_READS_CPP], [include]
+        return [ext]
+    bindings = _bindings_version()
+    if bindings is None:
+        _note("not built: no cuda-bindings with cuda/bindings/cydriver.pxd to cimport")
+        return []
+    include = _cuda_include(bindings)
+    if include is None:
+        return []
+    ext.include_dirs = [include]
+    stamp = _stamp(bindings)
+    if cpp.is_file() and _last_line(cpp) != stamp:
+        cpp.unlink()  # generated from other sources or another cydriver.pxd: generated again
+    try:
+        exts = cythonize([ext], quiet=True)
+    except Exception as e:  # a Cython too old, a cydriver.pxd it cannot read: the module is optional
+        _note(f"not built: Cython failed ({type(e).__name__}: {e})")
+        return []
+    if _last_line(cpp) != stamp:
+        with cpp.open("a", encoding="utf-8") as f:
+            f.write(f"\n{stamp}\n")
+    return list(exts)
+
 
 setup(
     ext_modules=[
@@ -62,5 +222,7 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,
         ),
+        # Kernel node launch attributes, read through cuda.bindings.cydriver (see _reads.pyx)
+        *_reads_extensions(),
     ]
 )

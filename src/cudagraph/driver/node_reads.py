@@ -6,16 +6,21 @@ into it (``cuGraphNodeGetDependencies_v2``: programmatic ports). Values come bac
 the driver's unions; the definition layer's table
 (:mod:`cudagraph.definition.kinds.launch_attributes`) says what they mean.
 
-Through the C entry points with reused ctypes buffers where they can be found, else through
-``cuda.bindings`` (the same reads, slower). An attribute id the driver refuses for graph kernel nodes
-(``CUDA_ERROR_INVALID_VALUE``: stream-only attributes, ids newer than the driver) is asked of the first
-kernel node only, per reader.
+Attributes are read in compiled code where ``cudagraph.driver._reads`` was built (Cython over
+``cuda.bindings.cydriver``: every id of a node in one call), else through the C entry points with reused
+ctypes buffers (the reference, the same reads), else through ``cuda.bindings`` (slower). An attribute id the
+driver refuses for graph kernel nodes (``CUDA_ERROR_INVALID_VALUE``: stream-only attributes, ids newer than
+the driver) is asked of the first kernel node only, per reader.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import importlib
+import os
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from ..definition.kinds.launch_attributes import ATTRIBUTES, FIRST_CLASS_IDS, encode
@@ -23,7 +28,7 @@ from .c_entry import c_function
 from .calls import check, raise_error, require_driver
 from .compat import BINDINGS_MAJOR
 
-__all__ = ["EDGE_DATA", "LAST_ATTRIBUTE_ID", "UNSET", "EdgeData", "NodeReads"]
+__all__ = ["EDGE_DATA", "LAST_ATTRIBUTE_ID", "UNSET", "EdgeData", "NodeReads", "compiled_reads"]
 
 #: The highest ``CUlaunchAttributeID`` asked (ids above it are unknown to every driver this supports).
 LAST_ATTRIBUTE_ID = 23
@@ -44,6 +49,18 @@ UNSET: dict[int, bytes] = {
 _NOT_THERE = (1, 801)
 
 
+@functools.cache
+def compiled_reads() -> Any:
+    """The compiled module ``cudagraph.driver._reads`` (``_reads.pyx``), or ``None`` where it was not built, cannot
+    load against this ``cuda.bindings``, or the C entry points are off (``CUDAGRAPH_NO_C_ENTRY=1``)."""
+    if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
+        return None
+    try:
+        return importlib.import_module("cudagraph.driver._reads")
+    except (ImportError, TypeError):  # not built; a cydriver.pxd whose signatures differ from the one built against
+        return None
+
+
 class NodeReads:
     """Reads launch attributes and edge data of driver nodes (one reader per lift or check).
 
@@ -51,17 +68,22 @@ class NodeReads:
     ----------
     get_attr, get_deps : ctypes function or None
         ``cuGraphKernelNodeGetAttribute`` and ``cuGraphNodeGetDependencies_v2`` (default: the driver's
-        exported ones, where they can be found); ``None`` reads through ``cuda.bindings``.
+        exported ones, where they can be found); ``None`` reads through ``cuda.bindings``. When ``get_attr``
+        is the driver's own, attributes are read by the compiled module where it is built (:func:`compiled_reads`).
     drv : module, optional
         The ``cuda.bindings.driver`` to read through (default: :func:`~cudagraph.driver.calls.require_driver`).
     prune : bool
         Ask no more an id the driver refused for one kernel node (the driver refuses an id for every
         node or for none); ``False`` asks every id of every node (the round-trip check does).
+    compiled : bool
+        ``False``: the ctypes loop (the reference) even where the compiled module would read.
 
     Attributes
     ----------
     ids : list of int
         The attribute ids asked of each kernel node (those the driver refused for one are dropped).
+    compiled : bool
+        Whether attributes are read by the compiled module (else by ``get_attr``, or through ``cuda.bindings``).
     """
 
     __slots__ = (
@@ -76,20 +98,39 @@ class NodeReads:
         "_plain",
         "_count",
         "_count_ref",
+        "_module",
+        "_compiled",
     )
 
-    def __init__(self, get_attr: Any = "driver", get_deps: Any = "driver", drv: Any = None, prune: bool = True) -> None:
+    def __init__(
+        self,
+        get_attr: Any = "driver",
+        get_deps: Any = "driver",
+        drv: Any = None,
+        prune: bool = True,
+        compiled: bool = True,
+    ) -> None:
         self._drv = drv
         self.prune = prune
         self.ids = list(range(1, LAST_ATTRIBUTE_ID + 1))
-        self._get_attr = c_function("cuGraphKernelNodeGetAttribute") if get_attr == "driver" else get_attr
+        driver_attr = c_function("cuGraphKernelNodeGetAttribute")
+        self._get_attr = driver_attr if get_attr == "driver" else get_attr
         self._get_deps = c_function("cuGraphNodeGetDependencies_v2") if get_deps == "driver" else get_deps
         self._node = ctypes.c_void_p()
         self._value = (ctypes.c_char * (64 * len(self.ids)))()
         self._args: list[tuple[int, Any, Any]] = []
+        # The driver's own entry point is read in compiled code where the module is built: the ~13 reads of a
+        # node in one call instead of ~13 ctypes calls (bench/zoo.py prints the lift's µs per node).
+        driver = compiled and self._get_attr is not None and self._get_attr is driver_attr
+        self._module: Any = compiled_reads() if driver else None
+        self._compiled: Any = None
         self._forget([])
         self._count = ctypes.c_size_t()
         self._count_ref = ctypes.byref(self._count)
+
+    @property
+    def compiled(self) -> bool:
+        return self._compiled is not None
 
     def attributes(self, node: int) -> dict[int, bytes]:
         """``{attribute id: 64 value bytes}`` of kernel node ``node`` (a handle as an int), every id it answers;
@@ -100,6 +141,13 @@ class NodeReads:
         DriverError
             The driver refused a read for another reason than an unknown id (named).
         """
+        compiled = self._compiled
+        if compiled is not None:
+            try:
+                raw, refused = compiled.read(node)
+            except self._module.AttributeReadError as e:
+                _fail(e.result, "cuGraphKernelNodeGetAttribute", e.attribute)
+            return {} if raw is None else self._values(raw, refused)
         fn = self._get_attr
         if fn is None:
             return self._attributes_bindings(node)
@@ -120,11 +168,16 @@ class NodeReads:
         raw = values.raw
         if raw == self._plain and not refused:
             return {}  # every id reads as a node's that was never given it: one comparison
-        out = {attr_id: raw[64 * k : 64 * k + 64] for k, (attr_id, _, _) in enumerate(args)}
+        return self._values(raw, refused)
+
+    def _values(self, raw: bytes, refused: Sequence[int] | None) -> dict[int, bytes]:
+        """``{id: value}`` from the 64-byte values ``raw`` of the ids asked (in order), less those ``refused``,
+        which are asked no more (when pruning)."""
+        out = {attr_id: raw[64 * k : 64 * k + 64] for k, attr_id in enumerate(self.ids)}
         if refused:
             for attr_id in refused:
                 del out[attr_id]
-            self._forget(refused)
+            self._forget(list(refused))
         return out
 
     def _attributes_bindings(self, node: int) -> dict[int, bytes]:
@@ -154,11 +207,15 @@ class NodeReads:
         """Ask no more the ids ``refused`` (when pruning); lay out the ctypes arguments of the ids asked."""
         if refused and self.prune:
             self.ids = [i for i in self.ids if i not in refused]
+        elif len(self._args) == len(self.ids):
+            return  # the ids asked are those laid out
         base = ctypes.addressof(self._value)
         self._plain = b"".join(UNSET.get(attr_id, bytes(64)) for attr_id in self.ids).ljust(len(self._value), b"\0")
         self._args = [
             (attr_id, ctypes.c_int(attr_id), ctypes.c_void_p(base + 64 * k)) for k, attr_id in enumerate(self.ids)
         ]
+        if self._module is not None:  # (a compiled reader's ids are fixed: a new one)
+            self._compiled = self._module.AttributeReads(tuple(self.ids), self._plain[: 64 * len(self.ids)])
 
     def edge_data(self, node: int) -> list[EdgeData]:
         """The edges into ``node`` that carry data (a port or a type other than the default), in order."""

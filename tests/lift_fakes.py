@@ -87,8 +87,19 @@ class FakeDriver:
         grid: tuple[int, int, int] = (1, 1, 1),
         block: tuple[int, int, int] = (32, 1, 1),
         smem: int = 0,
+        packed: bool = False,
     ) -> int:
+        """A kernel node; ``packed``: its arguments in one buffer given with ``extra`` (no ``kernelParams``)."""
         n = self.node(graph, KERNEL, after)
+        if packed:
+            buf = ctypes.create_string_buffer(b"".join(args), len(b"".join(args)))
+            size = ctypes.c_size_t(len(buf))
+            extra = (VP * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0)
+            self.keep += [buf, size, extra]
+            self.params[n] = struct.pack(
+                "<Q7I4xQQQQ", func, *grid, *block, smem, 0, ctypes.addressof(extra), kern, 0xC7C7
+            )
+            return n
         bufs = [ctypes.create_string_buffer(a, len(a)) for a in args]
         ptrs = (VP * max(len(args), 1))(*[ctypes.addressof(b) for b in bufs])
         self.keep += [bufs, ptrs]
@@ -249,8 +260,8 @@ def make_fake(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeDriver, FakeBindings
     def kernel_info(handle: Any) -> Any:
         infos.append(handle)
         if isinstance(handle, drv.CUkernel):
-            return SimpleNamespace(name=f"lib{int(handle):x}", sizes=(4,))
-        return SimpleNamespace(name=f"fn{int(handle):x}", sizes=(8, 4, 4))
+            return SimpleNamespace(name=f"lib{int(handle):x}", sizes=(4,), offsets=(0,))
+        return SimpleNamespace(name=f"fn{int(handle):x}", sizes=(8, 4, 4), offsets=(0, 8, 12))
 
     monkeypatch.setattr(_lift, "graph_reader", f.reader)
     monkeypatch.setattr(_lift, "ensure_context", lambda: None)

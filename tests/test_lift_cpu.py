@@ -14,7 +14,7 @@ drv = pytest.importorskip("cuda.bindings.driver")
 import cudagraph as cg  # noqa: E402
 from cudagraph.driver import graph_reader as _c_read  # noqa: E402
 from cudagraph.driver.graph_reader import KERNEL_NODE_TYPE, KERNEL_PARAMS, KERNEL_PARAMS_SIZE  # noqa: E402
-from cudagraph.errors import DriverError, OperandError  # noqa: E402
+from cudagraph.errors import DriverError, UnsupportedError  # noqa: E402
 from cudagraph.materialize import lift as _lift  # noqa: E402
 from lift_fakes import EMPTY, GRAPH, KERNEL, MEM_ALLOC, FakeBindings, FakeDriver, make_fake  # noqa: E402
 
@@ -160,14 +160,14 @@ def test_lift_dimensions_shared_memory_and_library_kernels(fake):
     assert len(infos) == 2
 
 
-def test_lift_arguments_given_with_extra_cannot_be_read(fake):
+def test_lift_a_node_with_neither_kernel_params_nor_extra_is_refused(fake):
     f, _b, _infos = fake
     g = f.graph()
     n = f.kernel(g, ARGS)
     p = bytearray(f.params[n])
-    p[40:48] = bytes(8)  # kernelParams NULL: the arguments came in 'extra'
+    p[40:48] = bytes(8)  # kernelParams NULL, and no 'extra' either
     f.params[n] = bytes(p)
-    with pytest.raises(OperandError, match="'extra' cannot be read back"):
+    with pytest.raises(UnsupportedError, match=r"kernel#0 .*'fnf00'.*no kernelParams and no 'extra'"):
         cg.lift(g)
 
 

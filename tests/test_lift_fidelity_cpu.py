@@ -153,3 +153,18 @@ def test_relocation_moves_every_use_into_the_ranges():
     assert args[0] == struct.pack("<QQ", 0x1_0000_0010, 5) + struct.pack("<Q", 0x2_0000_0000)
     assert args[1] == (0x1_0000_0008).to_bytes(8, "little") and args[2] == np.int32(7)
     assert m.dst == 0x1_0000_0040 and other.src == 0x2_0000_0000 and other.dst == 0x9000_0000
+
+
+def test_arguments_packed_in_an_extra_buffer_are_read(fake):
+    """cuBLASLt launches its kernels with ``extra`` (one packed buffer, no kernelParams)."""
+    f, _b, _ = fake
+    g = f.graph()
+    a = f.kernel(g, ARGS)
+    f.kernel(g, [b"\x02" * 8, b"efgh", b"ijkl"], after=(a,), packed=True)
+    f.kernel(g, [b"\x03" * 8, b"mnop", b"qrst"], after=(a,), packed=True)
+    lifted = cg.lift(g)
+    assert [n.args for n in lifted.nodes] == [
+        tuple(ARGS),
+        (b"\x02" * 8, b"efgh", b"ijkl"),
+        (b"\x03" * 8, b"mnop", b"qrst"),
+    ]

@@ -98,7 +98,7 @@ def test_every_launch_attribute_is_lifted_and_verified(gpu, k, stream, sm90):
         N // 256,
         256,
         (x, np.int32(N), np.int32(7)),
-        priority=1,
+        priority=-1,  # (the device clamps priorities to its range, 0 .. -5 on Hopper)
         attributes={"mem_sync_domain": 1, "preferred_shared_memory_carveout": 50, "cluster_scheduling_policy": 1},
         name="a",
     )
@@ -123,7 +123,7 @@ def test_every_launch_attribute_is_lifted_and_verified(gpu, k, stream, sm90):
     np.testing.assert_array_equal(gpu.read(y, N, np.int32), np.arange(N, dtype=np.int32) * 3 + 8)
     np.testing.assert_array_equal(gpu.read(counts, N // 256, np.uint32), np.full(N // 256, 2, np.uint32))
     la, lb, lc = lifted.nodes
-    assert la.attrs.priority == 1
+    assert la.attrs.priority == -1
     assert dict(la.attrs.extra) == {
         "mem_sync_domain": (1,),
         "preferred_shared_memory_carveout": (50,),
@@ -158,14 +158,14 @@ def test_verify_names_the_first_difference(gpu, k, stream):
     x = gpu.alloc(4 * N)
     g = cg.Graph("src")
     g.kernel(k.primary, N // 256, 256, (x, np.int32(N), np.int32(1)), name="p")
-    g.kernel(k.primary, N // 256, 256, (x, np.int32(N), np.int32(2)), priority=3, name="q")
+    g.kernel(k.primary, N // 256, 256, (x, np.int32(N), np.int32(2)), priority=-2, name="q")
     lowered = lower(g, {}, [])
     try:
         lifted = cg.lift(lowered.handle, verify=True)
         lifted.nodes[1].update(priority=None)  # a definition that is no longer its source
         with pytest.raises(errors.LiftMismatchError, match=r"node 1 .*launch attribute id 8"):
             cg.verify_lift(lifted, lowered.handle)
-        lifted.nodes[1].update(priority=3, args=(x, np.int32(N), np.int32(5)))
+        lifted.nodes[1].update(priority=-2, args=(x, np.int32(N), np.int32(5)))
         with pytest.raises(errors.LiftMismatchError, match=r"node 1 .*argument bytes"):
             cg.verify_lift(lifted, lowered.handle)
     finally:

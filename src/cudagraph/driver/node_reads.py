@@ -28,7 +28,7 @@ from .c_entry import c_function
 from .calls import check, raise_error, require_driver
 from .compat import BINDINGS_MAJOR
 
-__all__ = ["EDGE_DATA", "LAST_ATTRIBUTE_ID", "UNSET", "EdgeData", "NodeReads", "compiled_reads"]
+__all__ = ["EDGE_DATA", "LAST_ATTRIBUTE_ID", "UNSET", "EdgeData", "NodeReads", "compiled_reads", "extra_arguments"]
 
 #: The highest ``CUlaunchAttributeID`` asked (ids above it are unknown to every driver this supports).
 LAST_ATTRIBUTE_ID = 23
@@ -261,6 +261,40 @@ class NodeReads:
             if e.from_port or e.to_port or kind:
                 out.append((int(d), node, int(e.from_port), int(e.to_port), kind))
         return out
+
+
+#: ``CU_LAUNCH_PARAM_END``, ``CU_LAUNCH_PARAM_BUFFER_POINTER``, ``CU_LAUNCH_PARAM_BUFFER_SIZE``.
+_PARAM_END, _PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE = 0, 1, 2
+
+
+def extra_arguments(extra: int, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[bytes, ...] | None:
+    """The argument values of a kernel node launched with ``extra`` (a packed argument buffer, as cuBLASLt
+    launches its kernels), cut at the kernel's parameter ``offsets`` and ``sizes``.
+
+    ``extra`` is the node's ``extra`` address: ``{CU_LAUNCH_PARAM_BUFFER_POINTER, buffer,
+    CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END}`` in any order. ``None`` when it names no
+    buffer, or one smaller than the parameters.
+    """
+    if not extra:
+        return None
+    table = (ctypes.c_void_p * 16).from_address(extra)
+    buffer = size = None
+    for i in range(0, 16, 2):
+        key = table[i] or 0
+        if key == _PARAM_END:
+            break
+        if key == _PARAM_BUFFER_POINTER:
+            buffer = table[i + 1] or 0
+        elif key == _PARAM_BUFFER_SIZE:
+            at = table[i + 1]
+            if at:
+                size = ctypes.c_size_t.from_address(at).value
+    if not buffer:
+        return None
+    need = max((o + s for o, s in zip(offsets, sizes)), default=0)
+    if size is not None and size < need:
+        return None
+    return tuple(ctypes.string_at(buffer + o, s) for o, s in zip(offsets, sizes))
 
 
 def _fail(rc: int, call: str, attr_id: int | None = None) -> Any:

@@ -16,7 +16,7 @@ from ..definition.relocation import plan_relocation
 from ..driver.calls import check, ensure_context, require_driver
 from ..driver.graph_reader import KERNEL_NODE_TYPE, graph_reader
 from ..driver.kernel_args import kernel_info
-from ..driver.node_reads import EdgeData, NodeReads
+from ..driver.node_reads import EdgeData, NodeReads, extra_arguments
 from ..errors import OperandError, UnsupportedError
 from ..ops.kinds.base import KindOps
 from ..ops.kinds.kernel import LiftedKernel
@@ -90,7 +90,7 @@ class _BindingsReader:
             int(kp.blockDimZ),
             int(kp.sharedMemBytes),
             int(kp.kernelParams or 0),
-            0,
+            int(kp.extra or 0),
             int(getattr(kp, "kern", 0) or 0),
         )
 
@@ -196,10 +196,13 @@ class _Lifter:
                     f"{from_port}, to_port {to_port}); refused rather than dropped"
                 )
             programmatic.setdefault(id(dst), []).append((src, port))
+        unread = {id(e.unread): e for e in self.kernels.values() if e.unread_nodes}
         attributes = reader.attributes
         for k, i in enumerate(order):
             node = made[k]
             if node.kind == "kernel":
+                if unread and id(node.args) in unread:  # type: ignore[attr-defined]
+                    self.packed_arguments(node, nodes[i], unread[id(node.args)])  # type: ignore[attr-defined]
                 raw = attributes(nodes[i])
                 edges = programmatic.get(id(node))
                 if raw or edges:  # (most nodes launch plainly: nothing to carry)
@@ -209,6 +212,24 @@ class _Lifter:
         """``(handle, name, sizes, args)`` of the entry of the kernel a node launches, for the compiled lift."""
         entry = self.kernels.get((func, kern)) or self.kernel(func, kern)
         return entry.handle, entry.name, entry.sizes, entry.args
+
+    def packed_arguments(self, node: Any, handle: int, entry: LiftedKernel) -> None:
+        """Give ``node`` the arguments its driver node holds in a packed buffer (launched with ``extra``).
+
+        Raises
+        ------
+        UnsupportedError
+            The node has neither ``kernelParams`` nor a readable ``extra`` buffer.
+        """
+        _, kp = self.reader.read(handle)
+        info = kernel_info(entry.handle)
+        args = extra_arguments(kp[9] if kp is not None else 0, tuple(info.offsets), tuple(info.sizes))
+        if args is None:
+            raise UnsupportedError(
+                f"{node.label} (kernel {entry.name!r}): its driver node has no kernelParams and no 'extra' argument "
+                "buffer cudagraph can read"
+            )
+        node.args = args
 
     def into_steps(self, g: Graph, graph: int) -> None:
         """:meth:`into` in Python: the reference, and the path without the compiled module."""

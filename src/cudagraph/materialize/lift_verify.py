@@ -23,7 +23,7 @@ from typing import Any
 from ..definition.graph import Graph
 from ..driver.calls import check, require_driver
 from ..driver.kernel_args import kernel_info
-from ..driver.node_reads import NodeReads
+from ..driver.node_reads import NodeReads, extra_arguments
 from ..errors import LiftMismatchError
 from .explicit import lower
 from .graph_handles import cuda_graph_handle
@@ -166,8 +166,8 @@ def _kernel(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: st
     for field in ("gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes"):
         _differ(where, field, int(getattr(pa, field)), int(getattr(pb, field)))
     handle = drv.CUkernel(ka) if not fa and ka else drv.CUfunction(fa)
-    sizes = kernel_info(handle).sizes
-    _differ(where, "argument bytes", _arguments(pa, sizes), _arguments(pb, sizes))
+    info = kernel_info(handle)
+    _differ(where, "argument bytes", _arguments(pa, info), _arguments(pb, info))
     xa, xb = reads.attributes(int(a)), reads.attributes(int(b))
     for attr_id in sorted(set(xa) | set(xb)):
         va, vb = xa.get(attr_id), xb.get(attr_id)
@@ -177,10 +177,13 @@ def _kernel(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: st
     return 0
 
 
-def _arguments(p: Any, sizes: tuple[int, ...]) -> list[bytes]:
+def _arguments(p: Any, info: Any) -> list[bytes]:
+    """The argument bytes of a kernel node: behind ``kernelParams``, else cut from the ``extra`` buffer."""
+    sizes = tuple(info.sizes)
     address = int(p.kernelParams or 0)
     if not address:
-        return []
+        packed = extra_arguments(int(p.extra or 0), tuple(info.offsets), sizes)
+        return [] if packed is None else list(packed)
     table = (ctypes.c_void_p * len(sizes)).from_address(address)
     return [ctypes.string_at(table[i] or 0, size) if table[i] else b"" for i, size in enumerate(sizes)]
 
@@ -219,6 +222,31 @@ def _params(getter: str, skip: tuple[str, ...] = ()) -> Callable[..., int]:
     return compare
 
 
+#: ``CUmemorytype``: host, device, array, unified.
+_HOST, _DEVICE, _ARRAY, _UNIFIED = 1, 2, 3, 4
+
+
+def _memcpy(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
+    """A copy's whole ``CUDA_MEMCPY3D``, each endpoint as the pointer it names: a unified endpoint (the
+    driver tells host from device by the address) matches a host or device one at the same address."""
+    drv = require_driver()
+    fa = _fields(check(drv.cuGraphMemcpyNodeGetParams(a), "cuGraphMemcpyNodeGetParams"))
+    fb = _fields(check(drv.cuGraphMemcpyNodeGetParams(b), "cuGraphMemcpyNodeGetParams"))
+    for side in ("src", "dst"):
+        ends = []
+        for f in (fa, fb):
+            kind = f.pop(f"{side}MemoryType", None)
+            host, device, array = f.pop(f"{side}Host", 0), f.pop(f"{side}Device", 0), f.pop(f"{side}Array", 0)
+            pointer = host if kind == _HOST else array if kind == _ARRAY else device
+            ends.append((kind, pointer))
+        (ka, pa), (kb, pb) = ends
+        if pa != pb or (ka != kb and (_ARRAY in (ka, kb) or _UNIFIED not in (ka, kb))):
+            _differ(where, f"{side} (memory type, pointer)", (ka, hex(pa or 0)), (kb, hex(pb or 0)))
+    for key in sorted(set(fa) | set(fb)):
+        _differ(where, key, fa.get(key), fb.get(key))
+    return 0
+
+
 def _child(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
     drv = require_driver()
     ga = check(drv.cuGraphChildGraphNodeGetGraph(a), "cuGraphChildGraphNodeGetGraph")
@@ -239,7 +267,7 @@ def _event(getter: str) -> Callable[..., int]:
 #: Node type (without ``CU_GRAPH_NODE_TYPE_``) -> the comparison of its parameters.
 _COMPARERS: dict[str, Callable[..., int]] = {
     "KERNEL": _kernel,
-    "MEMCPY": _params("cuGraphMemcpyNodeGetParams"),
+    "MEMCPY": _memcpy,
     "MEMSET": _params("cuGraphMemsetNodeGetParams"),
     "HOST": _params("cuGraphHostNodeGetParams", skip=("userData",)),
     "GRAPH": _child,

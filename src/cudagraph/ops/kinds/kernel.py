@@ -111,7 +111,7 @@ class LiftedKernel:
         The size of each parameter.
     """
 
-    __slots__ = ("handle", "name", "nargs", "sizes", "ptrs", "ptr_array", "arg_types")
+    __slots__ = ("handle", "name", "nargs", "sizes", "ptrs", "ptr_array", "arg_types", "unread", "unread_nodes")
 
     def __init__(self, handle: Any, name: str, sizes: tuple[int, ...]) -> None:
         self.handle = handle
@@ -122,13 +122,18 @@ class LiftedKernel:
         self.ptrs = struct.Struct(f"<{len(sizes)}Q")
         self.ptr_array: Any = ctypes.c_void_p * max(len(sizes), 1)
         self.arg_types: tuple[Any, ...] = tuple(ctypes.c_char * s for s in sizes)
+        #: The arguments given to a node launched with ``extra`` (no ``kernelParams``): zeros of the right sizes,
+        #: replaced from the packed buffer once the node is made (the lift's ``carry``); counted in ``unread_nodes``.
+        self.unread = tuple(bytes(s) for s in sizes)
+        self.unread_nodes = 0
 
     def args(self, address: int) -> tuple[bytes, ...]:
         """The argument values, as exact bytes, behind a node's ``kernelParams`` address."""
         if not self.nargs:
             return ()
         if not address:
-            raise OperandError(f"kernel {self.name!r}: arguments given with 'extra' cannot be read back")
+            self.unread_nodes += 1  # launched with a packed buffer ('extra'): read where the node is known
+            return self.unread
         if _KERNEL_ARGS is not None:
             out = _KERNEL_ARGS(address, self.sizes)
             if type(out) is tuple:

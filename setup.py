@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 
@@ -192,7 +193,22 @@ def _reads_extensions() -> list[Extension]:
     return list(exts)
 
 
+class _OptionalBuildExt(build_ext):
+    """``build_ext`` where an optional extension that fails to build, for whatever reason the compiler or the
+    tools give, is left out with a note (setuptools' own ``optional`` lets some failures through: a compiler
+    that cannot find a header stopped the whole build on one machine)."""
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as e:
+            if not getattr(ext, "optional", False):
+                raise
+            print(f"setup.py: {ext.name} not built: {type(e).__name__}: {e}", file=sys.stderr)
+
+
 setup(
+    cmdclass={"build_ext": _OptionalBuildExt},
     ext_modules=[
         Extension(
             "cudagraph.driver._native",

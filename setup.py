@@ -7,7 +7,8 @@ the package installs without it and runs the same code paths in Python.
   Python runtime (the CUDA driver's entry points are handed to ``_native`` as addresses at run time), so
   any C compiler with the Python headers builds them.
 - ``cudagraph.driver._reads`` (Cython over ``cuda.bindings.cydriver``, compiled as C++): the compiled
-  core's first module (kernel node launch attributes; see ``_reads.pyx``). Cython (3.1 or later) generates
+  core's first module (kernel node launch attributes, a graph's lift order; see ``_reads.pyx``), against
+  cuda-bindings 13 or later (its ``cuGraphNodeGetDependencies`` takes the edge data). Cython (3.1 or later) generates
   its C++ from ``_reads.pyx`` with the ``cydriver.pxd`` of the installed ``cuda-bindings``, and the C++ is
   compiled with a ``cuda.h`` of that CUDA major and at least its minor (``cydriver.pxd`` names the structs of
   its version). ``[build-system].requires`` brings all three. Without Cython, a ``_reads.cpp`` generated
@@ -174,6 +175,12 @@ def _reads_extensions() -> list[Extension]:
     bindings = _bindings_version()
     if bindings is None:
         _note("not built: no cuda-bindings with cuda/bindings/cydriver.pxd to cimport")
+        return []
+    if bindings[0] < 13:  # (12.x names the call with edge data cuGraphNodeGetDependencies_v2)
+        _note(
+            f"not built: cuda-bindings {bindings[0]}.{bindings[1]} is older than 13 (graph_order calls cydriver's "
+            "cuGraphNodeGetDependencies with edge data); launch attributes and the lift's order are read through ctypes"
+        )
         return []
     include = _cuda_include(bindings)
     if include is None:

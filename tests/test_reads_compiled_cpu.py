@@ -34,10 +34,20 @@ PLAIN = b"".join(UNSET.get(i, bytes(64)) for i in IDS)
 #: The repository's fake driver with a few knobs: ``variant_set(node, id, value)`` gives a node an attribute
 #: (an int at the start of its 64 bytes), ``variant_fail(node, rc)`` makes every read of a node fail with
 #: ``rc``, and id 13 is refused with ``CUDA_ERROR_NOT_SUPPORTED`` (the fake refuses others with INVALID_VALUE).
+#: For the graph order: ``variant_edge(from, to, from_port, to_port, type)`` gives an edge data (read back by
+#: ``cuGraphNodeGetDependencies``), ``variant_shuffle_nodes(seed)`` shuffles the ``cuGraphGetNodes`` list (the same
+#: way at every call; 0: the order added), ``variant_fail_nodes(rc)`` and ``variant_fail_deps(node, rc)`` make those
+#: reads fail, ``variant_extra_dep(node, handle)`` lists one more dependency of ``node`` (a handle of no node).
 VARIANT_C = r"""
 #define cuGraphKernelNodeGetAttribute fake_base_get_attribute
+#define cuGraphGetNodes fake_base_get_nodes
+#define cuGraphNodeGetDependencies_v2 fake_base_get_deps
+#define cuGraphNodeGetDependencies fake_base_get_deps_alias
 #include "FAKE_C"
 #undef cuGraphKernelNodeGetAttribute
+#undef cuGraphGetNodes
+#undef cuGraphNodeGetDependencies_v2
+#undef cuGraphNodeGetDependencies
 static struct { H node; int attr, value; } given[64];
 static size_t ngiven;
 static H failing;
@@ -54,6 +64,55 @@ CUresult cuGraphKernelNodeGetAttribute(H n, int a, void *v) {
         if (given[i].node == n && given[i].attr == a) memcpy(v, &given[i].value, sizeof(int));
     return rc;
 }
+static struct { H from, to; unsigned char data[8]; } edge_given[64];
+static size_t nedge_given;
+static unsigned shuffle_seed;
+static CUresult nodes_rc;
+static H deps_failing, extra_to, extra_from;
+static CUresult deps_rc;
+void variant_edge(H from, H to, int from_port, int to_port, int type) {
+    if (nedge_given == 64) return;
+    edge_given[nedge_given].from = from; edge_given[nedge_given].to = to;
+    memset(edge_given[nedge_given].data, 0, 8);
+    edge_given[nedge_given].data[0] = (unsigned char)from_port;
+    edge_given[nedge_given].data[1] = (unsigned char)to_port;
+    edge_given[nedge_given++].data[2] = (unsigned char)type;
+}
+void variant_shuffle_nodes(unsigned seed) { shuffle_seed = seed; }
+void variant_fail_nodes(int rc) { nodes_rc = rc; }
+void variant_fail_deps(H node, int rc) { deps_failing = node; deps_rc = rc; }
+void variant_extra_dep(H node, H from) { extra_to = node; extra_from = from; }
+CUresult cuGraphGetNodes(H g, H *nodes, size_t *n) {
+    if (nodes_rc) return nodes_rc;
+    CUresult rc = fake_base_get_nodes(g, nodes, n);
+    if (rc || !nodes || !shuffle_seed) return rc;
+    unsigned long long s = shuffle_seed;
+    for (size_t i = *n; i > 1; i--) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        size_t j = (size_t)((s >> 33) % i);
+        H t = nodes[i - 1]; nodes[i - 1] = nodes[j]; nodes[j] = t;
+    }
+    return 0;
+}
+CUresult cuGraphNodeGetDependencies_v2(H n, H *deps, void *edata, size_t *count) {
+    if (deps_failing && n == deps_failing) return deps_rc;
+    Obj *o = get(n);
+    size_t k = o ? o->ndeps : 0, total = k + (extra_to && n == extra_to ? 1 : 0);
+    if (!deps) { *count = total; return 0; }
+    size_t w = total < *count ? total : *count;
+    for (size_t i = 0; i < w; i++) {
+        deps[i] = i < k ? o->deps[i] : extra_from;
+        if (!edata) continue;
+        unsigned char *d = (unsigned char *)edata + 8 * i;
+        memset(d, 0, 8);
+        for (size_t e = 0; e < nedge_given; e++)
+            if (edge_given[e].from == deps[i] && edge_given[e].to == n) memcpy(d, edge_given[e].data, 8);
+    }
+    *count = w;
+    return 0;
+}
+CUresult cuGraphNodeGetDependencies(H n, H *deps, void *edata, size_t *count)
+    __attribute__((alias("cuGraphNodeGetDependencies_v2")));
 """
 
 
@@ -304,3 +363,371 @@ def test_a_lift_through_the_compiled_reader_is_the_lift_through_ctypes(variant_d
     assert out["compiled"] == out["ctypes"]
     attrs = [a for _, _, a in out["compiled"]]
     assert len(attrs) == 12 and len(set(attrs)) > 1, attrs  # some nodes were lifted with attributes, others plain
+
+
+# ------------------------------------------------------------------ the graph order (graph_order, _Lifter.carry)
+
+
+@needs_built
+def test_the_graph_order_api():
+    from cudagraph.driver import _reads, graph_reader
+
+    assert {"graph_order", "GraphReadError", "DEPS_ROOM"} <= set(_reads.__all__) and callable(_reads.graph_order)
+    assert _reads.DEPS_ROOM == graph_reader.DEPS_ROOM  # (the same calls as GraphReader.edges)
+    err = _reads.GraphReadError(400, "cuGraphNodeGetDependencies")
+    assert isinstance(err, RuntimeError) and (err.result, err.call) == (400, "cuGraphNodeGetDependencies")
+
+
+def test_node_reads_gives_the_graph_order_only_for_the_drivers_own_entry_points(monkeypatch):
+    from cudagraph.errors import DriverError
+
+    class GraphReadError(Exception):
+        def __init__(self, result, call):
+            self.result, self.call = result, call
+
+    class Module:
+        class AttributeReadError(Exception):
+            pass
+
+        class AttributeReads:
+            def __init__(self, ids, plain):
+                pass
+
+    Module.GraphReadError = GraphReadError  # type: ignore[attr-defined]
+    Module.graph_order = staticmethod(lambda graph: (1, [graph + 1], []))  # type: ignore[attr-defined]
+    entries = {"cuGraphKernelNodeGetAttribute": object(), "cuGraphNodeGetDependencies_v2": object()}
+    monkeypatch.setattr(node_reads, "c_function", entries.get)
+    monkeypatch.setattr(node_reads, "compiled_reads", lambda: Module)
+    assert NodeReads().graph_order(0x100) == (1, [0x101], [])
+    assert NodeReads(compiled=False).graph_order(0x100) is None  # the reference, asked for
+    assert NodeReads(get_deps=lambda *a: 0).graph_order(0x100) is None  # a function of the caller's (a test's fake)
+    assert NodeReads(get_deps=None).graph_order(0x100) is None  # through cuda.bindings
+    assert NodeReads(get_attr=lambda *a: 0).graph_order(0x100) is None  # attributes not compiled: nor the order
+
+    def refused(graph):
+        raise GraphReadError(400, "cuGraphNodeGetDependencies")
+
+    Module.graph_order = staticmethod(refused)  # type: ignore[attr-defined]
+    with pytest.raises(DriverError, match="cuGraphNodeGetDependencies failed") as e:
+        NodeReads().graph_order(0x100)
+    assert e.value.code == 400
+    del Module.graph_order  # type: ignore[attr-defined]  # (a module built before graph_order)
+    assert NodeReads().graph_order(0x100) is None
+    monkeypatch.setattr(node_reads, "compiled_reads", lambda: None)
+    assert NodeReads().graph_order(0x100) is None  # not built
+
+
+#: Random graphs under the fake driver (kernels and empty nodes; chains, fan-in past DEPS_ROOM, fan-out), their node
+#: lists in the order added or shuffled: graph_order against the reads and order of the reference, and the lift with
+#: it against the lift through the reference (NodeReads.graph_order giving None).
+ORDER_SCRIPT = """
+    import ctypes, json, random
+    from cuda.core import Device, ObjectCode
+    import numpy as np
+    import cudagraph as cg
+    from cudagraph.driver import _reads, node_reads
+    from cudagraph.driver.graph_reader import graph_reader
+    from cudagraph.materialize.explicit import lower
+    from cudagraph.materialize.lift import _topo
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.fake_record_graphs(1)
+    dev = Device(0)
+    dev.set_current()
+    stream = dev.create_stream()
+    kernels = [ObjectCode.from_cubin(b"\\\\0" * 64).get_kernel(name) for name in ("inc", "dec", "mul")]
+    buf = dev.allocate(4096, stream=stream)
+
+    def random_graph(rng):
+        g = cg.Graph("random")
+        made = []
+        shape = rng.choice(["chain", "fan", "wide", "mixed"])
+        for i in range(rng.randint(1, 120)):
+            if not made:
+                after = None
+            elif shape == "chain":
+                after = made[-1]
+            elif shape == "fan":  # every node after one of the first few: fan-out, then fan-in at the end
+                after = rng.choice(made[:3])
+            elif shape == "wide" and i == 60:
+                after = list(made)  # fan-in past DEPS_ROOM (32) dependencies
+            else:
+                after = rng.sample(made, min(len(made), rng.randint(0, 5))) or None
+            if rng.random() < 0.15:
+                made.append(g.empty(after=after))
+            else:
+                made.append(g.kernel(rng.choice(kernels), rng.randint(1, 9), 32, (buf, np.float32(i), np.int32(i)),
+                                     after=after))
+        if shape == "fan" and len(made) > 3:
+            made.append(g.kernel(kernels[0], 1, 32, (buf, np.float32(0), np.int32(0)), after=made[3:]))
+        return g
+
+    def reference_order(handle):
+        reader = graph_reader()
+        nodes = reader.nodes(handle)
+        data = []
+        frm, to = reader.edges(nodes, data)
+        order, _ = _topo(nodes, frm, to)
+        return [len(nodes), [nodes[i] for i in order], [list(e) for e in data]]
+
+    def described(g):
+        out = []
+        for n in g.nodes:
+            preds = [p.index for p in n.predecessors]
+            if n.kind == "kernel":
+                args = [a.hex() for a in n.args]
+                out.append([n.kind, n.name, list(n.grid), list(n.block), args, repr(n.attrs), preds])
+            else:
+                out.append([n.kind, n.name, preds])
+        return out
+
+    used = []
+    order_of = _reads.graph_order
+    _reads.graph_order = lambda graph: used.append(graph) or order_of(graph)  # (NodeReads looks it up when made)
+    reference = node_reads.NodeReads.graph_order
+
+    def lifted(handle, compiled):
+        node_reads.NodeReads.graph_order = reference if compiled else (lambda self, graph: None)
+        try:
+            return described(cg.lift(handle))
+        finally:
+            node_reads.NodeReads.graph_order = reference
+
+    results = []
+    for seed in range(SEEDS):
+        rng = random.Random(seed)
+        g = random_graph(rng)
+        lowered = lower(g, {}, [])
+        handle = int(lowered.handle)
+        lib.variant_shuffle_nodes(seed % 3 and seed)  # a third in the order added, the others shuffled
+        count, handles, data = order_of(handle)
+        before = len(used)
+        through_compiled = lifted(handle, True)
+        compiled_used = len(used) > before
+        before = len(used)
+        through_reference = lifted(handle, False)
+        reference_used = len(used) > before
+        lib.variant_shuffle_nodes(0)
+        results.append({
+            "order": [count, handles, [list(e) for e in data]],
+            "reference order": reference_order(handle) if not seed % 3 else None,
+            "shuffled": bool(seed % 3),
+            "used": [compiled_used, reference_used],
+            "nodes": len(g.nodes),
+            "compiled": through_compiled,
+            "reference": through_reference,
+            "added order": handles == sorted(handles),
+        })
+        if seed % 3:  # (the reference order under the same shuffle)
+            lib.variant_shuffle_nodes(seed)
+            results[-1]["reference order"] = reference_order(handle)
+            lib.variant_shuffle_nodes(0)
+        lowered.destroy()
+    print(json.dumps(results))
+"""
+
+
+@needs_built
+def test_the_compiled_graph_order_is_the_reference_order_and_lifts_the_same(variant_driver):
+    pytest.importorskip("cuda.core")
+    results = _under_fake(variant_driver, ORDER_SCRIPT.replace("SEEDS", "30"))
+    assert len(results) == 30
+    for seed, r in enumerate(results):
+        assert r["order"] == r["reference order"], seed
+        assert r["order"][0] == r["nodes"] == len(r["order"][1]) and r["order"][2] == [], seed
+        assert r["used"] == [True, False], seed
+        assert r["compiled"] == r["reference"], seed
+    # the shuffled lists make orders other than the order the nodes were added in
+    assert any(r["shuffled"] and not r["added order"] for r in results)
+    # the fan-in past DEPS_ROOM was read whole (the node after 60 others)
+    assert any(max(len(n[-1]) for n in r["compiled"]) > 32 for r in results)
+
+
+#: Edges with data under the fake driver: programmatic ports lifted the same through both orders; data cudagraph does
+#: not model refused the same way.
+DATA_SCRIPT = """
+    import ctypes, json
+    from cuda.core import Device, ObjectCode
+    import numpy as np
+    import cudagraph as cg
+    from cudagraph.driver import node_reads
+    from cudagraph.driver.graph_reader import graph_reader
+    from cudagraph.errors import UnsupportedError
+    from cudagraph.materialize.explicit import lower
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.fake_record_graphs(1)
+    dev = Device(0)
+    dev.set_current()
+    stream = dev.create_stream()
+    kernel = ObjectCode.from_cubin(b"\\\\0" * 64).get_kernel("inc")
+    buf = dev.allocate(4096, stream=stream)
+    g = cg.Graph("data")
+    made = []
+    for i in range(8):
+        after = [made[0], made[1]] if i == 5 else (made[-1] if made else None)
+        made.append(g.kernel(kernel, 1, 32, (buf, np.float32(i), np.int32(i)), after=after))
+    made.append(g.empty(after=made[-1]))
+    made.append(g.kernel(kernel, 1, 32, (buf, np.float32(9), np.int32(9)), after=made[-1]))
+    lowered = lower(g, {}, [])
+    h = [int(n) for n in lowered.driver_nodes]
+    handle = int(lowered.handle)
+    reference = node_reads.NodeReads.graph_order
+
+    def lift(compiled):
+        node_reads.NodeReads.graph_order = reference if compiled else (lambda self, graph: None)
+        try:
+            out = cg.lift(handle)
+            # (a kernel named by the int it was given: lifting orders the nodes its own way)
+            return [
+                [n.kind, int.from_bytes(n.args[2], "little"), repr(n.attrs),
+                 [[int.from_bytes(p.args[2], "little"), port] for p, port in n.attrs.programmatic] if n.attrs else []]
+                if n.kind == "kernel" else [n.kind, None, None, []]
+                for n in out.nodes
+            ]
+        except UnsupportedError as e:
+            return ["UnsupportedError", str(e)]
+        finally:
+            node_reads.NodeReads.graph_order = reference
+
+    def data_edges():
+        reader = graph_reader()
+        data = []
+        reader.edges(reader.nodes(handle), data)
+        compiled = reader.attributes.__self__.graph_order(handle)
+        return [[list(e) for e in compiled[2]], [list(e) for e in data]]
+
+    out = {}
+    lib.variant_edge(ctypes.c_void_p(h[2]), ctypes.c_void_p(h[3]), 1, 0, 1)  # programmatic
+    lib.variant_edge(ctypes.c_void_p(h[1]), ctypes.c_void_p(h[5]), 2, 0, 1)  # launch order, one of two edges
+    out["edges"] = data_edges()
+    out["ports"] = [lift(True), lift(False)]
+    lib.variant_edge(ctypes.c_void_p(h[8]), ctypes.c_void_p(h[9]), 1, 0, 1)  # from an empty node: refused
+    out["from empty"] = [lift(True), lift(False)]
+    lib.variant_shuffle_nodes(7)
+    out["shuffled"] = [lift(True), lift(False)]
+    out["shuffled edges"] = data_edges()
+    print(json.dumps(out))
+"""
+
+
+@needs_built
+def test_edges_with_data_lift_the_same_through_both_orders(variant_driver):
+    pytest.importorskip("cuda.core")
+    out = _under_fake(variant_driver, DATA_SCRIPT)
+    compiled, reference = out["edges"]
+    assert compiled == reference and [e[2:] for e in compiled] == [[1, 0, 1], [2, 0, 1]]
+    with_ports, through_reference = out["ports"]
+    assert with_ports == through_reference
+    ports = {i: edges for _, i, _, edges in with_ports if edges}
+    assert ports == {3: [[2, "programmatic"]], 5: [[1, "launch_order"]]}, with_ports
+    refused, refused_reference = out["from empty"]
+    assert refused == refused_reference and refused[0] == "UnsupportedError"
+    assert "refused rather than dropped" in refused[1]
+    assert out["shuffled"][0] == out["shuffled"][1] == refused
+    compiled, reference = out["shuffled edges"]
+    assert compiled == reference and len(compiled) == 3
+
+
+#: Failed reads and a dependency that is no node, through graph_order, NodeReads.graph_order and _Lifter.carry, against
+#: the reference (GraphReader's reads and _topo).
+ERRORS_SCRIPT = """
+    import ctypes, json
+    from cuda.core import Device, ObjectCode
+    import numpy as np
+    import cudagraph as cg
+    from cudagraph.driver import _reads, node_reads
+    from cudagraph.driver.graph_reader import graph_reader
+    from cudagraph.materialize import lift as _lift
+    from cudagraph.materialize.explicit import lower
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.fake_record_graphs(1)
+    dev = Device(0)
+    dev.set_current()
+    stream = dev.create_stream()
+    kernel = ObjectCode.from_cubin(b"\\\\0" * 64).get_kernel("inc")
+    buf = dev.allocate(4096, stream=stream)
+    g = cg.Graph("errors")
+    prev = None
+    for i in range(6):
+        prev = g.kernel(kernel, 1, 32, (buf, np.float32(i), np.int32(i)), after=prev)
+    lowered = lower(g, {}, [])
+    h = [int(n) for n in lowered.driver_nodes]
+    handle = int(lowered.handle)
+    reference = node_reads.NodeReads.graph_order
+
+    def caught(fn):
+        try:
+            fn()
+            return None
+        except Exception as e:
+            key = list(e.args) if isinstance(e, KeyError) else None
+            return [type(e).__name__, str(e), getattr(e, "code", None), key]
+
+    def raw():
+        try:
+            _reads.graph_order(handle)
+            return None
+        except _reads.GraphReadError as e:
+            return [e.result, e.call]
+        except KeyError as e:
+            return ["KeyError", list(e.args)]
+
+    def through_reference():
+        reader = graph_reader()
+        nodes = reader.nodes(handle)
+        frm, to = reader.edges(nodes, [])
+        _lift._topo(nodes, frm, to)
+
+    def carry(compiled):
+        node_reads.NodeReads.graph_order = reference if compiled else (lambda self, graph: None)
+        try:
+            return caught(lambda: _lift._Lifter(graph_reader(), None).carry(cg.Graph("x"), handle, 0))
+        finally:
+            node_reads.NodeReads.graph_order = reference
+
+    def case():
+        return {
+            "raw": raw(),
+            "node reads": caught(lambda: graph_reader().attributes.__self__.graph_order(handle)),
+            "reference": caught(through_reference),
+            "carry": [carry(True), carry(False)],
+        }
+
+    out = {}
+    lib.variant_fail_deps(ctypes.c_void_p(h[3]), 400)  # CUDA_ERROR_INVALID_HANDLE
+    out["deps"] = case()
+    lib.variant_fail_deps(None, 0)
+    lib.variant_fail_nodes(2)  # CUDA_ERROR_OUT_OF_MEMORY
+    out["nodes"] = case()
+    lib.variant_fail_nodes(0)
+    lib.variant_extra_dep(ctypes.c_void_p(h[4]), ctypes.c_void_p(0x7777770))
+    out["unknown"] = case()
+    lib.variant_extra_dep(None, None)
+    out["none"] = case()
+    print(json.dumps(out))
+"""
+
+
+@needs_built
+def test_failed_reads_raise_the_same_through_both_orders(variant_driver):
+    pytest.importorskip("cuda.core")
+    out = _under_fake(variant_driver, ERRORS_SCRIPT)
+    deps = out["deps"]
+    assert deps["raw"] == [400, "cuGraphNodeGetDependencies"]
+    assert deps["node reads"] == deps["reference"] == deps["carry"][0] == deps["carry"][1]
+    kind, message, code, _ = deps["node reads"]
+    assert kind == "DriverError" and message.startswith("cuGraphNodeGetDependencies failed") and code == 400
+    nodes = out["nodes"]
+    assert nodes["raw"] == [2, "cuGraphGetNodes"]
+    assert nodes["node reads"] == nodes["reference"] == nodes["carry"][0] == nodes["carry"][1]
+    assert nodes["node reads"][1].startswith("cuGraphGetNodes failed") and nodes["node reads"][2] == 2
+    unknown = out["unknown"]
+    assert unknown["raw"] == ["KeyError", [0x7777770]]
+    assert unknown["node reads"] == unknown["reference"] == unknown["carry"][0] == unknown["carry"][1]
+    assert unknown["node reads"][0] == "KeyError" and unknown["node reads"][3] == [0x7777770]
+    none = out["none"]
+    assert none["raw"] is None and none["node reads"] is None and none["reference"] is None
+    # (carry into a definition holding none of the nodes: refused the same way by both)
+    assert none["carry"][0] == none["carry"][1] and none["carry"][0][0] == "UnsupportedError"

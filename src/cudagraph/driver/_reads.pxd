@@ -10,6 +10,8 @@ cpdef enum:
     MAX_IDS = 32
     # VALUE_SIZE in 8-byte words
     VALUE_WORDS = 8
+    # Dependencies graph_order reads per node in one call at first (as graph_reader.DEPS_ROOM)
+    DEPS_ROOM = 32
 
 
 cdef class AttributeReads:

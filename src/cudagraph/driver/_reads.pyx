@@ -1,7 +1,8 @@
 # cython: language_level=3
 # cython: freethreading_compatible = True
 # distutils: language = c++
-"""Kernel node launch attributes read in compiled code (the first module of the compiled core).
+"""Reads of driver graphs in compiled code (the first module of the compiled core): kernel node launch
+attributes, and a graph's nodes in the lift's order with the data of its edges.
 
 :class:`AttributeReads` asks the driver, for one kernel node, each ``CUlaunchAttributeID`` it was given
 (``cuGraphKernelNodeGetAttribute`` through ``cuda.bindings.cydriver``, every call of a node inside one
@@ -12,17 +13,28 @@ Its Python twin, the reference, is the ctypes loop of
 :meth:`cudagraph.driver.node_reads.NodeReads.attributes`; ``NodeReads`` chooses between them, turns the
 values into ``{id: bytes}``, prunes refused ids (by making a new reader) and names errors.
 
+:func:`graph_order` reads a graph's node list (``cuGraphGetNodes``) and the edges into each node with their
+data (``cuGraphNodeGetDependencies``, which takes the edge data since CUDA 13: the module is built against
+cuda-bindings 13 or later), all in one ``with nogil`` block, and orders the nodes as
+:func:`cudagraph.materialize.lift._topo` does (Kahn, first in first out). Its Python twin is
+``GraphReader.nodes``, ``GraphReader.edges`` and ``_topo`` (what ``_Lifter.carry`` does without it).
+
 GIL stance (free-threaded Python): a reader's state is set once by ``__cinit__`` and only read after;
 each read works in a buffer on its own stack. Readers are shared by threads without a lock.
+:func:`graph_order` works in buffers of its own call.
 """
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 from cuda.bindings cimport cydriver
 
-__all__ = ["AttributeReadError", "AttributeReads", "MAX_IDS", "VALUE_SIZE"]
+__all__ = ["AttributeReadError", "AttributeReads", "DEPS_ROOM", "GraphReadError", "MAX_IDS", "VALUE_SIZE", "graph_order"]
+
+if sizeof(cydriver.CUgraphEdgeData) != 8:  # (from_port, to_port, type, 5 reserved bytes)
+    raise ImportError(f"cudagraph.driver._reads: sizeof(CUgraphEdgeData) is {sizeof(cydriver.CUgraphEdgeData)}, not 8")
 
 if sizeof(cydriver.CUkernelNodeAttrValue) != VALUE_SIZE:  # the real cuda.h union, as built against
     raise ImportError(
@@ -129,3 +141,269 @@ cdef class AttributeReads:
 
     def __repr__(self):
         return f"AttributeReads(ids={self.ids!r})"
+
+
+# ------------------------------------------------------------------ a graph's nodes in the lift's order
+
+
+class GraphReadError(RuntimeError):
+    """A driver read of :func:`graph_order` failed.
+
+    Attributes
+    ----------
+    result : int
+        The ``CUresult``.
+    call : str
+        The entry point, as ``GraphReader`` names it (``"cuGraphGetNodes"``, ``"cuGraphNodeGetDependencies"``).
+    """
+
+    def __init__(self, result, call):
+        super().__init__(result, call)
+        self.result = result
+        self.call = call
+
+
+# What the nogil part of graph_order ends with.
+cdef enum _Outcome:
+    _READ = 0
+    _REFUSED = 1  # a driver call failed: its CUresult and name are kept
+    _NO_MEMORY = 2
+    _UNKNOWN = 3  # an edge from a handle that is not a node of the graph: the handle is kept
+
+
+cdef struct _Reads:
+    # Everything graph_order allocates (NULL until allocated; _release frees each).
+    cydriver.CUgraphNode* nodes  # cuGraphGetNodes order
+    cydriver.CUgraphNode* deps  # the edges' sources, node by node, each node's in its dependencies' order
+    cydriver.CUgraphEdgeData* data  # the edges' data, as deps
+    Py_ssize_t* edge_at  # node i's edges: edge_at[i] .. edge_at[i + 1]
+    Py_ssize_t* frm  # an edge's source, as a position in nodes
+    Py_ssize_t* to  # an edge's target, as a position in nodes
+    Py_ssize_t* indeg
+    Py_ssize_t* succ_at  # position i's successors: succs[succ_at[i] .. succ_at[i + 1]], in edge order
+    Py_ssize_t* succs
+    Py_ssize_t* order  # the Kahn order (also its queue)
+    uint64_t* keys  # handle -> position: open addressing, linear probing
+    Py_ssize_t* slots  # the position at each key (-1: empty)
+
+
+cdef void _release(_Reads* r) noexcept nogil:
+    free(r.nodes)
+    free(r.deps)
+    free(r.data)
+    free(r.edge_at)
+    free(r.frm)
+    free(r.to)
+    free(r.indeg)
+    free(r.succ_at)
+    free(r.succs)
+    free(r.order)
+    free(r.keys)
+    free(r.slots)
+
+
+cdef inline uint64_t _bucket(uint64_t key, int shift) noexcept nogil:
+    return (key * <uint64_t>0x9E3779B97F4A7C15ULL) >> shift  # (Fibonacci hashing: handles are spaced by 16s or more)
+
+
+cdef inline Py_ssize_t _position(const _Reads* r, int shift, uint64_t mask, uint64_t key) noexcept nogil:
+    """The position of node handle ``key`` (the last one where it repeats, as a dict built in order), or -1."""
+    cdef uint64_t at = _bucket(key, shift)
+    while r.slots[at] >= 0:
+        if r.keys[at] == key:
+            return r.slots[at]
+        at = (at + 1) & mask
+    return -1
+
+
+cdef int _read_order(
+    cydriver.CUgraph graph,
+    _Reads* r,
+    Py_ssize_t* n_out,
+    Py_ssize_t* nedges_out,
+    Py_ssize_t* norder_out,
+    Py_ssize_t* ndata_out,
+    cydriver.CUresult* rc_out,
+    const char** call_out,
+    uint64_t* unknown_out,
+) except -1 nogil:
+    """Read ``graph``'s nodes and the edges into each, and order them: the work of :func:`graph_order` without the GIL.
+
+    Returns an :class:`_Outcome`, or -1 with an exception set (``cydriver`` raises where the driver lacks an entry
+    point)."""
+    cdef size_t count = 0
+    cdef cydriver.CUresult rc
+    cdef Py_ssize_t n, i, e, k, first, last, nedges = 0, cap = 0, norder = 0, ndata = 0
+    cdef size_t room = DEPS_ROOM, got
+    cdef void* grown
+    cdef int bits = 1, shift
+    cdef uint64_t mask, at, key
+    # the nodes (two calls, as GraphReader.nodes)
+    rc = cydriver.cuGraphGetNodes(graph, NULL, &count)
+    if rc != cydriver.CUresult.CUDA_SUCCESS:
+        rc_out[0], call_out[0] = rc, "cuGraphGetNodes"
+        return _REFUSED
+    n = <Py_ssize_t>count
+    if n == 0:
+        return _READ
+    r.nodes = <cydriver.CUgraphNode*>malloc(n * sizeof(cydriver.CUgraphNode))
+    r.edge_at = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+    if r.nodes == NULL or r.edge_at == NULL:
+        return _NO_MEMORY
+    rc = cydriver.cuGraphGetNodes(graph, r.nodes, &count)
+    if rc != cydriver.CUresult.CUDA_SUCCESS:
+        rc_out[0], call_out[0] = rc, "cuGraphGetNodes"
+        return _REFUSED
+    if <Py_ssize_t>count < n:
+        n = <Py_ssize_t>count
+    n_out[0] = n
+    # the edges into each node, node by node (one call a node, as GraphReader.edges: room for DEPS_ROOM at first; a
+    # node with as many is read again with room for twice as many, and so are the nodes after it)
+    r.edge_at[0] = 0
+    for i in range(n):
+        while True:
+            if nedges + <Py_ssize_t>room > cap:
+                cap = max(2 * cap, nedges + <Py_ssize_t>room)
+                grown = realloc(r.deps, cap * sizeof(cydriver.CUgraphNode))
+                if grown == NULL:
+                    return _NO_MEMORY
+                r.deps = <cydriver.CUgraphNode*>grown
+                grown = realloc(r.data, cap * sizeof(cydriver.CUgraphEdgeData))
+                if grown == NULL:
+                    return _NO_MEMORY
+                r.data = <cydriver.CUgraphEdgeData*>grown
+            got = room
+            rc = cydriver.cuGraphNodeGetDependencies(r.nodes[i], r.deps + nedges, r.data + nedges, &got)
+            if rc != cydriver.CUresult.CUDA_SUCCESS:
+                rc_out[0], call_out[0] = rc, "cuGraphNodeGetDependencies"
+                return _REFUSED
+            if got < room:
+                break
+            room *= 2  # as many as there was room for: perhaps more
+        nedges += <Py_ssize_t>got
+        r.edge_at[i + 1] = nedges
+    nedges_out[0] = nedges
+    # handle -> position (the last where a handle repeats, as lift._topo's dict)
+    while (<Py_ssize_t>1 << bits) < 2 * n:
+        bits += 1
+    shift = 64 - bits
+    mask = (<uint64_t>1 << bits) - 1
+    r.keys = <uint64_t*>malloc((<size_t>1 << bits) * sizeof(uint64_t))
+    r.slots = <Py_ssize_t*>malloc((<size_t>1 << bits) * sizeof(Py_ssize_t))
+    r.frm = <Py_ssize_t*>malloc((nedges + 1) * sizeof(Py_ssize_t))
+    r.to = <Py_ssize_t*>malloc((nedges + 1) * sizeof(Py_ssize_t))
+    r.indeg = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
+    r.succ_at = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+    r.succs = <Py_ssize_t*>malloc((nedges + 1) * sizeof(Py_ssize_t))
+    r.order = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
+    if (r.keys == NULL or r.slots == NULL or r.frm == NULL or r.to == NULL or r.indeg == NULL or r.succ_at == NULL
+            or r.succs == NULL or r.order == NULL):
+        return _NO_MEMORY
+    memset(r.slots, 0xFF, (<size_t>1 << bits) * sizeof(Py_ssize_t))  # every slot -1
+    for i in range(n):
+        key = <uint64_t><uintptr_t>r.nodes[i]
+        at = _bucket(key, shift)
+        while r.slots[at] >= 0 and r.keys[at] != key:
+            at = (at + 1) & mask
+        r.keys[at] = key
+        r.slots[at] = i
+    # the edges' ends as positions: every source first (the first unknown one is named), then the targets
+    for e in range(nedges):
+        r.frm[e] = _position(r, shift, mask, <uint64_t><uintptr_t>r.deps[e])
+        if r.frm[e] < 0:
+            unknown_out[0] = <uint64_t><uintptr_t>r.deps[e]
+            return _UNKNOWN
+    for i in range(n):
+        k = _position(r, shift, mask, <uint64_t><uintptr_t>r.nodes[i])  # (i, unless the handle repeats)
+        for e in range(r.edge_at[i], r.edge_at[i + 1]):
+            r.to[e] = k
+    # in-degrees and successors in edge order (a counting sort by source)
+    memset(r.indeg, 0, n * sizeof(Py_ssize_t))
+    memset(r.succ_at, 0, (n + 1) * sizeof(Py_ssize_t))
+    for e in range(nedges):
+        r.indeg[r.to[e]] += 1
+        r.succ_at[r.frm[e] + 1] += 1
+    for i in range(n):
+        r.succ_at[i + 1] += r.succ_at[i]
+    for e in range(nedges):  # (succ_at[i] moves on as position i's successors are placed; shifted back after)
+        r.succs[r.succ_at[r.frm[e]]] = r.to[e]
+        r.succ_at[r.frm[e]] += 1
+    for i in range(n - 1, 0, -1):
+        r.succ_at[i] = r.succ_at[i - 1]
+    r.succ_at[0] = 0
+    # Kahn, first in first out: the positions without predecessors in order, then each one's successors in edge
+    # order as they become free (the order is also the queue)
+    for i in range(n):
+        if r.indeg[i] == 0:
+            r.order[norder] = i
+            norder += 1
+    k = 0
+    while k < norder:
+        i = r.order[k]
+        k += 1
+        first, last = r.succ_at[i], r.succ_at[i + 1]
+        for e in range(first, last):
+            r.indeg[r.succs[e]] -= 1
+            if r.indeg[r.succs[e]] == 0:
+                r.order[norder] = r.succs[e]
+                norder += 1
+    norder_out[0] = norder
+    for e in range(nedges):
+        if r.data[e].from_port or r.data[e].to_port or r.data[e].type:
+            ndata += 1
+    ndata_out[0] = ndata
+    return _READ
+
+
+def graph_order(graph):
+    """The nodes of driver graph ``graph`` (a handle as an int) in the order a lift adds them, and its edges with data.
+
+    ``cuGraphGetNodes``, then one ``cuGraphNodeGetDependencies`` a node (room for :data:`DEPS_ROOM` dependencies at
+    first, twice as many from a node with as many on), all in one ``with nogil`` block; then the order of
+    :func:`cudagraph.materialize.lift._topo` (Kahn, first in first out: the nodes without predecessors in
+    ``cuGraphGetNodes`` order, then each node's successors in the order of the edges, read node by node).
+
+    Returns
+    -------
+    tuple of (int, list of int, list of tuple)
+        ``(count, handles, data_edges)``: the number of nodes read; their handles in that order (fewer than ``count``
+        where the edges make a cycle); the edges whose data is not the default (a port or a type), node by node
+        and in each node's dependencies' order, as ``(from, to, from_port, to_port, type)``.
+
+    Raises
+    ------
+    GraphReadError
+        A read the driver refused (the first).
+    KeyError
+        An edge from a handle that is not a node of the graph (the first, in edge order), as ``_topo`` raises.
+    """
+    cdef cydriver.CUgraph handle = <cydriver.CUgraph><uintptr_t>graph
+    cdef _Reads r
+    cdef Py_ssize_t n = 0, nedges = 0, norder = 0, ndata = 0, i, e
+    cdef cydriver.CUresult rc = cydriver.CUresult.CUDA_SUCCESS
+    cdef const char* call = NULL
+    cdef uint64_t unknown = 0
+    cdef int outcome
+    memset(&r, 0, sizeof(r))
+    try:
+        with nogil:
+            outcome = _read_order(handle, &r, &n, &nedges, &norder, &ndata, &rc, &call, &unknown)
+        if outcome == _REFUSED:
+            raise GraphReadError(<int>rc, call.decode())
+        if outcome == _NO_MEMORY:
+            raise MemoryError()
+        if outcome == _UNKNOWN:
+            raise KeyError(unknown)
+        handles = [<uintptr_t>r.nodes[r.order[i]] for i in range(norder)]
+        data_edges = []
+        if ndata:
+            for i in range(n):
+                for e in range(r.edge_at[i], r.edge_at[i + 1]):
+                    if r.data[e].from_port or r.data[e].to_port or r.data[e].type:
+                        data_edges.append(
+                            (<uintptr_t>r.deps[e], <uintptr_t>r.nodes[i], r.data[e].from_port, r.data[e].to_port,
+                             r.data[e].type)
+                        )
+        return n, handles, data_edges
+    finally:
+        _release(&r)

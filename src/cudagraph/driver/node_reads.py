@@ -11,6 +11,9 @@ Attributes are read in compiled code where ``cudagraph.driver._reads`` was built
 ctypes buffers (the reference, the same reads), else through ``cuda.bindings`` (slower). An attribute id the
 driver refuses for graph kernel nodes (``CUDA_ERROR_INVALID_VALUE``: stream-only attributes, ids newer than
 the driver) is asked of the first kernel node only, per reader.
+
+A reader that reads in compiled code also gives a graph's nodes in the lift's order with its edges' data
+(:meth:`NodeReads.graph_order`, for ``_Lifter.carry``).
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ class NodeReads:
         "_count_ref",
         "_module",
         "_compiled",
+        "_order",
     )
 
     def __init__(
@@ -124,6 +128,9 @@ class NodeReads:
         driver = compiled and self._get_attr is not None and self._get_attr is driver_attr
         self._module: Any = compiled_reads() if driver else None
         self._compiled: Any = None
+        # The graph order is read in compiled code too where the edges are the driver's own to read.
+        driver_deps = self._get_deps is not None and self._get_deps is c_function("cuGraphNodeGetDependencies_v2")
+        self._order: Any = getattr(self._module, "graph_order", None) if driver_deps else None
         self._forget([])
         self._count = ctypes.c_size_t()
         self._count_ref = ctypes.byref(self._count)
@@ -131,6 +138,34 @@ class NodeReads:
     @property
     def compiled(self) -> bool:
         return self._compiled is not None
+
+    def graph_order(self, graph: int) -> tuple[int, list[int], list[EdgeData]] | None:
+        """Driver graph ``graph``'s nodes in the order a lift adds them, and its edges with data, read in compiled code
+        (``cudagraph.driver._reads.graph_order``); ``None`` where this reader does not read there (the caller reads
+        the node list and the edges itself and orders them with ``lift._topo``: the reference).
+
+        Returns
+        -------
+        tuple or None
+            ``(count, handles, data_edges)``: the number of nodes, their handles in Kahn order (first in first out,
+            as ``lift._topo``; fewer than ``count`` where the edges make a cycle), the edges whose data is not the
+            default as :data:`EdgeData`, node by node.
+
+        Raises
+        ------
+        DriverError
+            A read the driver refused (named as ``GraphReader`` names it).
+        KeyError
+            An edge from a handle that is not a node of the graph (as ``lift._topo``).
+        """
+        order = self._order
+        if order is None:
+            return None
+        try:
+            got: tuple[int, list[int], list[EdgeData]] = order(graph)
+        except self._module.GraphReadError as e:
+            _fail(e.result, e.call)
+        return got
 
     def attributes(self, node: int) -> dict[int, bytes]:
         """``{attribute id: 64 value bytes}`` of kernel node ``node`` (a handle as an int), every id it answers;

@@ -106,6 +106,7 @@ class GraphReader:
         "_count",
         "_count_ref",
         "attributes",
+        "graph_order",
     )
 
     def __init__(self, get_nodes: Any, get_deps: Any, get_type: Any, get_kernel: Any, get_attr: Any = None) -> None:
@@ -123,7 +124,11 @@ class GraphReader:
         #: ``attributes(node)``: ``{CUlaunchAttributeID: value bytes}`` of a kernel node
         #: (:meth:`cudagraph.driver.node_reads.NodeReads.attributes`; through ``cuda.bindings``
         #: when ``get_attr`` is ``None``).
-        self.attributes = NodeReads(get_attr, get_deps).attributes
+        reads = NodeReads(get_attr, get_deps)
+        self.attributes = reads.attributes
+        #: ``graph_order(graph)``: the node handles in the lift's order and the edges with data, read in compiled
+        #: code (:meth:`cudagraph.driver.node_reads.NodeReads.graph_order`), or ``None`` where it cannot be.
+        self.graph_order = reads.graph_order
 
     def nodes(self, graph: int) -> list[int]:
         """The handles of ``graph``'s nodes (``cuGraphGetNodes`` order)."""

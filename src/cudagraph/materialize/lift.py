@@ -41,6 +41,10 @@ class _BindingsReader:
         self.drv = require_driver()
         self.attributes = NodeReads(None, None, self.drv).attributes
 
+    def graph_order(self, graph: int) -> None:
+        """No compiled reads through ``cuda.bindings``: :meth:`_Lifter.carry` reads and orders in Python."""
+        return None
+
     def nodes(self, graph: int) -> list[int]:
         drv = self.drv
         handle = drv.CUgraph(graph)
@@ -181,8 +185,7 @@ class _Lifter:
         reader = self.reader
         # The reads and the order in compiled code where the reader reads there (the driver's own entry points and
         # cudagraph.driver._reads built), else the reference: the reader's reads, ordered by _topo.
-        reads = getattr(reader.attributes, "__self__", None)
-        got = reads.graph_order(graph) if isinstance(reads, NodeReads) else None
+        got = reader.graph_order(graph)
         if got is not None:
             count, handles, data_edges = got
         else:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 import numpy as np
+
+from ..errors import DefinitionError
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -82,6 +84,12 @@ class Condition:
     def label(self) -> str:
         """``condition#index 'name'``, the form used in error messages."""
         return f"condition#{self.index} {self.name!r}"
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:  # (copy.copy reduces too: it is refused alike)
+        raise DefinitionError(
+            f"{self.label} cannot be pickled or copied (it belongs to Graph {self.graph.name!r}, and drives one "
+            "conditional node); declare a condition with Graph.condition() instead"
+        )
 
     def __repr__(self) -> str:
         d = "" if self.default is None else f" default={self.default}"

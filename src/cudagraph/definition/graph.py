@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 import numpy as np
 
@@ -113,6 +113,12 @@ class Graph(Builders, ParametrizeMixin, Drawing):
 
     __slots__ = ()
 
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise DefinitionError(
+            f"Graph {self.name!r} cannot be pickled (its nodes, operands and callables belong to this process); "
+            "build the Graph again where it is needed"
+        )
+
     def _blank(self, name: str) -> Graph:
         return Graph(name)
 
@@ -201,12 +207,16 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         self._own(src, "add_edge: src")
         self._own(dst, "add_edge: dst")
         port = None
+        if type(programmatic) is not bool and isinstance(programmatic, np.bool_):
+            programmatic = bool(programmatic)
         if programmatic is not False:
             port = "programmatic" if programmatic is True else programmatic
-            if port not in PROGRAMMATIC_PORTS:
+            # (a str first: `in` compares with ==, which an array answers with an array of no truth value)
+            if not isinstance(port, str) or port not in PROGRAMMATIC_PORTS:
+                got = repr(programmatic) if isinstance(programmatic, str) else type(programmatic).__name__
                 raise OperandError(
-                    f"add_edge: programmatic must be a bool or one of {', '.join(PROGRAMMATIC_PORTS)}; "
-                    f"got {programmatic!r}"
+                    f"add_edge: {src.label} -> {dst.label}: programmatic must be a bool or one of "
+                    f"{', '.join(PROGRAMMATIC_PORTS)}; got {got}"
                 )
             if not (src.programmatic_edges and dst.programmatic_edges):
                 raise DefinitionError(

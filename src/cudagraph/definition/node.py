@@ -11,7 +11,7 @@ classes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex
 
 from ..errors import DefinitionError
 from .edits import before_edit
@@ -158,6 +158,12 @@ class Node:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Node:
         return self.__copy__()
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise DefinitionError(
+            f"{self.label} cannot be pickled (it and its edges belong to Graph {self.graph.name!r}); "
+            "build the Graph again where it is needed"
+        )
 
     def describe(self) -> str:
         """A one-line description of the node's parameters."""

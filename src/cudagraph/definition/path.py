@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex, TypeVar
 
+from ..errors import DefinitionError
 from .builders import Builders, builder_names
 from .core import After
 from .node import Node
@@ -66,6 +67,12 @@ class Path(_PathBuilders):
         self._tail = [node]
         self._last = node
         return node
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:  # (copy.copy reduces too: it is refused alike)
+        raise DefinitionError(
+            f"a Path of Graph {self.graph.name!r} cannot be pickled or copied (it adds to that Graph); "
+            "start another with Graph.path(after=...) instead"
+        )
 
     def __repr__(self) -> str:
         last = self.last

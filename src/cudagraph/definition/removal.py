@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import DefinitionError
+from .condition import Condition
 from .core import GraphCore
 from .diff import forget_flat
 from .edits import before_edit
@@ -42,13 +43,90 @@ def _users(graph: Graph, alloc: Node) -> list[Node]:
     return out
 
 
+def _named(users: list[Node]) -> str:
+    more = f" and {len(users) - 3} more" if len(users) > 3 else ""
+    return ", ".join(u.label for u in users[:3]) + more
+
+
+def _subtree(node: Node) -> tuple[set[int], set[int], list[Node]]:
+    """The ids of ``node`` and of every node inside its bodies, the ids of those bodies (at any depth), and
+    the conditional nodes among the nodes."""
+    ids = {id(node)}
+    graphs: set[int] = set()
+    conditionals = [node] if node.conditional_bodies else []
+    stack = list(bodies_of(node))
+    while stack:
+        g = stack.pop()
+        if id(g) in graphs:
+            continue
+        graphs.add(id(g))
+        for n in g._nodes:
+            ids.add(id(n))
+            if n.conditional_bodies:
+                conditionals.append(n)
+            if n.body_fields:
+                stack.extend(bodies_of(n))
+    return ids, graphs, conditionals
+
+
+def _condition_users(cond: Condition, skip: set[int]) -> list[Node]:
+    """The nodes of the tree of ``cond.graph`` (bodies included; the nodes in ``skip`` and inside them left
+    out) that set ``cond`` or pass it to a kernel."""
+    out: list[Node] = []
+    stack = [cond.graph]
+    seen: set[int] = set()
+    while stack:
+        g = stack.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        for n in g._nodes:
+            if id(n) in skip:
+                continue
+            if n.body_fields:
+                stack.extend(bodies_of(n))
+            if any(getattr(n, f) is cond for f in n.condition_fields) or any(
+                operand is cond for operand, _field in late_operands(n)
+            ):
+                out.append(n)
+    return out
+
+
+def _released_conditions(node: Node) -> list[tuple[Condition, Node]]:
+    """``(condition, conditional node)`` for ``node`` and each conditional node inside its bodies whose condition
+    is declared outside them: what removing ``node`` releases.
+
+    Raises
+    ------
+    DefinitionError
+        Such a condition is still set by a node left in the graph (named).
+    """
+    skip, bodies, conditionals = _subtree(node)
+    out: list[tuple[Condition, Node]] = []
+    for c in conditionals:
+        cond: Condition = c.cond  # type: ignore[attr-defined]
+        if id(cond.graph) in bodies:
+            continue  # declared inside the removed bodies: it leaves with them
+        users = _condition_users(cond, skip)
+        if users:
+            what = node.label if c is node else f"{node.label} (through {c.label} inside it)"
+            raise DefinitionError(
+                f"remove: {what} drives {cond.label} of Graph {cond.graph.name!r}, which "
+                f"{_named(users)} still set{'s' if len(users) == 1 else ''}; remove those first (a condition "
+                "that no conditional node uses cannot be set)"
+            )
+        out.append((cond, c))
+    return out
+
+
 def remove_node(graph: Graph, node: Node) -> None:
     """Remove ``node`` (a node of ``graph``) and its edges; see the module.
 
     Raises
     ------
     DefinitionError
-        ``node`` is an allocation freed by a free node or used by another node (named).
+        ``node`` is an allocation freed by a free node or used by another node, or a conditional node whose
+        condition other nodes still set (named).
     """
     with graph._lock:
         graph._fold()
@@ -61,9 +139,8 @@ def remove_node(graph: Graph, node: Node) -> None:
                 )
             users = _users(graph, node)
             if users:
-                more = f" and {len(users) - 3} more" if len(users) > 3 else ""
-                named = ", ".join(u.label for u in users[:3]) + more
-                raise DefinitionError(f"remove: {node.label} is used by {named}; remove its users first")
+                raise DefinitionError(f"remove: {node.label} is used by {_named(users)}; remove its users first")
+        released = _released_conditions(node) if node.body_fields else []
         before_edit(graph)
         graph._topo = None  # the nodes after it take new indices: the record no longer speaks for the graph
         for p in list(node._preds):
@@ -85,6 +162,8 @@ def remove_node(graph: Graph, node: Node) -> None:
         if type(node) is FreeNode:
             assert isinstance(node, FreeNode)
             node.alloc.freed_by = None
+        for cond, conditional in released:  # each may drive a new conditional node
+            cond._nodes[:] = [c for c in cond._nodes if c is not conditional]
         tomb = type(graph).__new__(type(graph))  # (a subclass's own __init__ is not called)
         GraphCore.__init__(tomb, f"<removed from {graph.name}>")
         node.graph = tomb

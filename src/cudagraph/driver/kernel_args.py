@@ -13,7 +13,7 @@ import numpy as np
 
 from ..definition.addresses import is_torch_tensor, tensor_address
 from ..definition.operands import Deferred, buffer_like, normalize_kernel_args
-from ..definition.param import Param
+from ..definition.param import SCALAR_CODES, Param
 from ..definition.param_offset import ParamBytes
 from ..errors import KernelArgumentError, OperandError
 from .calls import check, error_name, require_driver
@@ -25,20 +25,10 @@ __all__ = ["PACKING_LOCK", "KernelInfo", "compiled_bindings", "kernel_info", "re
 PACKING_LOCK = threading.RLock()
 
 
-_STRUCT_CODES = {
-    ("b", 1): "?",
-    ("i", 1): "b",
-    ("i", 2): "h",
-    ("i", 4): "i",
-    ("i", 8): "q",
-    ("u", 1): "B",
-    ("u", 2): "H",
-    ("u", 4): "I",
-    ("u", 8): "Q",
-    ("f", 2): "e",
-    ("f", 4): "f",
-    ("f", 8): "d",
-}
+#: ``(dtype kind, itemsize) -> struct code`` of the numpy scalars packed by a ``struct`` format: those a scalar
+#: parameter may have (one table, :data:`~cudagraph.definition.param.SCALAR_CODES`, so that every parameter's
+#: dtype has a code in the rebinding plans).
+_STRUCT_CODES = SCALAR_CODES
 
 #: Where numpy's scalar objects keep their value: right after the object header (its ``PyObject_HEAD``).
 _HEADER = object.__basicsize__

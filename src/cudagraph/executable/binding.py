@@ -38,6 +38,22 @@ __all__ = ["BUFFER_TYPES", "Binding"]
 _Prepared = tuple[Node, Any, PreparedKernel | None, bool]
 
 
+def _scalar_code(p: Any) -> str | None:
+    """The ``struct`` code (``"<f"``) a rebinding plan writes scalar parameter ``p`` by; ``None`` for a pointer.
+
+    Raises
+    ------
+    OperandError
+        A dtype without one (:func:`~cudagraph.definition.param.param_dtype` refuses them when declared).
+    """
+    if p.dtype is None:
+        return None
+    code = _STRUCT_CODES.get((p.dtype.kind, p.dtype.itemsize))
+    if code is None:
+        raise OperandError(f"param {p.name!r}: a {p.dtype} scalar cannot be rebound (no packing for that dtype)")
+    return "<" + code
+
+
 class Binding(ExecutableBase):
     """The binding part of :class:`~cudagraph.Executable`: :meth:`bind` and its prepared plans."""
 
@@ -91,10 +107,13 @@ class Binding(ExecutableBase):
         with self._lock:
             if self._exec is None:  # closed by another thread meanwhile
                 self._require_open()
+            plan = self._plans.get(name)
+            if plan is None:  # (made before the value is recorded: a plan that cannot be made changes nothing)
+                plan = self._plans[name] = self._make_plan((name,))
             replaced = self._raw_bound.get(name)  # noqa: F841 - released after the lock: it may run code that binds
             self._bindings[name] = v
             self._raw_bound[name] = value
-            return self._apply_plan(name, v)
+            return self._run_plan(plan, v)
 
     def _bind_many(self, params: dict[str, Any]) -> int:
         """:meth:`bind` of several parameters (the compiled method takes the common case before it)."""
@@ -112,17 +131,17 @@ class Binding(ExecutableBase):
         with self._lock:
             if self._exec is None:  # closed by another thread meanwhile
                 self._require_open()
+            key: str | tuple[str, ...] = names[0] if len(names) == 1 else tuple(names)
+            plan = self._plans.get(key)
+            if plan is None:  # (made before the values are recorded, as in _bind_one)
+                plan = self._plans[key] = self._make_plan(tuple(names))
             bound, raw = self._bindings, self._raw_bound
             replaced = [raw.get(name) for name in names]  # noqa: F841 - released after the lock, as above
             for name, v in zip(names, values):
                 bound[name] = v
                 raw[name] = params[name]
             if len(names) == 1:
-                return self._apply_plan(names[0], values[0])
-            key = tuple(names)
-            plan = self._plans.get(key)
-            if plan is None:
-                plan = self._plans[key] = self._make_plan(key)
+                return self._run_plan(plan, values[0])
             return self._run_patch(plan, values)  # type: ignore[arg-type]
 
     def _new_value(self, name: str, value: Any) -> Any:
@@ -150,11 +169,8 @@ class Binding(ExecutableBase):
         p = self._param(name)
         return value_check(p, param_memory(self.graph).get(name), self.graph.name)
 
-    def _apply_plan(self, name: str, value: Any) -> int:
-        """Rebind one parameter through its prepared plan (made on first use; see :class:`BindPlan`)."""
-        plan = self._plans.get(name)
-        if plan is None:
-            plan = self._plans[name] = self._make_plan((name,))
+    def _run_plan(self, plan: BindPlan | PatchPlan, value: Any) -> int:
+        """Rebind one parameter to ``value`` (as bound) through its prepared ``plan`` (see :class:`BindPlan`)."""
         if type(plan) is PatchPlan:
             return self._run_patch(plan, [value])
         self._writer.write_plan(plan, value)  # type: ignore[arg-type]
@@ -191,8 +207,7 @@ class Binding(ExecutableBase):
 
     def _bind_plan(self, name: str, prepared: list[_Prepared]) -> BindPlan:
         """One parameter held whole by kernel arguments, kernel nodes grouped by shared parameter structure."""
-        p = self._param(name)
-        code = None if p.dtype is None else "<" + _STRUCT_CODES[(p.dtype.kind, p.dtype.itemsize)]
+        code = _scalar_code(self._param(name))
         native = native_rebind()
         if native and not self._exec_addr:
             self._exec_addr = int(self._exec)
@@ -206,10 +221,7 @@ class Binding(ExecutableBase):
 
     def _patch_plan(self, names: tuple[str, ...], users: list[Node], prepared: list[_Prepared]) -> PatchPlan:
         """Several parameters, pointers at offsets, copies and fills (``prepared``: of each of ``users``)."""
-        codes = []
-        for name in names:
-            p = self._param(name)
-            codes.append(None if p.dtype is None else "<" + _STRUCT_CODES[(p.dtype.kind, p.dtype.itemsize)])
+        codes = [_scalar_code(self._param(name)) for name in names]
         others = [
             (current, dnode, self._prepared_node(node, current))
             for node, (current, dnode, up, _f) in zip(users, prepared)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from ..definition.graph import Graph
-from ..errors import OperandError
+from ..errors import CudaGraphError, OperandError
 from .compare import topology_signature
 
 if TYPE_CHECKING:
@@ -79,6 +80,11 @@ class ExecutableCache:
         ------
         OperandError
             ``graph`` is not a :class:`~cudagraph.Graph`.
+        CudaGraphError
+            What :meth:`Graph.instantiate` or :meth:`Executable.update` raised (the
+            cached executable then still runs its previous definition). An
+            unexpected exception from an update drops that executable from the
+            cache (closed) before it propagates.
         """
         if not isinstance(graph, Graph):
             raise OperandError(f"ExecutableCache.get: graph must be a Graph, got {type(graph).__name__}")
@@ -93,7 +99,15 @@ class ExecutableCache:
                 self._last, self._last_key = exe, stored
             # ``stored`` equals ``key``; while it is also the executable's own signature
             # object, update() recognises the topology by identity.
-            exe.update(graph, reinstantiate_if_needed=True, _signature=stored, **params)
+            try:
+                exe.update(graph, reinstantiate_if_needed=True, _signature=stored, **params)
+            except CudaGraphError:
+                # Refused before any change (a bad definition or bindings), or failed part way with the
+                # nodes to set again marked: the executable still runs its previous definition.
+                raise
+            except BaseException:
+                self._drop(key, exe)  # an unexpected failure: the executable is not trusted again
+                raise
             self.hits += 1
             return exe
         self.misses += 1
@@ -107,6 +121,16 @@ class ExecutableCache:
             old.close()
             self.evictions += 1
         return exe
+
+    def _drop(self, key: Any, exe: Executable) -> None:
+        """Forget and close ``exe``, cached under ``key``."""
+        entry = self._entries.get(key)
+        if entry is not None and entry[1] is exe:
+            del self._entries[key]
+        if self._last is exe:
+            self._last = self._last_key = None
+        with suppress(Exception):  # (the failure being raised is the one to report)
+            exe.close()
 
     def stats(self) -> dict[str, int]:
         """``{"hits", "misses", "evictions", "size", "maxsize"}``."""

@@ -5,8 +5,19 @@ instantiation or update (:mod:`cudagraph.executable.compare`), then sets the
 changed nodes one by one (kernel nodes through the executable's
 :class:`~cudagraph.ops.kinds.kernel.KernelWriter`), or rebuilds the graph
 and applies it with ``cuGraphExecUpdate`` when a rebound parameter is used
-inside a body or the driver refuses a node's update, or re-instantiates when
-asked to and the topology differs.
+inside a body, a node of a kind that only a whole-graph update changes
+(conditional and ``set_condition`` nodes: ``KindOps.exec_update``) changed, or
+the driver refuses a node's update, or re-instantiates when asked to and the
+topology differs.
+
+A rebuilt definition holds allocations and conditions of its own: compared by
+place (:class:`~cudagraph.executable.compare.Correspondence`), an identical
+rebuild is unchanged, and the lowered graph's record of their addresses and
+handles (``LoweredGraph.state``) is moved over to the new objects. What no
+update can change (an allocation or free node: fixed once instantiated) and a
+whole-graph update of an executable holding graph allocations (a graph built
+anew places them at other addresses) are refused by name before any driver
+call, or re-instantiated when asked to.
 """
 
 from __future__ import annotations
@@ -26,9 +37,12 @@ from ..driver.kernel_args import PACKING_LOCK
 from ..errors import DefinitionError, DriverError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
 from ..ops.compiled_kinds import add_simple_kinds
+from ..ops.kinds.base import exec_refusal
 from ..ops.kinds.kernel import KernelWriter, PreparedKernel
+from ..ops.lower_state import late_kernel_args
+from ..ops.registry import ops_for
 from .base import _STALE, ExecutableBase, _instantiate_lowered
-from .compare import diff_states, nodes_signature, topology_signature
+from .compare import Correspondence, LateMove, diff_states, nodes_signature, topology_signature
 
 __all__ = ["UpdateResult", "Updating", "WHOLE_GRAPH_THRESHOLD"]
 
@@ -77,15 +91,19 @@ class _Shape:
         kept while the top-level nodes are swapped by same-topology updates.
     nested_of : list or None
         The ``driver_nodes`` list of the lowered graph ``nested`` belongs to.
+    late : LateMove or None
+        The last move of the lowered graph's allocations, conditions and graphs over to a
+        rebuilt definition's objects (its entries are dropped at the next move).
     """
 
-    __slots__ = ("nested", "nested_of", "plain", "signature")
+    __slots__ = ("late", "nested", "nested_of", "plain", "signature")
 
     def __init__(self, signature: tuple[Any, ...]) -> None:
         self.signature = signature
         self.plain = not has_bodies(signature)
         self.nested: dict[int, tuple[Node, Any]] | None = None
         self.nested_of: Sequence[Any] | None = None
+        self.late: LateMove | None = None
 
 
 class _NodeMap:
@@ -160,8 +178,11 @@ class Updating(ExecutableBase):
 
     def _remember_signature(self, signature: tuple[Any, ...]) -> None:
         """Record the topology signature of the definition instantiated (as computed by the caller)."""
-        if self._sig is None or (self._sig.signature is not signature and self._sig.signature == signature):
+        old = self._sig
+        if old is None or (old.signature is not signature and old.signature == signature):
             self._sig = _Shape(signature)  # the caller's object: later hits compare by identity
+            if old is not None:
+                self._sig.late = old.late
 
     def update(
         self, graph: Graph, *, reinstantiate_if_needed: bool = False, _signature: Any = None, **params: Any
@@ -193,7 +214,14 @@ class Updating(ExecutableBase):
         Raises
         ------
         DefinitionError
-            The topology differs; the message lists what differs.
+            The topology differs; the message lists what differs. Or a node
+            that no update changes differs (an allocation or a free node), or a
+            change that only a whole-graph update applies (a conditional or
+            ``set_condition`` node, a parameter used inside a body) is asked of
+            an executable holding graph allocations, which a graph built anew
+            would place at other addresses: the message names the node. Nothing
+            was changed (pass ``reinstantiate_if_needed=True`` to instantiate
+            ``graph`` instead).
         DriverError
             ``cuGraphExecUpdate`` failed; the message gives the driver's reason
             and the definition node at fault.
@@ -231,9 +259,15 @@ class Updating(ExecutableBase):
                 shape = self._shape()
                 same_sig = new_sig == shape.signature
             same_shape = same_sig and len(graph._nodes) == len(self._lowered.nodes)
+            corr: Correspondence | None = None
             if same_shape:
                 old_states = self._recorded_states()
                 changed, new_states = diff_states(old_states, graph)
+                if graph is not old_def and (graph._special or not shape.plain):
+                    # Allocations and conditions of a rebuilt definition are its own objects: compared by place.
+                    corr = Correspondence(old_def, self._lowered.nodes, graph)
+                    if changed:
+                        changed = [n for n in changed if not corr.same(old_states[n.index], new_states[n.index])]
                 # The signatures compare launch attributes and edge types; a definition whose signature came
                 # from a record that did not see them (a node given attributes afterwards) is caught here.
                 if changed and _launch_changed(old_states, changed):
@@ -262,22 +296,67 @@ class Updating(ExecutableBase):
             if bindings_changed:
                 changed, nested_params = self._with_param_users(graph, changed, bindings_changed)
             if not changed and not bindings_changed:
-                self._adopt(graph, same_lowered=True, states=new_states)
+                move = self._move_late(corr)
+                self._adopt(graph, same_lowered=True, states=new_states, late=move)
                 return UpdateResult("unchanged")
-            if len(changed) <= WHOLE_GRAPH_THRESHOLD * max(len(graph), 1) and not nested_params:
+            # What a node of each kind takes: its own set call, a whole-graph update, or no update at all.
+            fixed: list[Node] = []
+            whole: list[Node] = []
+            for n in changed:
+                how = ops_for(n).exec_update
+                if how is None:
+                    fixed.append(n)
+                elif how != "node":
+                    whole.append(n)
+            if fixed:
+                reason = "; ".join(exec_refusal(n, None, changed=True) for n in fixed[:4])
+                if len(fixed) > 4:
+                    reason += f"; ... {len(fixed) - 4} more"
+                return self._refuse_or_reinstantiate(graph, bindings, new_sig, reason, reinstantiate_if_needed)
+            per_node = len(changed) <= WHOLE_GRAPH_THRESHOLD * max(len(graph), 1) and not nested_params and not whole
+            reason = ""
+            refused: DriverError | None = None
+            if per_node:
+                move = self._move_late(corr)
                 try:
                     self._per_node_update(changed, bindings)
                 except DriverError as exc:
+                    if move is not None:
+                        move.undo()
                     # Some nodes may hold their new parameters already: the whole-graph
                     # update below sets every node, or, refused, marks them for the next one.
                     reason = f"the driver refused a node's update: {exc}"
+                    refused = exc
+                except BaseException:
+                    if move is not None:
+                        move.undo()
+                    raise
                 else:
                     self._bindings = bindings
                     self._raw_bound.clear()
-                    self._adopt(graph, same_lowered=True, states=new_states)
+                    self._adopt(graph, same_lowered=True, states=new_states, late=move)
                     return UpdateResult("per-node", len(changed))
-            else:
-                reason = ""
+            allocs = self._graph_allocations()
+            if allocs:
+                # A graph built anew places its allocations elsewhere than the executable has them.
+                if refused is not None and not reinstantiate_if_needed:
+                    raise refused
+                if refused is not None:
+                    why = reason
+                elif whole:
+                    why = exec_refusal(whole[0], "graph", changed=True)
+                elif nested_params:
+                    why = "a parameter used inside a body was rebound, which only a whole-graph update applies"
+                else:
+                    why = f"{len(changed)} of {len(graph)} nodes changed, which a whole-graph update applies"
+                return self._refuse_or_reinstantiate(
+                    graph,
+                    bindings,
+                    new_sig,
+                    f"{why}; the executable holds graph allocations ({allocs}), which a graph built anew for "
+                    "cuGraphExecUpdate would place at other addresses",
+                    reinstantiate_if_needed,
+                )
             try:
                 self._whole_graph_update(graph, bindings, new_states)
             except DriverError as exc:
@@ -288,6 +367,38 @@ class Updating(ExecutableBase):
                 self._sig = _Shape(new_sig)
                 return UpdateResult("reinstantiated", len(graph), f"the driver refused the update: {exc}")
             return UpdateResult("whole-graph", len(changed), reason)
+
+    def _refuse_or_reinstantiate(
+        self, graph: Graph, bindings: dict[str, Any], new_sig: Any, reason: str, reinstantiate: bool
+    ) -> UpdateResult:
+        """Instantiate ``graph`` afresh (``reinstantiate``), or raise :class:`DefinitionError` saying why the
+        executable cannot take it (``reason``, naming the nodes); nothing was changed before either."""
+        if not reinstantiate:
+            raise DefinitionError(
+                f"cannot update the executable of Graph {self._lowered.definition.name!r} from Graph "
+                f"{graph.name!r}: {reason} (the executable is left as it was; pass reinstantiate_if_needed=True "
+                "to instantiate the new definition instead)"
+            )
+        self._reinstantiate(graph, bindings)
+        self._sig = _Shape(new_sig)
+        return UpdateResult("reinstantiated", len(graph), reason)
+
+    def _graph_allocations(self) -> str:
+        """The graph allocations of the executable, named (``""``: none)."""
+        state = self._lowered.state
+        allocs = [] if state is None else [node for node, _addr in state.allocs.values()]
+        if not allocs:
+            return ""
+        named = sorted({a.label for a in allocs})
+        return ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+
+    def _move_late(self, corr: Correspondence | None) -> LateMove | None:
+        """Give the objects of the rebuilt definition ``corr`` pairs the lowered graph's allocation addresses,
+        condition handles and driver graphs (``None``: nothing to move; see :class:`LateMove`)."""
+        state = self._lowered.state
+        if corr is None or state is None or not (state.allocs or state.conds):
+            return None  # (nothing of the definition has an address or a handle)
+        return LateMove(state, corr)
 
     def _per_node_update(self, changed: list[Node], bindings: dict[str, Any]) -> None:
         """Set the parameters of the ``changed`` top-level nodes one by one.
@@ -314,7 +425,7 @@ class Updating(ExecutableBase):
                     n = changed[done]
                     dnode = driver_nodes[n.index]
                     if type(n) is not KernelNode or not writer.write(n, dnode, bindings):  # type: ignore[arg-type]
-                        self._set_node(n, dnode, bindings)
+                        self._set_node(n, dnode, bindings, self._late_kernel(n, bindings))
                     done += 1
         finally:
             self.update_calls += done
@@ -322,6 +433,17 @@ class Updating(ExecutableBase):
                 states = self._recorded_states()
                 for n in changed[: done + 1]:
                     states[n.index] = _STALE
+
+    def _late_kernel(self, node: Node, bindings: dict[str, Any]) -> PreparedKernel | None:
+        """The parameters of a kernel node given allocations or conditions as arguments, with their values in
+        this executable (the lowered graph's addresses and handles); ``None`` for any other node."""
+        if type(node) is not KernelNode:
+            return None
+        state = self._lowered.state
+        late = None if state is None else late_kernel_args(state, node)
+        if late is None:
+            return None
+        return PreparedKernel(rebuilt_node(node, {"args": late}), bindings)  # type: ignore[arg-type]
 
     def _teach_simple(self, loop: Any) -> None:
         """Tell the writer's compiled ``loop`` of the fills, copies and empty nodes it may set itself."""
@@ -347,11 +469,15 @@ class Updating(ExecutableBase):
         merged = {id(n): n for n in changed + extra}
         return sorted(merged.values(), key=_index_of), nested
 
-    def _adopt(self, graph: Graph, same_lowered: bool, states: list[Any] | None = None) -> None:
+    def _adopt(
+        self, graph: Graph, same_lowered: bool, states: list[Any] | None = None, late: LateMove | None = None
+    ) -> None:
         """Record ``graph`` as the definition this executable now runs.
 
         With ``same_lowered``, the driver nodes now stand for ``graph``'s nodes:
-        parameter users are moved over at once, the node map on first use.
+        parameter users are moved over at once, the node map on first use, and
+        ``late`` (the move of the lowered graph's allocations and conditions over
+        to ``graph``'s objects, if any) replaces the previous move.
         """
         self.graph = graph
         self._states = states if states is not None else [node_state(n) for n in graph._nodes]
@@ -363,6 +489,13 @@ class Updating(ExecutableBase):
         self._prepared_nodes.clear()
         if not same_lowered and self._sig is not None:
             self._sig.nested = self._sig.nested_of = None  # they belonged to the lowered graph replaced
+            self._sig.late = None
+        if late is not None:
+            shape = self._shape()
+            previous = shape.late
+            if previous is not None and previous.state is late.state:
+                late.replace(previous)  # the entries of the definition run until now go
+            shape.late = late
         if same_lowered and graph is not self._lowered.definition:
             lw = self._lowered
             old_top = lw.nodes
@@ -442,6 +575,12 @@ class Updating(ExecutableBase):
         self._require_open()
         dnode = self.driver_node(node)
         current = self._overrides.get(id(node), node)
+        how = ops_for(current).exec_update
+        if how != "node":
+            raise DefinitionError(
+                f"exe[node].update(): {exec_refusal(node, how)}; change the definition and call "
+                "exe.update(graph) (reinstantiate_if_needed=True where an update cannot take it)"
+            )
         if type(current) is KernelNode:
             launch = [k for k in LAUNCH_KEYWORDS if k in changes]
             if launch:
@@ -457,7 +596,9 @@ class Updating(ExecutableBase):
         with self._lock:
             if self._exec is None:  # closed by another thread meanwhile
                 self._require_open()
-            up = PreparedKernel(new, self._bindings) if type(new) is KernelNode else None  # type: ignore[arg-type]
+            up = None
+            if type(new) is KernelNode:
+                up = self._late_kernel(new, self._bindings) or PreparedKernel(new, self._bindings)  # type: ignore[arg-type]
             self._set_node(new, dnode, self._bindings, up)
             self.update_calls += 1
             self._overrides[id(node)] = new

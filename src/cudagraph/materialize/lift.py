@@ -425,9 +425,9 @@ def parametrize_lifted(g: Graph, params: dict[str, Any], segments: list[tuple[in
 
 
 def _lift(obj: Any, name: str) -> Graph:
+    handle = cuda_graph_handle(obj)  # (what the object is, before anything asks the driver)
     drv = require_driver()
     ensure_context()
-    handle = cuda_graph_handle(obj)
     reader = graph_reader() or _BindingsReader()
     g = Graph(name)
     try:

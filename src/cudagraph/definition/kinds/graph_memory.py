@@ -272,8 +272,11 @@ def _peer_ordinals(value: Any, what: str) -> tuple[int, ...]:
     """``peer_access=`` as a tuple of distinct ordinals, in the order given."""
     if value is None:
         return ()
+    expected = f"{what}: peer_access must be an iterable of cuda.core Devices or int ordinals"
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise OperandError(
-            f"{what}: peer_access must be an iterable of cuda.core Devices or int ordinals, got {type(value).__name__}"
-        )
-    return tuple(dict.fromkeys(device_ordinal(d, f"{what}: peer_access") for d in value))
+        raise OperandError(f"{expected}, got {type(value).__name__}")
+    try:
+        items = list(value)
+    except TypeError:  # iterable by its type, not by its value (a 0-d array)
+        raise OperandError(f"{expected}, got {type(value).__name__} (it cannot be iterated)") from None
+    return tuple(dict.fromkeys(device_ordinal(d, f"{what}: peer_access") for d in items))

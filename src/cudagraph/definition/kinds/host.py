@@ -8,14 +8,21 @@ import ctypes
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OperandError
+from ...errors import DefinitionError, OperandError
 from ..core import After, GraphCore, builder
 from ..node import Node
 
 if TYPE_CHECKING:
     from ..graph import Graph
 
-__all__ = ["HostBuilders", "HostFunctionNode", "HostNode", "function_address", "user_data_address"]
+__all__ = [
+    "LOWEST_FUNCTION_ADDRESS",
+    "HostBuilders",
+    "HostFunctionNode",
+    "HostNode",
+    "function_address",
+    "user_data_address",
+]
 
 
 class HostNode(Node):
@@ -45,6 +52,11 @@ class HostNode(Node):
         return scratch.host(values["fn"], *args, name=self.name)
 
 
+#: Code is never mapped below this address (Linux ``vm.mmap_min_addr`` is 64 KiB on most systems, Windows
+#: reserves the first 64 KiB): a smaller "function address" is an integer passed by mistake.
+LOWEST_FUNCTION_ADDRESS = 1 << 16
+
+
 def function_address(fn: Any, what: str) -> int:
     """The address of a C host function: a ctypes function pointer (``CFUNCTYPE(None, c_void_p)``), a
     ``CUhostFn`` or an int."""
@@ -59,6 +71,12 @@ def function_address(fn: Any, what: str) -> int:
         )
     if not 0 < address < 1 << 64:
         raise OperandError(f"{what}: fn: {address:#x} is not a function address")
+    if address < LOWEST_FUNCTION_ADDRESS:
+        # The driver would call it: a jump into the null page, which no loader maps (a segfault, not an error).
+        raise OperandError(
+            f"{what}: fn: {address:#x} is not a function address (below {LOWEST_FUNCTION_ADDRESS:#x}, the "
+            "unmapped first 64 KiB)"
+        )
     return address
 
 
@@ -77,6 +95,8 @@ def user_data_address(user_data: Any, what: str) -> tuple[int, Any]:
         raise OperandError(
             f"{what}: user_data must be None, an int address or a bytes-like object, got {type(user_data).__name__}"
         ) from None
+    except (ValueError, BufferError) as e:  # a released memoryview, an exporter that refuses
+        raise DefinitionError(f"{what}: user_data: the {type(user_data).__name__} cannot be read: {e}") from None
     copy = ctypes.create_string_buffer(raw, max(len(raw), 1))
     return ctypes.addressof(copy), copy
 
@@ -181,7 +201,9 @@ class HostBuilders(GraphCore):
         Raises
         ------
         OperandError
-            ``fn`` is no function pointer, or ``user_data`` is none of the above.
+            ``fn`` is no function pointer (an int below 64 KiB is none), or ``user_data`` is none of the above.
+        DefinitionError
+            ``user_data`` is a bytes-like object that cannot be read (a released ``memoryview``).
         """
         what = self._what("host_function", name)
         address = function_address(fn, what)

@@ -318,7 +318,7 @@ class KernelBuilders(GraphCore):
         # Hot path: a type test, a dict lookup or an identity test per argument;
         # anything unusual (and every error message) goes through _kernel_field.
         if name is not None and type(name) is not str:
-            self._kernel_field("name", name, None)
+            name = self._kernel_field("name", name, None)
         if type(kernel) not in KERNEL_TYPES_SEEN:
             _check_kernel(kernel, self._what("kernel", name))
             if type(kernel).__name__ in _KERNEL_TYPES or type(kernel).__module__.startswith("cuda.core"):
@@ -396,12 +396,12 @@ class KernelBuilders(GraphCore):
         nodes.append(node)
         if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
             node.index = nodes.index(node, i)
-        if self._topo is not None:
-            if node.attrs is None:
+        if node.attrs is None:
+            if self._topo is not None:
                 self._record(node)
-            else:
-                self._topo = None  # the record holds no launch attributes: the signature reads the nodes
-                self._attributed = True
+        else:
+            self._topo = None  # the record holds no launch attributes: the signature reads the nodes
+            self._attributed = True
         return node
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
@@ -429,6 +429,8 @@ class KernelBuilders(GraphCore):
                 )
             return int(value)
         if field == "name":
+            if isinstance(value, str):  # a str subclass (np.str_), as every other builder takes
+                return str(value)
             raise OperandError(f"{what}: name must be a str, got {type(value).__name__}")
         if not isinstance(value, (list, tuple)):
             raise OperandError(f"{what}: args must be a tuple of kernel arguments, got {type(value).__name__}")

@@ -369,6 +369,10 @@ class MemoryOpBuilders(GraphCore):
         what = self._what("wait_value", name)
         if type(cmp) is not str or cmp not in WAIT_COMPARISONS:
             raise OperandError(f"{what}: cmp must be one of {', '.join(WAIT_COMPARISONS)}; got {cmp!r}")
+        if type(flush) is not bool:
+            if not (isinstance(flush, (int, np.integer, np.bool_)) and flush in (0, 1)):  # (an array: no truth)
+                raise OperandError(f"{what}: flush must be a bool, got {type(flush).__name__}")
+            flush = bool(flush)
         flags = WAIT_COMPARISONS[cmp] | (WAIT_VALUE_FLUSH if flush else 0)
         node: WaitValueNode = self._memop(WaitValueNode, "wait_value", ptr, value, bits, flags, after, name)
         return node

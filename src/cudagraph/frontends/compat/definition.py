@@ -29,6 +29,7 @@ from .common import (
 from .exec_views import ExecutableGraphNode, executable_view
 from .handles import definition_handle, node_handle
 from .updates import (
+    memset_shape,
     memset_value,
     owner_check,
 )
@@ -87,7 +88,7 @@ class GraphNode:
         return Adjacency(self, succs=False)
 
     @pred.setter
-    def pred(self, value: Iterable[GraphNode]) -> None:
+    def pred(self, value: GraphNode | Iterable[GraphNode]) -> None:
         Adjacency(self, succs=False).replace(value)
 
     @property
@@ -96,7 +97,7 @@ class GraphNode:
         return Adjacency(self, succs=True)
 
     @succ.setter
-    def succ(self, value: Iterable[GraphNode]) -> None:
+    def succ(self, value: GraphNode | Iterable[GraphNode]) -> None:
         Adjacency(self, succs=True).replace(value)
 
     @property
@@ -171,12 +172,11 @@ class GraphNode:
         call = "GraphNode.memset"
         owner_check(call, dst_owner, dst, "dst")
         v, es = memset_value(call, value)
-        if height > 1:
-            node = self._def._g.memset(
-                dst, v, element_size=es, width=width, height=height, pitch=pitch or None, after=self._after()
-            )
+        w, h, p = memset_shape(call, width, height, pitch)
+        if h > 1:
+            node = self._def._g.memset(dst, v, element_size=es, width=w, height=h, pitch=p or None, after=self._after())
         else:
-            node = self._def._g.memset(dst, v, count=width, element_size=es, after=self._after())
+            node = self._def._g.memset(dst, v, count=w, element_size=es, after=self._after())
         self._def._keep(dst_owner)
         return self._add(node)  # type: ignore[no-any-return]
 

@@ -9,6 +9,7 @@ The one translation per kind serves both: ``KernelNode.update`` changes the defi
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ...definition.core import check_size
@@ -22,6 +23,7 @@ __all__ = [
     "kernel_changes",
     "memcpy_changes",
     "memset_changes",
+    "memset_shape",
     "memset_value",
     "owner_check",
 ]
@@ -51,9 +53,37 @@ def memset_value(call: str, value: Any) -> tuple[int, int]:
             f"compat {call}: value: expected an int or a buffer-protocol object of 1, 2 or 4 bytes, "
             f"got {type(value).__name__}"
         ) from None
+    except (ValueError, BufferError) as e:  # a released memoryview, an exporter that refuses (cuda.core: ValueError)
+        raise DefinitionError(f"compat {call}: value: the {type(value).__name__} cannot be read: {e}") from None
     if len(raw) not in (1, 2, 4):
         raise OperandError(f"compat {call}: value: a fill value of {len(raw)} bytes; expected 1, 2 or 4")
     return int.from_bytes(raw, "little"), len(raw)
+
+
+def _fill_dim(call: str, arg: str, value: Any, zero: bool) -> int:
+    """``value`` as cuda.core's ``size_t`` argument ``arg`` takes it: an int (or ``__index__``), not negative;
+    0 only where ``zero`` (a pitch: rows of width elements)."""
+    if type(value) is int and (0 < value or (zero and value == 0)) and value < 1 << 63:  # (the common case)
+        return value
+    try:
+        v = operator.index(value)
+    except Exception:  # TypeError, or whatever a user __index__ raises (cuda.core: TypeError)
+        raise OperandError(f"compat {call}: {arg}: expected an int, got {type(value).__name__}") from None
+    if v < 0 or (v == 0 and not zero) or v >= 1 << 63:
+        need = "0 (rows of width elements) or positive" if zero else "positive"
+        raise DefinitionError(f"compat {call}: {arg}: must be {need}, below 2**63; got {v}")
+    return v
+
+
+def memset_shape(call: str, width: Any, height: Any, pitch: Any, *, keep: bool = False) -> tuple[Any, Any, Any]:
+    """``(width, height, pitch)`` of a fill, each checked as cuda.core's ``size_t`` (a type error: an
+    :class:`~cudagraph.errors.OperandError`, a ``TypeError``); with ``keep``, ``None`` stays ``None`` (an update
+    keeps the value)."""
+    return (
+        None if keep and width is None else _fill_dim(call, "width", width, False),
+        None if keep and height is None else _fill_dim(call, "height", height, False),
+        None if keep and pitch is None else _fill_dim(call, "pitch", pitch, True),
+    )
 
 
 def kernel_changes(node: Any, config: Any, kernel: Any, args: Any, call: str) -> dict[str, Any]:
@@ -111,6 +141,7 @@ def memset_changes(
     a 2- or 4-byte buffer-protocol value elements of its size (as :meth:`GraphNode.memset`); a ``pitch`` of
     0 is a row of ``width`` elements."""
     owner_check(call, dst_owner, dst, "dst")
+    width, height, pitch = memset_shape(call, width, height, pitch, keep=True)
     changes: dict[str, Any] = {}
     if dst is not None:
         changes["dst"] = dst

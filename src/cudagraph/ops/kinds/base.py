@@ -13,7 +13,8 @@ work in each materializer:
 - :meth:`KindOps.capture`: how the capture materializer expresses the node;
 - :meth:`KindOps.lift`: a typed node read back from a driver node;
 - :meth:`KindOps.exec_set`: how an executable gives one of its driver nodes
-  the node's parameters (``exe[node].update``, ``exe.update(g2)``).
+  the node's parameters (``exe[node].update``, ``exe.update(g2)``), where
+  :attr:`KindOps.exec_update` says a node of the kind can be set on its own.
 
 The generic loops of :mod:`cudagraph.materialize` pass themselves down as the
 protocols below (:class:`Builder`, :class:`StreamRun`, :class:`Replay`,
@@ -34,7 +35,29 @@ if TYPE_CHECKING:
     from ...definition.nodes import Node
     from ..lower_state import LowerState
 
-__all__ = ["Builder", "ExecSetter", "KindOps", "Lifter", "NodeEnv", "ParamsEnv", "Replay", "StreamRun"]
+__all__ = [
+    "Builder",
+    "ExecSetter",
+    "KindOps",
+    "Lifter",
+    "NodeEnv",
+    "ParamsEnv",
+    "Replay",
+    "StreamRun",
+    "exec_refusal",
+]
+
+
+def exec_refusal(node: Any, how: str | None, changed: bool = False) -> str:
+    """Why an instantiated graph cannot set ``node`` on its own, its kind's :attr:`KindOps.exec_update` being
+    ``how`` (``"graph"`` or ``None``); with ``changed``, the message says the node changed."""
+    what = f"{node.label} changed" if changed else node.label
+    if how is None:
+        return f"{what}: the driver fixes {node.kind} nodes at instantiation (no update of an executable changes them)"
+    return (
+        f"{what}: an instantiated graph takes {node.kind} nodes only through a whole-graph update "
+        "(cuGraphExecUpdate; cuGraphExecNodeSetParams does not take them)"
+    )
 
 
 class ParamsEnv(Protocol):
@@ -201,6 +224,12 @@ class KindOps:
     #: their slots, while their operands are plain ints or bound parameters (``"memset"``, ``"memcpy"``,
     #: ``"empty"``: see :mod:`cudagraph.ops.compiled_kinds`); :meth:`params` stays the reference.
     compiled: ClassVar[str | None] = None
+    #: How an instantiated graph takes a changed node of this kind: ``"node"``, on its own (:meth:`exec_set`);
+    #: ``"graph"``, only through a whole-graph update (``cuGraphExecUpdate`` with the graph built anew, as for
+    #: conditional nodes, whose parameters ``cuGraphExecNodeSetParams`` does not take); ``None``, never: the
+    #: node is fixed once instantiated (graph allocations and frees), and a changed one needs a new
+    #: instantiation.
+    exec_update: ClassVar[str | None] = "node"
 
     def params(self, node: Any, env: ParamsEnv) -> Any:
         """Fresh ``CUgraphNodeParams`` for ``node``.
@@ -212,8 +241,17 @@ class KindOps:
         env : ParamsEnv
             What the parameters are made from: the construction in progress (a
             :class:`Builder`) or an executable's update (:class:`NodeEnv`).
+
+        Raises
+        ------
+        UnsupportedError
+            The kind has no single-node parameters (its :meth:`lower` adds it).
         """
-        raise TypeError(f"{node.label}: {type(node).__name__} has no single-node driver parameters")
+        raise UnsupportedError(
+            f"{node.label}: a {node.kind} node has no single-node driver parameters (it is built with its "
+            "graph, and an instantiated graph takes it only through a whole-graph update or a new instantiation)",
+            node=node,
+        )
 
     def lower(self, builder: Builder, node: Any, handle: Any, deps: Any, ndeps: int) -> Any:
         """Add ``node`` to the driver graph ``handle`` after ``deps``; return ``(CUresult, CUgraphNode)``."""
@@ -244,7 +282,15 @@ class KindOps:
         return None
 
     def exec_set(self, setter: ExecSetter, node: Any, driver_node: Any) -> None:
-        """Give ``driver_node`` of an executable the parameters of ``node`` (by default its :meth:`params`)."""
+        """Give ``driver_node`` of an executable the parameters of ``node`` (by default its :meth:`params`).
+
+        Raises
+        ------
+        UnsupportedError
+            The kind cannot be set on its own (:attr:`exec_update` is not ``"node"``); the message names the node.
+        """
+        if self.exec_update != "node":
+            raise UnsupportedError(exec_refusal(node, self.exec_update), node=node)
         setter.set_params(node, driver_node)
 
     def address_paths(self, node: Any, params: Any) -> dict[str, tuple[str, bool]]:

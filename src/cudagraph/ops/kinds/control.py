@@ -83,6 +83,10 @@ def _check_driver_support(node: ConditionalNode) -> None:
 class _GraphOnlyOps(KindOps):
     __slots__ = ()
     lowers = True
+    #: An instantiated graph takes a changed conditional node (its bodies, its condition's default) or
+    #: set_condition node only through ``cuGraphExecUpdate``: the graph is built anew (condition handles
+    #: included) and applied as a whole.
+    exec_update = "graph"
 
     def issue(self, node: Any, stream: Any, run: StreamRun) -> None:
         raise UnsupportedError(

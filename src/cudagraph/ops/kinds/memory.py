@@ -23,6 +23,8 @@ class AllocOps(KindOps):
 
     __slots__ = ()
     lowers = True
+    #: The driver fixes an allocation's address and size at the add; no executable update changes them.
+    exec_update = None
 
     def lower(self, builder: Builder, node: AllocNode, handle: Any, deps: Any, ndeps: int) -> Any:
         drv = require_driver()
@@ -51,6 +53,8 @@ class FreeOps(KindOps):
     """A ``MEM_FREE`` node of an allocation made earlier in the same construction."""
 
     __slots__ = ()
+    #: ``cuGraphExecNodeSetParams`` does not take memory free nodes: which allocation is freed is fixed.
+    exec_update = None
 
     def params(self, node: FreeNode, env: ParamsEnv) -> Any:
         drv = require_driver()

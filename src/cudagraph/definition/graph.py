@@ -298,9 +298,11 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         The nodes created after it move down one place (their ``index``). The
         removed node can no longer be used: naming it in ``after=``, an edge or
         another removal raises :class:`~cudagraph.errors.ForeignNodeError`.
-        Removing a free node leaves its allocation unfreed; executables made
-        before keep running what they were built from. Not to be called while
-        another thread adds nodes to this graph.
+        Removing a free node leaves its allocation unfreed; removing a
+        conditional node releases its condition (it may drive a new
+        conditional node), the setters inside its bodies leaving with it;
+        executables made before keep running what they were built from. Not
+        to be called while another thread adds nodes to this graph.
 
         Raises
         ------
@@ -308,7 +310,8 @@ class Graph(Builders, ParametrizeMixin, Drawing):
             ``node`` belongs to another graph, or was removed already.
         DefinitionError
             ``node`` is an allocation that a free node frees or another node
-            uses (both named): remove those first.
+            uses (both named), or a conditional node whose condition nodes
+            outside it still set (named): remove those first.
         """
         self._own(node, "remove")
         remove_node(self, node)

@@ -10,8 +10,10 @@ into the node with their data. Child graphs are compared the same way, recursive
 is raised, naming the node.
 
 What cannot be equal by construction is not compared: the user data of host callbacks (the lifted
-callback is registered anew), the addresses graph allocations get, the handle of a conditional node's
-condition, and the device node handle of a device-updatable kernel (its flag is compared).
+callback is registered anew), the addresses graph allocations get, and the device node handle of a
+device-updatable kernel (its flag is compared). Nodes of the types without a comparer below
+(conditional nodes, batched memory operations, external semaphores, memory frees) are compared by type
+and edges only.
 """
 
 from __future__ import annotations

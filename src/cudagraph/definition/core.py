@@ -180,7 +180,12 @@ class GraphCore:
             deps = self._dep_list(after)
             if deps is not None:
                 return deps
-            deps = list(after)
+            try:
+                deps = list(after)  # (a list or tuple subclass: its __iter__ is user code)
+            except Exception as exc:
+                raise OperandError(
+                    f"{what}: after= could not be read ({type(exc).__name__} raised by its __iter__)"
+                ) from exc
             for d in deps:
                 if not isinstance(d, Node):
                     raise OperandError(f"{what}: after= must hold nodes, got {type(d).__name__}")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import DefinitionError, OperandError
+from ...errors import CudaGraphError, DefinitionError, OperandError
 from ..condition import Condition
 from ..core import NODE_CLASSES as _NODE_CLASSES
 from ..core import After, DimLike, GraphCore, builder
@@ -45,8 +45,11 @@ from .launch import (
     check_cooperative,
     check_launch_attrs,
     check_priority,
+    finish_launch_attrs,
     launch_signature,
+    launch_values,
     make_launch_attrs,
+    read_launch_value,
 )
 from .launch_attributes import check_attributes
 
@@ -358,6 +361,22 @@ class KernelBuilders(GraphCore):
                 if type(a) is Param:
                     self._kernel_params(args, name)  # type: ignore[arg-type]  # a tuple here
                     break
+        # Launch keywords are read before the graph is (after=, the node count): the user code they may carry
+        # (an __index__, an __iter__, a mapping's items) may add or remove nodes.
+        if (
+            cluster is None
+            and priority is None
+            and programmatic is None
+            and cooperative is False
+            and device is None
+            and attributes is None
+            and shared_mem <= 49152
+        ):
+            launch = None
+        else:
+            launch = self._launch_values(
+                g, shared_mem, (cluster, cooperative, priority, programmatic, device, attributes), name
+            )
         nodes = self._nodes
         node = _new(KernelNode)
         if after is None:
@@ -379,20 +398,10 @@ class KernelBuilders(GraphCore):
         node.block = b
         node.shared_mem = shared_mem
         node.args = args  # type: ignore[assignment]
-        if (
-            cluster is None
-            and priority is None
-            and programmatic is None
-            and cooperative is False
-            and device is None
-            and attributes is None
-            and shared_mem <= 49152
-        ):
+        if launch is None:
             node.attrs = None
         else:
-            node.attrs = self._launch_attrs(
-                node, (cluster, cooperative, priority, programmatic, device, attributes), name
-            )
+            node.attrs = self._launch_attrs(node, launch, name)
         nodes.append(node)
         if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
             node.index = nodes.index(node, i)
@@ -405,7 +414,20 @@ class KernelBuilders(GraphCore):
         return node
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
-        """The checked value of a :meth:`kernel` argument the hot path did not take (or the error)."""
+        """The checked value of a :meth:`kernel` argument the hot path did not take (or the error).
+
+        An error the value's own code raises (a ``__len__``, ``__iter__``, ``__index__``, comparison or hash)
+        is an :class:`OperandError` naming the argument.
+        """
+        try:
+            return self._kernel_value(field, value, name)
+        except CudaGraphError:
+            raise
+        except Exception as exc:
+            what = self._what("kernel", name if field != "name" else None)
+            raise OperandError(f"{what}: {field} could not be read ({type(exc).__name__} raised by its value)") from exc
+
+    def _kernel_value(self, field: str, value: Any, name: str | None) -> Any:
         seen = known_dims(field, value)
         if seen is not None:
             return seen
@@ -445,9 +467,22 @@ class KernelBuilders(GraphCore):
             check_kernel_arg(a, i, what)
         return args
 
-    def _launch_attrs(self, node: KernelNode, keywords: tuple[Any, Any, Any, Any, Any, Any], name: str | None) -> Any:
+    def _launch_values(
+        self, grid: Any, shared_mem: int, keywords: tuple[Any, Any, Any, Any, Any, Any], name: str | None
+    ) -> Any:
+        """:func:`launch_values` of :meth:`kernel`'s launch keywords: plain values, all user code run."""
+        cluster, cooperative, priority, programmatic, device, attributes = keywords
+        what = self._what("kernel", name)
+        return (
+            launch_values(cluster, cooperative, priority, programmatic, device, attributes, grid, shared_mem, what),
+            what,
+        )
+
+    def _launch_attrs(self, node: KernelNode, launch: Any, name: str | None) -> Any:
+        """The node's attributes from :meth:`_launch_values` (runs no user code)."""
         # (nothing to undo on an error: the node's edges are in its own predecessor list only)
-        return make_launch_attrs(self, node, *keywords[:4], self._what("kernel", name), keywords[4], keywords[5])
+        values, what = launch
+        return finish_launch_attrs(self, node, values, what)
 
 
 _LAUNCH_KEYWORDS = ("cluster", "cooperative", "priority", "device", "attributes")
@@ -472,14 +507,16 @@ def update_kernel_node(node: KernelNode, changes: dict[str, Any]) -> None:
         elif base.cluster is not None:
             base.cluster = check_cluster(base.cluster, node.grid, what)
         if "cooperative" in launch:
-            base.cooperative = check_cooperative(launch["cooperative"], what)
+            base.cooperative = read_launch_value("cooperative", what, check_cooperative, launch["cooperative"], what)
         if "priority" in launch:
             base.priority = None if launch["priority"] is None else check_priority(launch["priority"], what)
         if "device" in launch:
-            base.device = None if launch["device"] is None else device_ordinal(launch["device"], what)
+            d = launch["device"]
+            base.device = None if d is None else read_launch_value("device", what, device_ordinal, d, what)
             node.graph._special += base.device is not None
         if "attributes" in launch:
-            base.extra = () if launch["attributes"] is None else check_attributes(launch["attributes"], what)
+            x = launch["attributes"]
+            base.extra = () if x is None else read_launch_value("attributes", what, check_attributes, x, what)
         if base.cooperative and base.cluster is not None:
             raise DefinitionError(f"{what}: a launch cannot be both cooperative and clustered")
         base.programmatic = [(p, port) for p, port in base.programmatic if any(q is p for q in node._preds)]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import DefinitionError, ForeignNodeError, OperandError
+from ...errors import CudaGraphError, DefinitionError, ForeignNodeError, OperandError
 from ..devices import device_ordinal
 from ..node import Node
 from .launch_attributes import check_attributes
@@ -30,8 +30,11 @@ __all__ = [
     "check_cooperative",
     "check_launch_attrs",
     "check_priority",
+    "finish_launch_attrs",
     "launch_signature",
+    "launch_values",
     "make_launch_attrs",
+    "read_launch_value",
 ]
 
 
@@ -189,9 +192,12 @@ def check_cluster(value: Any, grid: tuple[int, int, int], what: str) -> tuple[in
     if isinstance(value, bool):
         raise OperandError(f"{what}: cluster must be an int or a tuple of up to 3 ints, got bool")
     if isinstance(value, (tuple, list)):
-        if not 1 <= len(value) <= 3:
-            raise DefinitionError(f"{what}: cluster must have 1 to 3 dimensions, got {len(value)}")
-        items = list(value)
+        try:
+            items = list(value)  # (a subclass's __iter__ is user code: read once, then only the plain list)
+        except Exception:
+            raise OperandError(f"{what}: cluster could not be read as a tuple of ints") from None
+        if not 1 <= len(items) <= 3:
+            raise DefinitionError(f"{what}: cluster must have 1 to 3 dimensions, got {len(items)}")
     else:
         items = [value]
     try:
@@ -238,23 +244,32 @@ def check_cooperative(value: Any, what: str) -> bool:
     raise OperandError(f"{what}: cooperative must be a bool, got {type(value).__name__} {value!r}")
 
 
+def _programmatic_choice(value: Any, what: str) -> Any:
+    """``programmatic=`` as ``True``, ``False`` or a new plain list of nodes (which nodes, not yet whose)."""
+    if value is True or value is False:
+        return value
+    if isinstance(value, Node):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        chosen = list(value)
+        for v in chosen:
+            if not isinstance(v, Node):
+                raise OperandError(f"{what}: programmatic= must hold nodes, got {type(v).__name__}")
+        return chosen
+    raise OperandError(f"{what}: programmatic= must be True, a kernel node or a sequence of kernel nodes")
+
+
 def _programmatic_nodes(graph: Any, node: KernelNode, value: Any, what: str) -> list[tuple[Node, str]]:
     """Resolve ``programmatic=``: True (every predecessor) or a node / nodes; adds missing edges."""
+    value = _programmatic_choice(value, what)
     if value is True:
         chosen = list(node._preds)
         if not chosen:
             raise DefinitionError(f"{what}: programmatic=True needs predecessor kernels in after=")
     elif value is False:
         return []
-    elif isinstance(value, Node):
-        chosen = [value]
-    elif isinstance(value, (list, tuple)):
-        chosen = list(value)
-        for v in chosen:
-            if not isinstance(v, Node):
-                raise OperandError(f"{what}: programmatic= must hold nodes, got {type(v).__name__}")
     else:
-        raise OperandError(f"{what}: programmatic= must be True, a kernel node or a sequence of kernel nodes")
+        chosen = value
     out: list[tuple[Node, str]] = []
     for p in chosen:
         if p.graph is not graph:
@@ -272,6 +287,69 @@ def _programmatic_nodes(graph: Any, node: KernelNode, value: Any, what: str) -> 
     return out
 
 
+def read_launch_value(keyword: str, what: str, check: Any, *args: Any) -> Any:
+    """``check(*args)``, the value of launch keyword ``keyword``; an error that user code raised (a ``__index__``,
+    ``__iter__``, ``__float__``, ``device_id`` ...) becomes an :class:`OperandError` naming the keyword."""
+    try:
+        return check(*args)
+    except CudaGraphError:
+        raise
+    except Exception as exc:
+        raise OperandError(f"{what}: {keyword}= could not be read ({type(exc).__name__} raised by its value)") from exc
+
+
+def launch_values(
+    cluster: Any,
+    cooperative: Any,
+    priority: Any,
+    programmatic: Any,
+    device: Any,
+    attributes: Any,
+    grid: tuple[int, int, int],
+    shared_mem: int,
+    what: str,
+) -> tuple[LaunchAttrs, Any]:
+    """The launch keywords of :meth:`Graph.kernel` checked and turned into plain values (ints, tuples, a list
+    of nodes), reading nothing of the graph: the first half of :func:`make_launch_attrs`.
+
+    Every piece of user code the values carry (``__index__``, ``__len__``, ``__iter__``, ``__float__``, a
+    mapping's ``items``, a ``device_id``) runs here, so a builder calls this before it reads its graph
+    (``after=``, the node count): a value that adds or removes nodes cannot leave the node at a stale index or
+    after a removed node. Returns the attributes but for the programmatic edges, and ``programmatic=`` as
+    ``None``, ``True``, ``False`` or a plain list of nodes, for :func:`finish_launch_attrs`.
+    """
+    a = LaunchAttrs()
+    if cluster is not None:
+        a.cluster = read_launch_value("cluster", what, check_cluster, cluster, grid, what)
+    a.cooperative = read_launch_value("cooperative", what, check_cooperative, cooperative, what)
+    if a.cooperative and a.cluster is not None:
+        raise DefinitionError(f"{what}: a launch cannot be both cooperative and clustered")
+    if priority is not None:
+        a.priority = read_launch_value("priority", what, check_priority, priority, what)
+    if programmatic is not None:
+        programmatic = read_launch_value("programmatic", what, _programmatic_choice, programmatic, what)
+    a.smem_optin = shared_mem > SMEM_DEFAULT_LIMIT
+    if attributes is not None:
+        a.extra = read_launch_value("attributes", what, check_attributes, attributes, what)
+    if device is not None:
+        a.device = read_launch_value("device", what, device_ordinal, device, what)
+    return a, programmatic
+
+
+def finish_launch_attrs(graph: Any, node: KernelNode, values: tuple[LaunchAttrs, Any], what: str) -> LaunchAttrs | None:
+    """The node's attributes from :func:`launch_values`: resolves the programmatic edges (adding the missing
+    ones to the node's predecessors) and counts a ``device=`` node. Runs no user code.
+
+    Called after the node's dependencies are recorded, before it is appended to the graph.
+    """
+    a, programmatic = values
+    if programmatic is not None:
+        a.programmatic = _programmatic_nodes(graph, node, programmatic, what)
+    if a.device is not None:
+        graph._special += 1  # instantiate checks the ordinal before adding any node
+    return None if a.empty else a
+
+
 def make_launch_attrs(
     graph: Any,
     node: KernelNode,
@@ -285,26 +363,14 @@ def make_launch_attrs(
 ) -> LaunchAttrs | None:
     """Check the launch keywords of :meth:`Graph.kernel` and build the node's attributes.
 
-    Called after the node's dependencies are recorded (``programmatic=``
-    may add edges), before it is appended to the graph.
+    :func:`launch_values` then :func:`finish_launch_attrs`. Called after the node's dependencies are
+    recorded (``programmatic=`` may add edges), before it is appended to the graph; a builder whose keywords
+    may carry user code calls the two halves apart, the first before it reads the graph.
     """
-    a = LaunchAttrs()
-    if cluster is not None:
-        a.cluster = check_cluster(cluster, node.grid, what)
-    a.cooperative = check_cooperative(cooperative, what)
-    if a.cooperative and a.cluster is not None:
-        raise DefinitionError(f"{what}: a launch cannot be both cooperative and clustered")
-    if priority is not None:
-        a.priority = check_priority(priority, what)
-    if programmatic is not None:
-        a.programmatic = _programmatic_nodes(graph, node, programmatic, what)
-    a.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
-    if attributes is not None:
-        a.extra = check_attributes(attributes, what)
-    if device is not None:
-        a.device = device_ordinal(device, what)
-        graph._special += 1  # instantiate checks the ordinal before adding any node
-    return None if a.empty else a
+    values = launch_values(
+        cluster, cooperative, priority, programmatic, device, attributes, node.grid, node.shared_mem, what
+    )
+    return finish_launch_attrs(graph, node, values, what)
 
 
 def check_launch_attrs(node: KernelNode) -> None:

@@ -6,6 +6,7 @@ turns the nodes into ``CUDA_MEMSET_NODE_PARAMS`` and batch memory operations.
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -137,11 +138,20 @@ class WaitValueNode(BatchMemOpNode):
 FILL_SCALARS: tuple[type, ...] = tuple(dict.fromkeys(np.dtype(c).type for c in "?bBhHeiIf"))
 
 
+def _plain_int(value: Any, what: str) -> int:
+    """An int (or numpy integer, or subclass) as a plain ``int``; what its own methods raise becomes the error
+    naming ``what`` (a subclass's ``__index__`` or comparisons are never run after this)."""
+    try:
+        return int.__index__(operator.index(value))
+    except Exception as e:
+        raise OperandError(f"{what} could not be read as an int ({type(e).__name__} raised by its value)") from e
+
+
 def _word_size(value: Any, what: str, allowed: tuple[int, ...]) -> int:
     """``value`` as one of ``allowed`` (an int or numpy integer), or the error naming ``what``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise OperandError(f"{what} must be an int ({', '.join(map(str, allowed))}), got {type(value).__name__}")
-    v = int(value)
+    v = _plain_int(value, what)
     if v not in allowed:
         raise DefinitionError(f"{what} must be {', '.join(map(str, allowed[:-1]))} or {allowed[-1]}, got {v}")
     return v
@@ -210,7 +220,7 @@ class MemoryOpBuilders(GraphCore):
         if element_size is not None and type(element_size) is not int:
             if isinstance(element_size, (bool, np.bool_)) or not isinstance(element_size, (int, np.integer)):
                 raise OperandError(f"{what}: element_size must be an int (1, 2, 4), got {type(element_size).__name__}")
-            element_size = int(element_size)
+            element_size = _plain_int(element_size, f"{what}: element_size")
         if isinstance(value, np.generic):
             if value.dtype.kind not in "biuf":
                 raise OperandError(
@@ -226,6 +236,7 @@ class MemoryOpBuilders(GraphCore):
                 raise DefinitionError(f"{what}: element_size must be 1, 2 or 4, got {element_size}")
             bits = int.from_bytes(value.tobytes(), "little")
         elif isinstance(value, int) and not isinstance(value, bool):
+            value = _plain_int(value, f"{what}: value")
             element_size = 1 if element_size is None else element_size
             if element_size not in (1, 2, 4):
                 raise DefinitionError(f"{what}: element_size must be 1, 2 or 4, got {element_size}")
@@ -273,15 +284,14 @@ class MemoryOpBuilders(GraphCore):
                 "memory operations refuse: use memory from cuMemAlloc"
             )
         p, keep, size = self._pointer(ptr, what, "ptr")
-        if bits is None:
-            if isinstance(value, np.generic):
-                bits = 8 * value.dtype.itemsize
-            else:
-                bits = 32 if isinstance(value, int) and -(1 << 31) <= value < 1 << 32 else 64
-        bits = _word_size(bits, f"{what}: bits", (32, 64))
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise OperandError(f"{what}: value must be an integer, got {type(value).__name__}")
-        v = int(value)
+        v = _plain_int(value, f"{what}: value")
+        if bits is None:
+            bits = (
+                8 * value.dtype.itemsize if isinstance(value, np.generic) else 32 if -(1 << 31) <= v < 1 << 32 else 64
+            )
+        bits = _word_size(bits, f"{what}: bits", (32, 64))
         if not -(1 << (bits - 1)) <= v < 1 << bits:
             raise OperandError(f"{what}: value {v} does not fit in {bits} bits")
         if size is not None and size < bits // 8:

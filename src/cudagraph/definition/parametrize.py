@@ -50,6 +50,7 @@ __all__ = [
     "moving_slots",
     "param_memory",
     "parametrize",
+    "public_fields",
     "walk_nodes",
 ]
 
@@ -458,12 +459,11 @@ class Parametrizing:
         return ParametrizeReport(g.name, {r.name: r.memory for r in self.regions}, self.rewrites, verified)
 
 
-def _ints(obj: Any, path: str, depth: int) -> Iterator[tuple[str, int]]:
-    """``(attribute path, value)`` of the integer attributes of a driver parameter structure (3 levels)."""
-    if depth > 3:
-        return
+def public_fields(obj: Any, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """``(name, value)`` of the public fields of a driver parameter structure: its attributes that read without
+    an error and are not methods (driver handles, which convert to ``int``, are fields)."""
     for attr in dir(obj):
-        if attr.startswith("_"):
+        if attr.startswith("_") or attr in skip:
             continue
         try:
             v = getattr(obj, attr)
@@ -471,6 +471,14 @@ def _ints(obj: Any, path: str, depth: int) -> Iterator[tuple[str, int]]:
             continue
         if callable(v) and not hasattr(v, "__int__"):
             continue
+        yield attr, v
+
+
+def _ints(obj: Any, path: str, depth: int) -> Iterator[tuple[str, int]]:
+    """``(attribute path, value)`` of the integer attributes of a driver parameter structure (3 levels)."""
+    if depth > 3:
+        return
+    for attr, v in public_fields(obj):
         where = f"{path}.{attr}"
         if isinstance(v, bool) or isinstance(v, (str, bytes, float)):
             continue

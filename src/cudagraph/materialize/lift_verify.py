@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..definition.graph import Graph
+from ..definition.parametrize import public_fields
 from ..driver.calls import check, require_driver
 from ..driver.kernel_args import kernel_info
 from ..driver.node_reads import NodeReads, extra_arguments
@@ -193,15 +194,7 @@ def _arguments(p: Any, info: Any) -> list[bytes]:
 def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """The public, non-callable fields of a driver parameter structure, as ints or reprs (nested one level)."""
     out: dict[str, Any] = {}
-    for attr in dir(obj):
-        if attr.startswith("_") or attr in skip:
-            continue
-        try:
-            v = getattr(obj, attr)
-        except Exception:
-            continue
-        if callable(v) and not hasattr(v, "__int__"):
-            continue
+    for attr, v in public_fields(obj, skip):
         try:
             out[attr] = int(v)
         except Exception:

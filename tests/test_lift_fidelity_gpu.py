@@ -12,7 +12,7 @@ import pytest
 import cudagraph as cg
 from cudagraph import errors
 from cudagraph.definition.kinds.launch_attributes import ATTRIBUTES, FIRST_CLASS_IDS, decode
-from cudagraph.driver.node_reads import NodeReads
+from cudagraph.driver.node_reads import UNSET, NodeReads
 from cudagraph.materialize.explicit import lower
 
 pytestmark = pytest.mark.gpu
@@ -67,22 +67,39 @@ def _driver_nodes(handle):
 
 
 def test_a_plain_node_reads_the_table_defaults(gpu, k):
-    """Every attribute a node never set reads as the table's default (what lifting leaves out)."""
+    """Every attribute a node never set reads as the table's default (what lifting leaves out), asked through
+    cuda.bindings id by id; and the lift's reader sees such a node as plain."""
+    import ctypes
+
+    from cuda.bindings import driver
+
     x = gpu.alloc(4 * N)
     g = cg.Graph("plain")
     g.kernel(k.primary, N // 256, 256, (x, np.int32(N), np.int32(0)))
     lowered = lower(g, {}, [])
+    answered = {}
     try:
-        raw = NodeReads().attributes(int(lowered.driver_nodes[0]))
+        node = lowered.driver_nodes[0]
+        for attr_id in range(1, 24):
+            try:
+                key = driver.CUkernelNodeAttrID(attr_id)
+            except ValueError:
+                continue  # an id this cuda-bindings does not name
+            err, value = driver.cuGraphKernelNodeGetAttribute(node, key)
+            if not err:
+                answered[attr_id] = ctypes.string_at(int(value.getPtr()), 64)
+        plain = NodeReads().attributes(int(node))
     finally:
         lowered.destroy()
     for attr in ATTRIBUTES.values():
-        if attr.id in raw:
-            assert decode(attr, raw[attr.id]) == attr.default, attr
+        if attr.id in answered:
+            assert decode(attr, answered[attr.id]) == attr.default, attr
     for attr_id, (name, layout, default) in FIRST_CLASS_IDS.items():
-        if attr_id in raw:
-            assert layout.unpack_from(raw[attr_id]) == default, name
-    assert 4 in raw and 5 in raw and 8 in raw  # cluster, scheduling policy, priority: always answered
+        if attr_id in answered:
+            assert layout.unpack_from(answered[attr_id]) == default, name
+    assert {4, 5, 8} <= set(answered)  # cluster, scheduling policy, priority: always answered
+    # the reader: nothing to carry (an empty dict, or only values equal to the defaults where ids were refused)
+    assert all(UNSET.get(i, bytes(64)) == v for i, v in plain.items())
 
 
 def test_every_launch_attribute_is_lifted_and_verified(gpu, k, stream, sm90):

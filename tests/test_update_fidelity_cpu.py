@@ -38,6 +38,7 @@ from cudagraph.executable import compare as _compare
 from cudagraph.executable.executable import Executable, UpdateResult
 from cudagraph.materialize.explicit import LoweredGraph, node_params_uses
 from cudagraph.ops.kinds.kernel import KernelWriter
+from test_cache_cpu import StubDriver  # (the same stub of the driver calls an update makes)
 
 
 class CUkernel:  # the definition layer recognises kernels by type name
@@ -272,18 +273,6 @@ class StubLowering:
 def lowered_for(graph: cg.Graph, tag: str = "d") -> LoweredGraph:
     dn = [f"{tag}{i}" for i in range(len(graph))]
     return LoweredGraph(None, graph, dn, StubLowering(graph, dn))  # type: ignore[arg-type]
-
-
-class StubDriver:
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-
-    def cuGraphExecUpdate(self, exec_handle: Any, graph_handle: Any) -> tuple[int, Any]:
-        self.calls.append(("cuGraphExecUpdate", exec_handle))
-        return 0, None
-
-    def cuGraphExecDestroy(self, exec_handle: Any) -> None:
-        self.calls.append(("cuGraphExecDestroy", exec_handle))
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ else:
 __all__ = [
     "MIN_DRIVER_VERSION",
     "driver",
+    "driver_import_error",
     "require_driver",
     "raise_error",
     "check",
@@ -37,6 +38,11 @@ _NO_DRIVER_MESSAGE = "running a graph needs an NVIDIA GPU and driver"
 MIN_DRIVER_VERSION = 12030
 #: Whether :func:`check_driver_version` passed (asked once per process).
 _driver_checked = False
+
+
+def driver_import_error() -> str | None:
+    """Why ``cuda.bindings.driver`` could not be imported (``None`` where it was)."""
+    return None if _IMPORT_ERROR is None else str(_IMPORT_ERROR)
 
 
 def require_driver() -> Any:

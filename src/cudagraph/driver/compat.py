@@ -7,18 +7,21 @@ from typing import Any
 
 from .calls import require_driver
 
-__all__ = ["BINDINGS_MAJOR", "add_node_fn"]
+__all__ = ["BINDINGS_MAJOR", "BINDINGS_VERSION", "add_node_fn"]
 
 
-def _bindings_major() -> int:
+def _bindings_version() -> str | None:
     try:
-        from cuda.bindings import __version__
-    except ImportError:  # pragma: no cover
-        return 0
-    return int(__version__.split(".")[0])
+        import cuda.bindings
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    return str(getattr(cuda.bindings, "__version__", "unknown"))
 
 
-BINDINGS_MAJOR = _bindings_major()
+#: The version of the installed ``cuda-bindings`` (``"13.3.1"``), ``None`` where it is not importable.
+BINDINGS_VERSION = _bindings_version()
+#: Its major version (the CUDA major it was made for), 0 where unknown.
+BINDINGS_MAJOR = int(BINDINGS_VERSION.split(".")[0]) if BINDINGS_VERSION and BINDINGS_VERSION[:1].isdigit() else 0
 
 
 def add_node_fn() -> Callable[[Any, Any, int, Any], Any]:

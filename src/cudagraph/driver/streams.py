@@ -13,6 +13,8 @@ __all__ = [
     "READ_INT_OF",
     "READ_PROTOCOL",
     "capture_dependencies",
+    "core_stream",
+    "new_stream",
     "protocol_handle",
     "set_capture_dependencies",
     "stream_handle",
@@ -22,6 +24,20 @@ __all__ = [
 #: How the int handle of a stream target is read, learned once per type (see :func:`stream_reading`):
 #: the int itself, item 1 of ``__cuda_stream__()``, or ``int(target)`` (a ``CUstream``).
 READ_INT, READ_PROTOCOL, READ_INT_OF = 1, 2, 3
+
+
+def new_stream() -> Any:
+    """A new stream of the current device, owned by the caller: cuda.core's ``Device().create_stream()``."""
+    from cuda.core import Device
+
+    return Device().create_stream()
+
+
+def core_stream(handle: int) -> Any:
+    """The stream ``handle`` as a cuda.core ``Stream`` (``Stream.from_handle``; the handle stays the caller's)."""
+    from cuda.core import Stream
+
+    return Stream.from_handle(int(handle))
 
 
 def stream_handle(stream: Any) -> Any:

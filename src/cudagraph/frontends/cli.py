@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..definition.graph import Graph
+from ..driver import calls
 from . import environment as env
 
 __all__ = ["BENCHES", "CommandError", "find_bench_dir", "load_target", "main"]
@@ -53,9 +54,7 @@ def cmd_info(args: argparse.Namespace, drv: Any = None, bindings: str | None = N
         print("cuda-core: not installed (pip install cuda-core)")
     print(f"compiled module: {env.native_status()}")
     if drv is None and bindings is not None:
-        from cuda.bindings import driver
-
-        drv = driver
+        drv = calls.driver
     if drv is None:
         print("driver: unknown (cuda-bindings is not installed)")
         return 0

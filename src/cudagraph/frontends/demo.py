@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..definition.graph import Graph
+from ..driver import calls
 from ..errors import DriverUnavailableError
 from .environment import KernelsUnavailable, probe
 
@@ -94,9 +95,8 @@ def _pinned_array(n: int) -> tuple[Any, np.ndarray]:
 
 
 def _placeholder_kernels() -> dict[str, Any]:
-    try:
-        from cuda.bindings import driver
-    except ImportError:
+    driver = calls.driver
+    if driver is None:
         return {name: _Placeholder() for name in KERNEL_NAMES}
     return {name: driver.CUkernel(0) for name in KERNEL_NAMES}
 

@@ -15,7 +15,9 @@ import os
 import sys
 from typing import Any
 
+from ..driver import calls
 from ..driver.calls import MIN_DRIVER_VERSION
+from ..driver.compat import BINDINGS_VERSION
 
 __all__ = [
     "DRIVER_TOO_OLD",
@@ -45,11 +47,7 @@ def fmt_version(version: int) -> str:
 
 def bindings_version() -> str | None:
     """The version of ``cuda-bindings``, or ``None`` when it is not installed."""
-    try:
-        import cuda.bindings
-    except ImportError:
-        return None
-    return str(getattr(cuda.bindings, "__version__", "unknown"))
+    return BINDINGS_VERSION
 
 
 def _name(err: Any) -> str:
@@ -89,11 +87,9 @@ class Probe:
 
 
 def _load_driver() -> tuple[Any, str | None]:
-    try:
-        from cuda.bindings import driver
-    except ImportError as exc:
-        return None, str(exc)
-    return driver, bindings_version()
+    if calls.driver is None:
+        return None, calls.driver_import_error()
+    return calls.driver, bindings_version()
 
 
 def probe(drv: Any = None, bindings: str | None = None) -> Probe:

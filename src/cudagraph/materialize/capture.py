@@ -28,7 +28,7 @@ from ..definition.nodes import Node
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK, compiled_bindings
-from ..driver.streams import capture_dependencies, set_capture_dependencies
+from ..driver.streams import capture_dependencies, new_stream, set_capture_dependencies
 from ..errors import UnsupportedError
 from ..ops.compiled_kinds import compiled_layout
 from ..ops.lower_state import LowerState
@@ -45,11 +45,9 @@ class _Replay:
     """One capture: its stream, the dependencies last set or read on it, and the driver node of each node."""
 
     def __init__(self, lowering: Lowering) -> None:
-        from cuda.core import Device
-
         self.drv = require_driver()
         self.lowering = lowering
-        self.origin = Device().create_stream()
+        self.origin = new_stream()
         self.h = self.origin.handle
         self.handle = int(self.h)
         # Nodes are issued as an eager run would issue them, with this construction's callbacks.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..definition.nodes import ChildGraphNode, Node
 from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.streams import core_stream, new_stream, stream_handle
 from ..errors import OperandError
 
 if TYPE_CHECKING:
@@ -48,9 +49,7 @@ class CaptureStream:
         """The stream as a ``cuda.core`` ``Stream`` (``Stream.from_handle``), for ``cuda.core.launch`` and
         cuda.core's other calls, which deprecate being handed other ``__cuda_stream__`` objects (cuda.core
         1.2)."""
-        from cuda.core import Stream
-
-        return Stream.from_handle(int(self.handle))
+        return core_stream(int(self.handle))
 
     def cupy(self) -> Any:
         """The stream as a CuPy stream (use it as a context manager).
@@ -140,16 +139,13 @@ def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "
     -------
     Graph
     """
-    from ..driver.streams import stream_handle
     from .lift import lift
 
     drv = require_driver()
     ensure_context()
     owner = None
     if stream is None:
-        from cuda.core import Device
-
-        owner = Device().create_stream()
+        owner = new_stream()
         h = owner.handle
     else:
         h = stream_handle(stream)
@@ -202,12 +198,8 @@ class CaptureRegion:
 
     def __enter__(self) -> CaptureStream:
         ensure_context()
-        from cuda.core import Device
-
-        from ..driver.streams import stream_handle
-
         if self._owner is None:
-            self._owner = Device().create_stream()
+            self._owner = new_stream()
         h = stream_handle(self._owner)
         if not int(h):
             raise OperandError(

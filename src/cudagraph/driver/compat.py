@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .calls import require_driver
+from .calls import check, require_driver
 
-__all__ = ["BINDINGS_MAJOR", "BINDINGS_VERSION", "add_node_fn"]
+__all__ = [
+    "BINDINGS_MAJOR",
+    "BINDINGS_VERSION",
+    "add_node_fn",
+    "add_node_with_edge_data",
+    "dependencies_with_data",
+    "edge_data_of",
+]
 
 
 def _bindings_version() -> str | None:
@@ -40,3 +47,36 @@ def add_node_fn() -> Callable[[Any, Any, int, Any], Any]:
 
         return add
     return drv.cuGraphAddNode  # type: ignore[no-any-return]
+
+
+def add_node_with_edge_data(graph: Any, deps: Any, edge_data: Any, n: int, params: Any) -> tuple[Any, str]:
+    """``((CUresult, CUgraphNode), call name)``: add a node whose ``n`` incoming edges carry ``edge_data``.
+
+    cuda-bindings 13's ``cuGraphAddNode`` takes the edge data; 12.x's is ``cuGraphAddNode_v2``.
+    """
+    drv = require_driver()
+    if BINDINGS_MAJOR >= 13:
+        return drv.cuGraphAddNode(graph, deps, edge_data, n, params), "cuGraphAddNode"
+    return drv.cuGraphAddNode_v2(graph, deps, edge_data, n, params), "cuGraphAddNode_v2"  # pragma: no cover
+
+
+def edge_data_of(result: Any, count: int) -> list[Any] | None:
+    """The ``CUgraphEdgeData`` of the first ``count`` edges of a ``cuGraphNodeGetDependencies`` result, ``None``
+    where the bindings return none (12.x: no edge data, so no programmatic edges either)."""
+    return list(result[2][:count]) if len(result) == 4 else None
+
+
+def dependencies_with_data(node: Any) -> list[tuple[int, int, int, int]]:
+    """``(dependency handle, from_port, to_port, type)`` of the edges into driver node ``node``."""
+    drv = require_driver()
+    res = drv.cuGraphNodeGetDependencies(node, 0)
+    check(res[:1], "cuGraphNodeGetDependencies")
+    n = res[-1]
+    if not n:
+        return []
+    res = drv.cuGraphNodeGetDependencies(node, n)
+    check(res[:1], "cuGraphNodeGetDependencies")
+    data = edge_data_of(res, n)
+    if data is None:
+        return [(int(d), 0, 0, 0) for d in res[1][:n]]
+    return [(int(d), int(e.from_port), int(e.to_port), int(e.type)) for d, e in zip(res[1][:n], data)]

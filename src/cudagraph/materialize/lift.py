@@ -14,6 +14,7 @@ from ..definition.nodes import Node
 from ..definition.parametrize import ParametrizeReport, keep_alive, moving_slots, parametrize
 from ..definition.relocation import plan_relocation
 from ..driver.calls import check, ensure_context, require_driver
+from ..driver.compat import edge_data_of
 from ..driver.graph_reader import KERNEL_NODE_TYPE, graph_reader
 from ..driver.kernel_args import kernel_info
 from ..driver.node_reads import EdgeData, NodeReads, extra_arguments
@@ -70,8 +71,9 @@ class _BindingsReader:
             deps = [int(d) for d in res[1][: res[-1]]]
             frm.extend(deps)
             to.extend([node] * len(deps))
-            if data_edges is not None and len(res) == 4:  # (12.x bindings: no edge data; no programmatic edges)
-                for d, e in zip(deps, res[2][: res[-1]]):
+            data = edge_data_of(res, res[-1]) if data_edges is not None else None
+            if data is not None and data_edges is not None:
+                for d, e in zip(deps, data):
                     kind = int(e.type)
                     if e.from_port or e.to_port or kind:
                         data_edges.append((d, node, int(e.from_port), int(e.to_port), kind))

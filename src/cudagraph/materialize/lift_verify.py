@@ -25,6 +25,7 @@ from typing import Any
 from ..definition.graph import Graph
 from ..definition.parametrize import public_fields
 from ..driver.calls import check, require_driver
+from ..driver.compat import dependencies_with_data
 from ..driver.kernel_args import kernel_info
 from ..driver.node_reads import NodeReads, extra_arguments
 from ..errors import LiftMismatchError
@@ -77,17 +78,7 @@ def _nodes(graph: Any) -> list[Any]:
 
 def _deps(node: Any) -> list[tuple[int, int, int, int]]:
     """``(dependency handle, from_port, to_port, type)`` of the edges into ``node``."""
-    drv = require_driver()
-    res = drv.cuGraphNodeGetDependencies(node, 0)
-    check(res[:1], "cuGraphNodeGetDependencies")
-    n = res[-1]
-    if not n:
-        return []
-    res = drv.cuGraphNodeGetDependencies(node, n)
-    check(res[:1], "cuGraphNodeGetDependencies")
-    if len(res) == 4:
-        return [(int(d), int(e.from_port), int(e.to_port), int(e.type)) for d, e in zip(res[1][:n], res[2][:n])]
-    return [(int(d), 0, 0, 0) for d in res[1][:n]]  # (12.x bindings: no edge data)
+    return dependencies_with_data(node)
 
 
 def _kahn(nodes: list[Any]) -> list[int]:

@@ -49,7 +49,7 @@ from ...definition.param import Param
 from ...definition.param_offset import ParamBytes
 from ...driver.c_entry import NATIVE, c_address, kernel_loop, use_kernel
 from ...driver.calls import check, raise_error, require_driver
-from ...driver.compat import BINDINGS_MAJOR
+from ...driver.compat import add_node_with_edge_data
 from ...driver.devices import primary_context
 from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, compiled_bindings, kernel_info
 from ...driver.stream_launch import launch_packed
@@ -212,13 +212,7 @@ class KernelOps(KindOps):
         if attrs.cluster is not None and attrs.cluster[0] * attrs.cluster[1] * attrs.cluster[2] > PORTABLE_CLUSTER_SIZE:
             allow_non_portable_cluster(info, state)
         if attrs.programmatic:
-            edata = edge_data(node, attrs)
-            if BINDINGS_MAJOR >= 13:
-                r = drv.cuGraphAddNode(handle, deps, edata, ndeps, kp)
-                call = "cuGraphAddNode"
-            else:  # pragma: no cover - cuda-bindings 12.x
-                r = drv.cuGraphAddNode_v2(handle, deps, edata, ndeps, kp)
-                call = "cuGraphAddNode_v2"
+            r, call = add_node_with_edge_data(handle, deps, edge_data(node, attrs), ndeps, kp)
         else:
             r = builder.add(handle, deps, ndeps, kp)
             call = "cuGraphAddNode"

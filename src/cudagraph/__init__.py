@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from .definition import seams as _seams
+from .definition.access import In, InOut, Out
 from .definition.condition import CONDITIONAL_SNIPPET, Condition
 from .definition.graph import Graph
 from .definition.nodes import (
@@ -42,6 +43,7 @@ from .definition.nodes import (
 from .definition.param import Param
 from .definition.parametrize import ParametrizeReport
 from .definition.path import Path
+from .definition.races import Race
 from .errors import CudaGraphError
 from .executable.cache import ExecutableCache
 
@@ -111,6 +113,10 @@ __all__ = [
     "lift_exact",
     "verify_lift",
     "ParametrizeReport",
+    "In",
+    "Out",
+    "InOut",
+    "Race",
     "UpdateResult",
     "launch",
     "memcpy",

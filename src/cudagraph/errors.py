@@ -22,6 +22,7 @@ __all__ = [
     "ForeignNodeError",
     "NodeNotFoundError",
     "DuplicateEdgeError",
+    "RaceError",
     "OperandError",
     "KernelArgumentError",
     "DriverError",
@@ -72,6 +73,20 @@ class NodeNotFoundError(CudaGraphError, KeyError):
 
 class DuplicateEdgeError(DefinitionError):
     """The same dependency edge was given twice."""
+
+
+class RaceError(DefinitionError):
+    """Nodes conflict on memory with no path between them (``Graph.validate(races=True)``).
+
+    Attributes
+    ----------
+    races : list of Race
+        Every race found (:meth:`Graph.races <cudagraph.Graph.races>`).
+    """
+
+    def __init__(self, message: str, races: Sequence[object]) -> None:
+        super().__init__(message)
+        self.races = list(races)
 
 
 class OperandError(CudaGraphError, TypeError):

@@ -94,13 +94,19 @@ class GraphCore:
         "_lock",
         "_topo",
         "_attributed",
+        "_declared",
+        "_inference",
         "__weakref__",
     )
 
-    def __init__(self, name: str = "graph") -> None:
+    def __init__(self, name: str = "graph", *, edges: str = "manual") -> None:
         if not isinstance(name, str):
             raise OperandError(f"Graph name must be a str, got {type(name).__name__}")
         self.name = name
+        # Declared accesses by node (cudagraph.definition.access), None until the first; the edge inference
+        # state of a Graph(edges="auto") (cudagraph.definition.auto_edges, set by its class), else None.
+        self._declared: dict[Node, Any] | None = None
+        self._inference: Any = None
         self._nodes: list[Node] = []
         # True while every edge goes from a lower to a higher index, which
         # makes creation order a topological order and the graph acyclic.

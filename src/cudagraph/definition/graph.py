@@ -16,6 +16,8 @@ import numpy as np
 from ..errors import CycleError, DefinitionError, DuplicateEdgeError, ForeignNodeError, OperandError
 from . import render as _render
 from . import seams
+from .auto_edges import EDGE_MODES, EdgeInference
+from .auto_graph import AutoBuilders
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
 from .core import MAX_NESTING, After, DimLike
@@ -29,6 +31,7 @@ from .operands import ARG_TYPES_VALID
 from .param import Param, param_dtype
 from .parametrize import ParametrizeMixin
 from .path import Path
+from .races import RaceCheck, check_races
 from .removal import remove_node
 from .topology import find_cycle, find_path, format_cycle, kahn_order, keep_order
 from .validation import check_tree
@@ -72,7 +75,7 @@ def _nested_walk(root: Graph, steps: Callable[[Graph], Generator[tuple[Graph, No
         sent = None
 
 
-class Graph(Builders, ParametrizeMixin, Drawing):
+class Graph(Builders, ParametrizeMixin, Drawing, RaceCheck):
     """A CUDA graph definition: nodes, their parameters and dependency edges.
 
     Building a definition needs no GPU. Nodes are added with the builders
@@ -100,6 +103,9 @@ class Graph(Builders, ParametrizeMixin, Drawing):
     ----------
     name : str
         A label used in summaries, pictures and error messages.
+    edges : {"manual", "auto"}
+        ``"auto"``: each new node also depends on the latest earlier nodes it conflicts with on memory
+        (see :class:`~cudagraph.In` and ``docs/howto/auto-edges.md``), with no edge another path implies.
 
     Examples
     --------
@@ -112,6 +118,11 @@ class Graph(Builders, ParametrizeMixin, Drawing):
     """
 
     __slots__ = ()
+
+    def __new__(cls, *args: Any, edges: str = "manual", **kwargs: Any) -> Graph:
+        if not isinstance(edges, str) or edges not in EDGE_MODES:
+            raise OperandError(f"Graph: edges must be one of {', '.join(EDGE_MODES)}, got {edges!r}")
+        return object.__new__(AutoGraph if edges == "auto" and cls is Graph else cls)
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
         raise DefinitionError(
@@ -387,7 +398,7 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         assert cycle is not None
         raise CycleError(f"Graph {self.name!r} has a cycle: {format_cycle(cycle)}", cycle)
 
-    def validate(self) -> None:
+    def validate(self, *, races: bool = False) -> None:
         """Check the whole definition, child graphs included.
 
         Checks that every edge joins nodes of this graph, that no edge is
@@ -408,12 +419,17 @@ class Graph(Builders, ParametrizeMixin, Drawing):
         deeper body is refused here and by :meth:`instantiate` and :meth:`run`,
         naming the node that holds it.
 
+        With ``races=True`` it also refuses every race (:meth:`races`), listing them in a
+        :class:`~cudagraph.errors.RaceError`.
+
         Raises
         ------
-        ForeignNodeError, DuplicateEdgeError, CycleError, DefinitionError, OperandError
+        ForeignNodeError, DuplicateEdgeError, CycleError, DefinitionError, OperandError, RaceError
         """
         if self._validate():
             check_tree(self)
+        if races:
+            check_races(self)
 
     def _validate_structure(self) -> None:
         """The checks instantiation needs before lowering: cheap when edges were only added forward.
@@ -650,3 +666,16 @@ class Graph(Builders, ParametrizeMixin, Drawing):
             backend=backend,
         )
         return exe
+
+
+class AutoGraph(AutoBuilders, Graph):
+    """A ``Graph(edges="auto")``: each builder adds the new node's edges from data (see :class:`Graph`)."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str = "graph", *, edges: str = "auto") -> None:
+        super().__init__(name)
+        self._inference = EdgeInference()
+
+    def _blank(self, name: str) -> Graph:
+        return AutoGraph(name)

@@ -200,6 +200,11 @@ class Node:
         """A new node made by the kind's builder on ``scratch`` from ``values`` (see :func:`rebuilt_node`)."""
         raise DefinitionError(f"{self.label}: {type(self).__name__} cannot be updated")
 
+    def _memory_accesses(self) -> tuple[tuple[int, Any, int | None, str], ...]:
+        """The memory the kind itself reads and writes, each ``(mode, operand, nbytes, field)`` with mode 1 (read)
+        or 2 (write) (see :mod:`~cudagraph.definition.access`); none by default."""
+        return ()
+
     def __repr__(self) -> str:
         d = self.describe()
         return f"<{type(self).__name__} #{self.index} {self.name!r}{' ' + d if d else ''} of Graph {self.graph.name!r}>"
@@ -311,6 +316,9 @@ def update_definition_node(node: Node, changes: dict[str, Any]) -> None:
     before_edit(node.graph)
     for slot in parameter_slots(type(node)):
         setattr(node, slot, getattr(new, slot))
+    declared = new.graph._declared
+    if declared is not None and new in declared:  # wrapped arguments given to update(): their accesses now
+        node.graph._declared = {**(node.graph._declared or {}), node: declared[new]}
     # The builder counted the new graph allocations on the scratch graph: count them on the
     # node's own graph too, so that validate() and instantiate() apply the graph-memory checks
     # (allocation of an enclosing graph, ordered between alloc and free) as for a built node.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import seams
+from .access import access_label
 from .condition import Condition
 from .node import Node, bodies_of
 from .param import Param
@@ -205,7 +206,9 @@ def summary(graph: Graph, limit: int = 50) -> str:
             else:
                 shown[0] += 1
                 deps = ", ".join(f"#{p.index}" for p in n._preds) or "-"
-                lines.append(f"{pad}#{n.index:<4} {n.kind:<7} {n.name:<16} after {deps:<12} {n.describe()}".rstrip())
+                line = f"{pad}#{n.index:<4} {n.kind:<7} {n.name:<16} after {deps:<12} {n.describe()}".rstrip()
+                acc = access_label(n)
+                lines.append(f"{line}  [{acc}]" if acc else line)
             if n.body_fields:
                 for i, body in enumerate(bodies_of(n)):
                     if shown[0] < limit:
@@ -266,7 +269,9 @@ def _on_device(n: Node) -> str:
 def _dot_label(n: Node, names: dict[int, str | None], extra: str = "") -> str:
     # The name is cut first, so the kind line and the detail line stay whole.
     detail = node_detail(n, names)
+    acc = access_label(n)
     rest = f"\n{n.kind}#{n.index}{_on_device(n)}{extra}" + (f"\n{detail}" if detail else "")
+    rest += f"\n{acc}" if acc else ""
     return _dot_str(n.name, DOT_LIMIT - 4 * len(rest) - 8) + _dot_str(rest)
 
 
@@ -343,7 +348,8 @@ def _mermaid_text(text: str) -> str:
 def _mermaid_label(n: Node, names: dict[int, str | None]) -> str:
     detail = node_detail(n, names)
     text = f"{_mermaid_text(n.name)} ({n.kind}#{n.index}{_on_device(n)})"
-    return text + (f"<br/>{_mermaid_text(detail)}" if detail else "")
+    acc = access_label(n)
+    return text + (f"<br/>{_mermaid_text(detail)}" if detail else "") + (f"<br/>{_mermaid_text(acc)}" if acc else "")
 
 
 def to_mermaid(graph: Graph) -> str:

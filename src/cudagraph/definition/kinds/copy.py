@@ -37,6 +37,9 @@ class MemcpyNode(Node):
     def describe(self) -> str:
         return f"{_short(self.src)} -> {_short(self.dst)} {self.nbytes} B"
 
+    def _memory_accesses(self) -> tuple[tuple[int, Any, int | None, str], ...]:
+        return ((1, self.src, self.nbytes, "src"), (2, self.dst, self.nbytes, "dst"))
+
     def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
         return scratch.memcpy(values["dst"], values["src"], values["nbytes"], name=self.name)
 
@@ -89,6 +92,12 @@ class Memcpy3DNode(Node):
     def describe(self) -> str:
         shape = f"{self.width}x{self.height}" + (f"x{self.depth}" if self.depth > 1 else "")
         return f"{_short(self.src)} (pitch {self.src_pitch}) -> {_short(self.dst)} (pitch {self.dst_pitch}) {shape} B"
+
+    def _memory_accesses(self) -> tuple[tuple[int, Any, int | None, str], ...]:
+        rows = (self.depth - 1) * self.src_height + self.height - 1
+        src = rows * self.src_pitch + self.width
+        dst = ((self.depth - 1) * self.dst_height + self.height - 1) * self.dst_pitch + self.width
+        return ((1, self.src, src, "src"), (2, self.dst, dst, "dst"))
 
     def update(self, **changes: Any) -> Node:
         """Not supported: build a new node instead."""

@@ -109,6 +109,9 @@ class AllocNode(Node):
             where += f" peers {','.join(map(str, self.peer_access))}"
         return f"{self.nbytes} B{where}{freed}"
 
+    def _memory_accesses(self) -> tuple[tuple[int, Any, int | None, str], ...]:
+        return ((2, self, None, "alloc"),)  # it makes the memory: its users come after it
+
     def update(self, **changes: Any) -> Node:
         """Not supported: an allocation's size is fixed once built."""
         raise DefinitionError(f"{self.label}: an alloc node cannot be updated; add a new one")
@@ -125,6 +128,9 @@ class FreeNode(Node):
 
     def describe(self) -> str:
         return f"frees {self.alloc.label}"
+
+    def _memory_accesses(self) -> tuple[tuple[int, Any, int | None, str], ...]:
+        return ((2, self.alloc, None, "alloc"),)  # it ends the memory: after every user
 
     def update(self, **changes: Any) -> Node:
         """Not supported."""

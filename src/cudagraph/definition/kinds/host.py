@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DefinitionError, OperandError
+from ..access import declare, keyword_regions
 from ..core import After, GraphCore, builder
 from ..node import Node
 
@@ -140,7 +141,15 @@ class HostBuilders(GraphCore):
     __slots__ = ()
 
     @builder
-    def host(self, fn: Callable[..., Any], *args: Any, after: After = None, name: str | None = None) -> HostNode:
+    def host(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        reads: Any = None,
+        writes: Any = None,
+        after: After = None,
+        name: str | None = None,
+    ) -> HostNode:
         """Add a host node that calls ``fn(*args)`` on a driver thread.
 
         The callable must not call CUDA. If it raises, the exception is kept
@@ -154,6 +163,9 @@ class HostBuilders(GraphCore):
             The function to run.
         *args
             Positional arguments, kept alive with the definition.
+        reads, writes : memory or sequence of memory, optional
+            What ``fn`` reads and writes: host or device memory, a parameter, or any other object (a
+            Python list it fills), which stands for memory of its own (see :meth:`races`).
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -166,14 +178,24 @@ class HostBuilders(GraphCore):
         what = self._what("host", name)
         if not callable(fn):
             raise OperandError(f"{what}: fn must be callable, got {type(fn).__name__}")
+        declared = keyword_regions(reads, writes, what) if reads is not None or writes is not None else ()
         node = HostNode.__new__(HostNode)
         node.fn, node.args = fn, args
         self._place(node, after, what, name or str(getattr(fn, "__name__", "host")))
+        if declared:
+            declare(self, node, declared)
         return node
 
     @builder
     def host_function(
-        self, fn: Any, user_data: Any = None, *, after: After = None, name: str | None = None
+        self,
+        fn: Any,
+        user_data: Any = None,
+        *,
+        reads: Any = None,
+        writes: Any = None,
+        after: After = None,
+        name: str | None = None,
     ) -> HostFunctionNode:
         """Add a host node that calls the C function ``fn(user_data)`` on a driver thread (``CUhostFn``).
 
@@ -189,6 +211,8 @@ class HostBuilders(GraphCore):
         user_data : None, int or bytes-like, optional
             What ``fn`` receives: null, an address passed as is (the caller keeps it valid), or bytes copied
             into memory the node keeps.
+        reads, writes : memory or sequence of memory, optional
+            What ``fn`` reads and writes (as for :meth:`host`).
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -208,7 +232,10 @@ class HostBuilders(GraphCore):
         what = self._what("host_function", name)
         address = function_address(fn, what)
         data, kept = user_data_address(user_data, what)
+        declared = keyword_regions(reads, writes, what) if reads is not None or writes is not None else ()
         node = HostFunctionNode.__new__(HostFunctionNode)
         node.fn, node.user_data, node.fn_address, node.data_address, node._keep = fn, user_data, address, data, kept
         self._place(node, after, what, name or str(getattr(fn, "__name__", "host_function")))
+        if declared:
+            declare(self, node, declared)
         return node

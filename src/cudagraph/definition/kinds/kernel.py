@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import CudaGraphError, DefinitionError, OperandError
+from ..access import ACCESS_TYPES, declare, keyword_regions, split_args
 from ..condition import Condition
 from ..core import NODE_CLASSES as _NODE_CLASSES
 from ..core import After, DimLike, GraphCore, builder
@@ -247,6 +248,8 @@ class KernelBuilders(GraphCore):
         programmatic: bool | Node | Sequence[Node] | None = None,
         device: Any = None,
         attributes: Mapping[str, Any] | None = None,
+        reads: Any = None,
+        writes: Any = None,
         after: After = None,
         name: str | None = None,
     ) -> KernelNode:
@@ -300,6 +303,10 @@ class KernelBuilders(GraphCore):
             ``portable_cluster_size_mode``, ``shared_memory_mode`` (see
             :mod:`cudagraph.definition.kinds.launch_attributes`). Each is set on the node with
             ``cuGraphKernelNodeSetAttribute``; the driver refuses values it does not take, naming the node.
+        reads, writes : memory or sequence of memory, optional
+            Memory the kernel reads or writes besides its wrapped arguments (an argument wrapped as
+            :class:`~cudagraph.In`, :class:`~cudagraph.Out` or :class:`~cudagraph.InOut` is passed as the
+            value it wraps and declares that access): see :meth:`races` and ``Graph(edges="auto")``.
         after : Node or sequence of Node, optional
             Dependencies.
         name : str, optional
@@ -335,8 +342,9 @@ class KernelBuilders(GraphCore):
             b = self._kernel_field("block", block, name)
         if type(shared_mem) is not int or shared_mem:  # (a non-int first: its truth may raise)
             shared_mem = self._kernel_field("shared_mem", shared_mem, name)
+        declared = None
         if type(args) is not tuple:
-            args = self._kernel_field("args", args, name)
+            args, declared = self._kernel_args(args, reads, writes, name)
         else:
             # One set lookup per argument; a type not seen yet (or memory whose
             # location is per object: Buffers, tensors) is checked by _kernel_field.
@@ -354,8 +362,10 @@ class KernelBuilders(GraphCore):
                         pass  # _kernel_field names the argument
                 elif t in _ARG_TENSOR_TYPES and a.is_cuda is True:  # (a CPU tensor: _kernel_field refuses it)
                     continue
-                args = self._kernel_field("args", args, name)
+                args, declared = self._kernel_args(args, reads, writes, name)
                 break
+        if declared is None and (reads is not None or writes is not None):
+            args, declared = self._kernel_args(args, reads, writes, name)
         if PARAM_GRAPH[0] and PARAM_GRAPH[0] != id(self):  # a parameter of another graph may be among args
             for a in args:
                 if type(a) is Param:
@@ -405,6 +415,8 @@ class KernelBuilders(GraphCore):
         nodes.append(node)
         if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
             node.index = nodes.index(node, i)
+        if declared:
+            declare(self, node, declared)
         if node.attrs is None:
             if self._topo is not None:
                 self._record(node)
@@ -412,6 +424,17 @@ class KernelBuilders(GraphCore):
             self._topo = None  # the record holds no launch attributes: the signature reads the nodes
             self._attributed = True
         return node
+
+    def _kernel_args(self, args: Any, reads: Any, writes: Any, name: str | None) -> tuple[Any, Any]:
+        """The checked arguments (accesses unwrapped) and the regions declared by them and by ``reads=`` /
+        ``writes=`` (see :mod:`~cudagraph.definition.access`)."""
+        regions: tuple[Any, ...] = ()
+        if type(args) in (list, tuple) and any(type(a) in ACCESS_TYPES for a in args):
+            args, regions = split_args(tuple(args), self._what("kernel", name))
+        args = self._kernel_field("args", args, name)
+        if reads is not None or writes is not None:
+            regions += keyword_regions(reads, writes, self._what("kernel", name))
+        return args, regions
 
     def _kernel_field(self, field: str, value: Any, name: str | None) -> Any:
         """The checked value of a :meth:`kernel` argument the hot path did not take (or the error).

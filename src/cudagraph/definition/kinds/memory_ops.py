@@ -54,6 +54,9 @@ class MemsetNode(Node):
         shape = f"{self.width}" if self.height == 1 else f"{self.width}x{self.height} pitch={self.pitch}"
         return f"{_short(self.dst)} = {self.value:#x} ({self.element_size} B x {shape})"
 
+    def _memory_accesses(self) -> tuple[tuple[int, Any, int | None, str], ...]:
+        return ((2, self.dst, (self.height - 1) * self.pitch + self.width * self.element_size, "dst"),)
+
     def _rebuild(self, scratch: Graph, values: dict[str, Any], changes: dict[str, Any]) -> Node:
         height = values["height"]
         # The pitch is kept for a 2-D fill; a bad height is refused by memset itself.
@@ -97,6 +100,9 @@ class BatchMemOpNode(Node):
     def update(self, **changes: Any) -> Node:
         """Not supported: build a new node instead."""
         raise DefinitionError(f"{self.label}: a {self.kind} node cannot be updated; add a new one")
+
+    def _memory_accesses(self) -> tuple[tuple[int, Any, int | None, str], ...]:
+        return ((1 if self.kind == "wait_value" else 2, self.ptr, self.bits // 8, "ptr"),)
 
 
 class WriteValueNode(BatchMemOpNode):

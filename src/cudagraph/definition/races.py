@@ -1,0 +1,211 @@
+"""The race check: pairs of nodes that conflict on a byte range with no path between them (GPU-free).
+
+Nodes are visited in a topological order, each with its ancestors as a bit vector (a Python int, bit
+``i`` for the ``i``-th node of the order). Each space of memory keeps, as the edge inference does, its
+byte ranges with their last writer and the readers since: in a range where no race was met since its
+last race-free write, every earlier access that conflicts with a new one is an ancestor of one of
+those, so testing them (a bit test each) clears the new access. Only an access that fails that test
+(a race) scans the earlier accesses of its memory, and names every one it races with.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
+
+from ..errors import RaceError
+from .access import WRITE, memory_name, regions_of
+
+if TYPE_CHECKING:
+    from .graph import Graph
+    from .node import Node
+
+__all__ = ["Race", "RaceCheck", "check_races", "find_races"]
+
+_END = 1 << 64
+
+
+class Race:
+    """Two nodes that access overlapping bytes, one of them writing, with no path between them.
+
+    Attributes
+    ----------
+    first, second : Node
+        The two nodes (``first`` comes first in the graph's topological order).
+    memory : str
+        The memory and byte range, as in the access labels (``$x[0:64]``, ``alloc#2``, ``0x7f00+4096``).
+    lo, hi : int
+        The byte range ``[lo, hi)`` that both touch (addresses, or offsets into a parameter or allocation).
+    accesses : str
+        ``"write/write"``, ``"write/read"`` or ``"read/write"``: what ``first`` and ``second`` do there.
+    """
+
+    __slots__ = ("first", "second", "memory", "lo", "hi", "accesses")
+
+    def __init__(self, first: Node, second: Node, memory: str, lo: int, hi: int, accesses: str) -> None:
+        self.first, self.second, self.memory = first, second, memory
+        self.lo, self.hi, self.accesses = lo, hi, accesses
+
+    def __str__(self) -> str:
+        return (
+            f"{self.first.label} and {self.second.label} both access {self.memory} ({self.accesses}) "
+            "with no path between them"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Race {self}>"
+
+
+def _mode(mode: int) -> str:
+    return "write" if mode & WRITE else "read"
+
+
+class _Space:
+    """One space's ranges as in :class:`~cudagraph.definition.auto_edges._Segments` (last writer, readers since),
+    plus per range whether a race was met there since its last race-free write, and every access so far."""
+
+    __slots__ = ("starts", "writer", "readers", "racy", "log")
+
+    def __init__(self) -> None:
+        self.starts = [0]
+        self.writer = [-1]
+        self.readers: list[list[int]] = [[]]
+        self.racy = [False]
+        self.log: list[tuple[int, int, int, int]] = []  # (lo, hi, mode, position) of every access, in order
+
+    def _cut(self, at: int) -> int:
+        starts = self.starts
+        if at >= _END:
+            return len(starts)
+        i = bisect_right(starts, at) - 1
+        if starts[i] == at:
+            return i
+        starts.insert(i + 1, at)
+        self.writer.insert(i + 1, self.writer[i])
+        self.readers.insert(i + 1, list(self.readers[i]))
+        self.racy.insert(i + 1, self.racy[i])
+        return i + 1
+
+    def clear(self, lo: int, hi: int, mode: int, ancestors: int) -> bool:
+        """Whether every earlier access of ``[lo, hi)`` that conflicts with ``mode`` is among ``ancestors``,
+        answered from the latest ones (``False``: a race, or a range where one was met: scan :attr:`log`)."""
+        starts = self.starts
+        for s in range(bisect_right(starts, lo) - 1, bisect_right(starts, hi - 1)):
+            if self.racy[s]:
+                return False
+            w = self.writer[s]
+            if w >= 0 and not ancestors >> w & 1:
+                return False
+            if mode & WRITE:
+                for u in self.readers[s]:
+                    if not ancestors >> u & 1:
+                        return False
+        return True
+
+    def record(self, lo: int, hi: int, mode: int, v: int, raced: bool) -> None:
+        self.log.append((lo, hi, mode, v))
+        i = self._cut(lo)
+        j = self._cut(hi)
+        if mode & WRITE:
+            del self.starts[i + 1 : j], self.writer[i + 1 : j], self.readers[i + 1 : j], self.racy[i + 1 : j]
+            self.writer[i], self.readers[i], self.racy[i] = v, [], raced
+        else:
+            for s in range(i, j):
+                self.readers[s].append(v)
+                if raced:
+                    self.racy[s] = True
+
+
+def _graph_races(graph: Graph) -> list[Race]:
+    order = graph.topological_order()
+    pos = {id(n): i for i, n in enumerate(order)}
+    regions = regions_of(order)
+    ancestors: list[int] = []
+    for n in order:
+        bits = 0
+        for p in n._preds:
+            i = pos[id(p)]
+            bits |= ancestors[i] | (1 << i)
+        ancestors.append(bits)
+    spaces: dict[Hashable, _Space] = {}
+    # (first position, second position, space) -> [lo, hi, first's mode, second's mode]
+    found: dict[tuple[int, int, Hashable], list[int]] = {}
+    for v, rs in enumerate(regions):
+        if not rs:
+            continue
+        anc = ancestors[v]
+        raced = []
+        for r in rs:
+            space = spaces.get(r.space)
+            if space is None or space.clear(r.lo, r.hi, r.mode, anc):
+                raced.append(False)
+                continue
+            hit = False
+            for lo, hi, mode, u in space.log:  # a race, or a range where one was met: every earlier access
+                if lo < r.hi and r.lo < hi and (mode | r.mode) & WRITE and u != v and not anc >> u & 1:
+                    hit = True
+                    lo, hi = max(lo, r.lo), min(hi, r.hi)
+                    key = (u, v, r.space)
+                    got = found.get(key)
+                    if got is None:
+                        found[key] = [lo, hi, mode, r.mode]
+                    else:
+                        got[0], got[1] = min(got[0], lo), max(got[1], hi)
+                        got[2], got[3] = got[2] | mode, got[3] | r.mode
+            raced.append(hit)
+        for want in (False, True):  # reads first: a range the node reads and writes ends written by it
+            for r, hit in zip(rs, raced):
+                if bool(r.mode & WRITE) is want:
+                    space = spaces.get(r.space)
+                    if space is None:
+                        space = spaces[r.space] = _Space()
+                    space.record(r.lo, r.hi, r.mode, v, hit)
+    out = []
+    for (u, v, key), (lo, hi, mu, mv) in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        out.append(Race(order[u], order[v], memory_name(key, lo, hi), lo, hi, f"{_mode(mu)}/{_mode(mv)}"))
+    return out
+
+
+def find_races(graph: Graph) -> list[Race]:
+    """Every race of ``graph`` and of the graphs nested in it (each graph's own nodes compared), in order."""
+    out = _graph_races(graph)
+    for body in sorted(graph._descendants(), key=lambda b: b.name):
+        out.extend(_graph_races(body))
+    return out
+
+
+def check_races(graph: Graph) -> None:
+    """Raise :class:`~cudagraph.errors.RaceError` listing the races of ``graph``, if any."""
+    races = find_races(graph)
+    if races:
+        shown = "; ".join(str(r) for r in races[:5])
+        more = f" (and {len(races) - 5} more)" if len(races) > 5 else ""
+        raise RaceError(f"Graph {graph.name!r} has {len(races)} race(s): {shown}{more}", races)
+
+
+class RaceCheck:
+    """:meth:`races`, mixed into :class:`~cudagraph.Graph`."""
+
+    __slots__ = ()
+
+    def races(self) -> list[Race]:
+        """Every pair of nodes that conflict on a byte range with no path between them.
+
+        Two nodes conflict when their declared accesses (kernel arguments wrapped as
+        :class:`~cudagraph.In` / :class:`~cudagraph.Out` / :class:`~cudagraph.InOut`, ``reads=`` /
+        ``writes=``, the operands of copies, fills, memory operations, allocations and frees, and the
+        union of a child graph's or conditional node's bodies) touch overlapping bytes of the same memory
+        and one of them writes. Nodes inside each nested body are compared with one another too.
+
+        Returns
+        -------
+        list of Race
+            In topological order of the second node, then of the first.
+
+        Raises
+        ------
+        CycleError
+            The graph has a cycle.
+        """
+        return find_races(self)  # type: ignore[arg-type]  # mixed into Graph

@@ -162,8 +162,8 @@ def _graph_races(graph: Graph) -> list[Race]:
                         space = spaces[r.space] = _Space()
                     space.record(r.lo, r.hi, r.mode, v, hit)
     out = []
-    for (u, v, key), (lo, hi, mu, mv) in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        out.append(Race(order[u], order[v], memory_name(key, lo, hi), lo, hi, f"{_mode(mu)}/{_mode(mv)}"))
+    for (u, v, where), (lo, hi, mu, mv) in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        out.append(Race(order[u], order[v], memory_name(where, lo, hi), lo, hi, f"{_mode(mu)}/{_mode(mv)}"))
     return out
 
 

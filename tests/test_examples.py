@@ -26,6 +26,7 @@ SUCCESS = {
     "graph_memory.py": ("graph_memory: results match numpy", ["--launches", "20"]),
     "jacobi_while.py": ("solution matches numpy", ["-n", "32"]),
     "data_parallel.py": ("data_parallel: results match numpy", ["--steps", "100"]),
+    "auto_edges.py": ("auto_edges: results match numpy", ["--launches", "2"]),
 }
 #: the examples that need PyTorch with CUDA on the GPU machine.
 NEEDS_TORCH = {"lifted_torch.py", "data_parallel.py"}

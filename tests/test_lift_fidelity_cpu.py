@@ -54,6 +54,24 @@ def test_cluster_priority_and_other_attributes_are_carried(fake):
     assert "cluster=(2, 1, 1)" in la.describe() and "mem_sync_domain=1" in la.describe()
 
 
+def test_nodes_reading_the_same_values_get_equal_attributes_of_their_own(fake):
+    f, _b, _ = fake
+    g = f.graph()
+    nodes = [f.kernel(g, ARGS)]
+    for _ in range(3):
+        nodes.append(f.kernel(g, ARGS, after=(nodes[-1],)))
+    same = {4: _raw("<III", 2, 1, 1), 10: _raw("<i", 1)}
+    for n in nodes[:3]:
+        f.attrs[n] = dict(same)
+    f.attrs[nodes[3]] = {4: _raw("<III", 4, 1, 1)}
+    lifted = cg.lift(g).nodes
+    assert [n.attrs.cluster for n in lifted] == [(2, 1, 1)] * 3 + [(4, 1, 1)]
+    assert [n.attrs.extra for n in lifted[:3]] == [(("mem_sync_domain", (1,)),)] * 3 and lifted[3].attrs.extra == ()
+    assert len({id(n.attrs) for n in lifted}) == 4  # one each: a change to one node's attributes is its own
+    lifted[0].attrs.priority = -1
+    assert lifted[1].attrs.priority is None
+
+
 def test_a_node_without_attributes_stays_plain(fake):
     f, _b, _ = fake
     g = f.graph()

@@ -259,6 +259,7 @@ READS_SCRIPT = """
         failure = [e.result, e.attribute]
 
     def through(compiled):
+        NodeReads._driver_refuses = frozenset()  # (each reader learns the refusals anew; see "learned" below)
         reads = NodeReads(compiled=compiled)
         assert reads.compiled == compiled, (reads.compiled, compiled)
         got = {}
@@ -273,6 +274,10 @@ READS_SCRIPT = """
             got["error"] = [type(e).__name__, str(e)]
         every = NodeReads(prune=False, compiled=compiled).attributes(GIVEN)
         got["unpruned"] = {str(k): v.hex() for k, v in every.items()}
+        later = NodeReads(compiled=compiled)  # a later pruning reader of the driver: the refusals are known
+        got["learned"] = [list(later.ids), {str(k): v.hex() for k, v in later.attributes(PLAIN).items()}]
+        same = later.attributes(GIVEN)
+        got["one dict for equal values"] = same is later.attributes(GIVEN) and same == reads.attributes(GIVEN)
         return got
 
     print(json.dumps({
@@ -307,6 +312,9 @@ def test_node_reads_gives_the_same_through_both_readers(variant_driver):
     out = _under_fake(variant_driver, READS_SCRIPT)
     compiled, reference = out["compiled"], out["ctypes"]
     assert compiled == reference
+    # refusals are learned once per process: a later reader asks the refused ids no more, a plain node is {}
+    assert compiled["learned"] == [compiled["plain again ids"], {}]
+    assert compiled["one dict for equal values"] is True
     # the first node's read, which had refusals, comes back whole (the ctypes loop's way); then a plain node is {}
     assert set(compiled["plain"]) == {str(i) for i in compiled["plain ids"]} and compiled["plain again"] == {}
     assert set(compiled["given"]) == {str(i) for i in compiled["given ids"]}  # a node with attributes: every id

@@ -64,6 +64,10 @@ def compiled_reads() -> Any:
         return None
 
 
+#: Distinct attribute values a reader keeps by their bytes (a graph's nodes share few).
+_SEEN_MAX = 256
+
+
 class NodeReads:
     """Reads launch attributes and edge data of driver nodes (one reader per lift or check).
 
@@ -104,7 +108,13 @@ class NodeReads:
         "_module",
         "_compiled",
         "_order",
+        "_seen",
+        "_learn",
     )
+
+    #: The ids the driver's own ``cuGraphKernelNodeGetAttribute`` refused (it refuses an id for every kernel node
+    #: or for none), learned once per process: a new pruning reader of the driver asks them no more.
+    _driver_refuses: frozenset[int] = frozenset()
 
     def __init__(
         self,
@@ -131,6 +141,12 @@ class NodeReads:
         # The graph order is read in compiled code too where the edges are the driver's own to read.
         driver_deps = self._get_deps is not None and self._get_deps is c_function("cuGraphNodeGetDependencies_v2")
         self._order: Any = getattr(self._module, "graph_order", None) if driver_deps else None
+        # Values read before, by their bytes: nodes launched alike (most of a captured library's) share one dict,
+        # so a caller may key its own work on the dict's identity (lift.py: the LaunchAttrs made from it).
+        self._seen: dict[bytes, dict[int, bytes]] = {}
+        self._learn = prune and self._get_attr is not None and self._get_attr is driver_attr
+        if self._learn and NodeReads._driver_refuses:
+            self.ids = [i for i in self.ids if i not in NodeReads._driver_refuses]
         self._forget([])
         self._count = ctypes.c_size_t()
         self._count_ref = ctypes.byref(self._count)
@@ -208,11 +224,17 @@ class NodeReads:
     def _values(self, raw: bytes, refused: Sequence[int] | None) -> dict[int, bytes]:
         """``{id: value}`` from the 64-byte values ``raw`` of the ids asked (in order), less those ``refused``,
         which are asked no more (when pruning)."""
+        if not refused:
+            seen = self._seen.get(raw)
+            if seen is not None:
+                return seen
         out = {attr_id: raw[64 * k : 64 * k + 64] for k, attr_id in enumerate(self.ids)}
         if refused:
             for attr_id in refused:
                 del out[attr_id]
             self._forget(list(refused))
+        elif len(self._seen) < _SEEN_MAX:
+            self._seen[raw] = out
         return out
 
     def _attributes_bindings(self, node: int) -> dict[int, bytes]:
@@ -236,14 +258,17 @@ class NodeReads:
         self._forget(refused)
         if all(v == UNSET.get(k, bytes(64)) for k, v in out.items()):
             return {}
-        return out
+        return out if refused else self._values(b"".join(out.values()), None)
 
     def _forget(self, refused: list[int]) -> None:
         """Ask no more the ids ``refused`` (when pruning); lay out the ctypes arguments of the ids asked."""
         if refused and self.prune:
             self.ids = [i for i in self.ids if i not in refused]
+            if self._learn:
+                NodeReads._driver_refuses = NodeReads._driver_refuses | frozenset(refused)
         elif len(self._args) == len(self.ids):
             return  # the ids asked are those laid out
+        self._seen.clear()  # (values laid out for other ids)
         base = ctypes.addressof(self._value)
         self._plain = b"".join(UNSET.get(attr_id, bytes(64)) for attr_id in self.ids).ljust(len(self._value), b"\0")
         self._args = [

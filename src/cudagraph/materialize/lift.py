@@ -214,14 +214,26 @@ class _Lifter:
                 programmatic.setdefault(id(dst), []).append((src, port))
         unread = {id(e.unread): e for e in self.kernels.values() if e.unread_nodes}
         attributes = reader.attributes
+        # The reader hands back one dict for equal values (NodeReads._seen): the launch attributes made from one,
+        # for a node with no programmatic edge and no attributes of its own yet, serve every such node alike.
+        made_from: dict[tuple[int, int], Any] = {}
         for node, handle in zip(made, handles):
             if node.kind == "kernel":
                 if unread and id(node.args) in unread:  # type: ignore[attr-defined]
                     self.packed_arguments(node, handle, unread[id(node.args)])  # type: ignore[attr-defined]
                 raw = attributes(handle)
                 edges = programmatic.get(id(node))
-                if raw or edges:  # (most nodes launch plainly: nothing to carry)
+                if edges or (raw and node.attrs is not None):  # type: ignore[attr-defined]
                     KERNEL.lift_attributes(node, raw, edges or [])  # type: ignore[arg-type]
+                elif raw:  # (most nodes launch plainly: nothing to carry)
+                    key = (id(raw), node.shared_mem)  # type: ignore[attr-defined]
+                    attrs = made_from.get(key)
+                    if attrs is None:
+                        KERNEL.lift_attributes(node, raw, [])  # type: ignore[arg-type]
+                        made_from[key] = (raw, node.attrs)  # type: ignore[attr-defined]
+                    else:
+                        _, attrs = attrs
+                        KERNEL.carry_attributes(node, attrs)  # type: ignore[arg-type]
 
     def kernel_of(self, func: int, kern: int) -> tuple[Any, str, tuple[int, ...], Callable[[int], Any]]:
         """``(handle, name, sizes, args)`` of the entry of the kernel a node launches, for the compiled lift."""

@@ -59,6 +59,7 @@ from ..lower_state import LowerState, is_late, late_kernel_args
 from .base import Builder, ExecSetter, KindOps, StreamRun
 from .kernel_launch import (
     allow_non_portable_cluster,
+    carry_attributes,
     edge_data,
     ensure_dynamic_smem,
     launch_attribute_values,
@@ -300,6 +301,12 @@ class KernelOps(KindOps):
             named with the node and its kernel, never dropped.
         """
         lift_attributes(node, raw, programmatic)
+
+    def carry_attributes(self, node: KernelNode, attrs: LaunchAttrs | None) -> None:
+        """Give a lifted kernel node (no programmatic edge, no attributes of its own yet) the launch attributes that
+        :meth:`lift_attributes` made for another node of the same lift whose driver node read the same values and
+        whose shared memory is the same (a copy: nodes never share one)."""
+        carry_attributes(node, attrs)
 
     def lifted_kernel(self, handle: Any, name: str, sizes: tuple[int, ...]) -> LiftedKernel:
         """The :class:`LiftedKernel` of ``handle`` (one per kernel per lift)."""

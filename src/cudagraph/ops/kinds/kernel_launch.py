@@ -24,6 +24,7 @@ from ..lower_state import LowerState
 
 __all__ = [
     "allow_non_portable_cluster",
+    "carry_attributes",
     "edge_data",
     "ensure_dynamic_smem",
     "launch_attribute_values",
@@ -208,6 +209,14 @@ def lift_attributes(node: KernelNode, raw: dict[int, bytes], programmatic: list[
         attrs.programmatic = programmatic
     attrs.smem_optin = node.shared_mem > SMEM_DEFAULT_LIMIT
     node.attrs = None if attrs.empty else attrs
+    if node.attrs is not None:
+        node.graph._topo = None  # the record holds no launch attributes (see Graph.kernel)
+        node.graph._attributed = True
+
+
+def carry_attributes(node: KernelNode, attrs: LaunchAttrs | None) -> None:
+    """:meth:`KernelOps.carry_attributes <cudagraph.ops.kinds.kernel.KernelOps.carry_attributes>`."""
+    node.attrs = None if attrs is None else attrs.copy()
     if node.attrs is not None:
         node.graph._topo = None  # the record holds no launch attributes (see Graph.kernel)
         node.graph._attributed = True

@@ -5,11 +5,20 @@ Each case builds a small graph, then makes random calls of the builders, ``node.
 objects whose dunders raise, edit the graph mid-call (remove or add a node), or give huge, negative or NaN
 values; nodes of other graphs and removed nodes. After each call the graph must be consistent (indices are
 positions, edges on both ends, the edge count right) and ``validate()`` must pass or raise a typed error.
+In the executable cases, a hostile value's own exception passed through unchanged (which the executable layer
+allows, see tests/test_bad_input_executable_cpu.py) is counted apart from the raw families.
+
+With ``--exec``, a share of the cases (``--exec-share``) also drive executables through the fake
+``libcuda.so.1`` of ``bench/fake_driver`` (built with the system C compiler; the script runs itself again with it
+on the library path): ``instantiate``, ``launch``, ``bind``, ``update`` (identical, changed, edited in place,
+of another topology, of no graph), node views (``exe[node].update``, ``disable``, ``is_enabled``), the cache,
+``Graph.run``, ``close`` and every call again after ``close`` (which must raise ``ExecutableClosedError``). A
+refused call must leave the executable as it was: its graph, its bindings and whether it is closed.
 
 Counts: cases, calls, raw families (an exception not derived from ``CudaGraphError``, keyed by its type and
 the innermost ``cudagraph`` frame) with the shortest call that raised each, and broken invariants.
 
-Usage: python scripts/red_team.py [--seconds N] [--seed S] [--json PATH]
+Usage: python scripts/red_team.py [--seconds N] [--seed S] [--json PATH] [--exec [--exec-share F]]
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -25,6 +35,8 @@ from typing import Any
 
 import cudagraph as cg
 from cudagraph.errors import CudaGraphError
+
+sys.modules.setdefault("red_team", sys.modules[__name__])  # (red_team_exec imports this module, run as a script)
 
 
 class CUkernel:  # recognised as a kernel handle by type name
@@ -166,6 +178,7 @@ class Case:
         self.other_node = self.other.empty()
         self.removed: list[Any] = []
         self.log: list[str] = []
+        self.host_fn: Any = print
 
     def value(self, typical: Any) -> Any:
         r = self.rng
@@ -251,7 +264,7 @@ class Case:
         if choice == 8:
             return (
                 "host/record",
-                lambda: g.host(print, v(1), after=a()) if r.random() < 0.5 else g.record(EV, after=a()),
+                lambda: g.host(self.host_fn, v(1), after=a()) if r.random() < 0.5 else g.record(EV, after=a()),
             )
         if choice == 9:
             return "switch", lambda: g.switch(g.condition(), v(2), after=a())
@@ -300,6 +313,12 @@ class Case:
             assert g.num_edges == npreds, "edge count"
 
 
+def _hostile_own(e: BaseException) -> bool:
+    """Whether ``e`` is a hostile value's own exception (``Hostile._act``), passed through unchanged."""
+    frames = traceback.extract_tb(e.__traceback__)
+    return type(e) is RuntimeError and str(e) == "hostile" and bool(frames) and frames[-1].name == "_act"
+
+
 def _where(tb: Any) -> str:
     frames = [f for f in traceback.extract_tb(tb) if "/cudagraph/" in f.filename]
     if not frames:
@@ -308,25 +327,70 @@ def _where(tb: Any) -> str:
     return f"{f.filename.split('/cudagraph/')[-1]}:{f.lineno} {f.name}"
 
 
+def replay(seed: int, dev: Any, steps: int) -> None:
+    """Run the case of ``seed`` (an executable case when ``dev`` is given), printing each call and what it raised."""
+    from red_team_exec import ExecCase
+
+    c = ExecCase(random.Random(seed), dev) if dev is not None else Case(random.Random(seed))
+    for step in range(steps):
+        label, fn = c.op()
+        try:
+            fn()
+            print(f"{step} {label}: ok")
+        except Exception as e:
+            print(f"{step} {label}: {type(e).__name__}: {e}")
+            if not isinstance(e, CudaGraphError):
+                traceback.print_exc()
+        try:
+            c.check()
+        except AssertionError as e:
+            print(f"{step} broken: {e}")
+            break
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--exec", action="store_true", help="also drive executables through the fake driver")
+    ap.add_argument("--exec-share", type=float, default=0.5, help="the share of the cases that are executable cases")
+    ap.add_argument("--replay", type=int, default=None, help="run the case of this seed, printing every call")
     ns = ap.parse_args()
+    dev = None
+    from red_team_exec import DeviceObjects, ExecCase, relaunch_under_fake_driver
+
+    if ns.exec:
+        if not os.environ.get("CUDAGRAPH_FAKE_DRIVER"):
+            relaunch_under_fake_driver()
+        dev = DeviceObjects()
+    if ns.replay is not None:
+        replay(ns.replay, dev, ns.steps)
+        return 0
     rng = random.Random(ns.seed)
     end = time.monotonic() + ns.seconds
-    cases = calls = 0
+    cases = calls = exec_cases = exec_calls = 0
     raw: dict[str, dict[str, Any]] = {}
+    passed: dict[str, dict[str, Any]] = {}
     broken: dict[str, dict[str, Any]] = {}
     while time.monotonic() < end:
         case_seed = rng.randrange(1 << 62)
-        c = Case(random.Random(case_seed))
+        is_exec = dev is not None and rng.random() < ns.exec_share
+        case_rng = random.Random(case_seed)
         cases += 1
+        exec_cases += is_exec
+        try:
+            c = ExecCase(case_rng, dev) if is_exec and dev is not None else Case(case_rng)
+        except Exception as e:  # (the definition an executable case starts from is built from valid values)
+            fam = broken.setdefault(f"{type(e).__name__}: {e} @ {_where(e.__traceback__)}", {"count": 0})
+            fam["count"] += 1
+            fam.setdefault("example", {"op": "build", "seed": case_seed, "exec": is_exec})
+            continue
         for step in range(ns.steps):
             label, fn = c.op()
             calls += 1
+            exec_calls += is_exec
             try:
                 fn()
             except CudaGraphError:
@@ -335,10 +399,12 @@ def main() -> int:
                 raise
             except Exception as e:
                 key = f"{type(e).__name__} @ {_where(e.__traceback__)}"
-                fam = raw.setdefault(key, {"count": 0, "example": None})
+                fam = (passed if is_exec and _hostile_own(e) else raw).setdefault(key, {"count": 0, "example": None})
                 fam["count"] += 1
                 if fam["example"] is None:
-                    fam["example"] = {"op": label, "seed": case_seed, "step": step, "message": str(e)[:300]}
+                    fam["example"] = {
+                        "op": label, "seed": case_seed, "exec": is_exec, "step": step, "message": str(e)[:300]
+                    }  # fmt: skip
             try:
                 c.check()
                 try:
@@ -350,9 +416,24 @@ def main() -> int:
                 fam = broken.setdefault(key, {"count": 0, "example": None})
                 fam["count"] += 1
                 if fam["example"] is None:
-                    fam["example"] = {"op": label, "seed": case_seed, "step": step}
+                    fam["example"] = {"op": label, "seed": case_seed, "exec": is_exec, "step": step}
                 break
-    report = {"cases": cases, "calls": calls, "raw_families": raw, "broken_invariants": broken}
+        if isinstance(c, ExecCase):
+            try:
+                c.finish()
+            except Exception as e:
+                fam = broken.setdefault(f"close: {type(e).__name__}: {e} @ {_where(e.__traceback__)}", {"count": 0})
+                fam["count"] += 1
+                fam.setdefault("example", {"op": "finish", "seed": case_seed, "exec": is_exec})
+    report = {
+        "cases": cases,
+        "calls": calls,
+        "exec_cases": exec_cases,
+        "exec_calls": exec_calls,
+        "raw_families": raw,
+        "hostile_passed_through": passed,
+        "broken_invariants": broken,
+    }
     text = json.dumps(report, indent=2, default=str)
     print(text)
     if ns.json:

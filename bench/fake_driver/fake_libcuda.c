@@ -359,6 +359,16 @@ CUresult cuGraphDestroy(H g) { return 0; }
 CUresult cuGraphAddNode(H *n, H g, H const *deps, void const *edata, size_t nd, void *params) {
     *n = new_obj(K_NODE);
     Obj *o = get(g);
+    int type;
+    memcpy(&type, params, sizeof type);
+    if (type == 13) { /* a conditional node: its body graphs, in an array the node owns (CUDA_CONDITIONAL_NODE_PARAMS) */
+        unsigned size;
+        memcpy(&size, (unsigned char *)params + 28, sizeof size);
+        Obj *node = get(*n);
+        node->members = calloc(size ? size : 1, sizeof(H));
+        for (unsigned i = 0; i < size; i++) node->members[i] = new_obj(K_GRAPH);
+        memcpy((unsigned char *)params + 32, &node->members, sizeof(H *));
+    }
     if (o) o->nodes++;
     if (o && recording) record_node(o, *n, deps, nd, params);
     return 0;
@@ -467,3 +477,22 @@ CUresult cuUserObjectRelease(H o, unsigned c) { return 0; }
 CUresult cuGraphRetainUserObject(H g, H o, unsigned c, unsigned f) { return 0; }
 CUresult cuGraphReleaseUserObject(H g, H o, unsigned c) { return 0; }
 CUresult cuGraphConditionalHandleCreate(u64 *h, H g, H c, unsigned d, unsigned f) { *h = 1; return 0; }
+/* Executables (node views, child graph updates), eager 2D/3D fills and copies, graph memory: succeed, do nothing. */
+CUresult cuGraphNodeSetEnabled(H e, H n, unsigned on) { return 0; }
+CUresult cuGraphNodeGetEnabled(H e, H n, unsigned *on) { *on = 1; return 0; }
+CUresult cuGraphExecChildGraphNodeSetParams(H e, H n, H child) { return 0; }
+CUresult cuMemcpy3DAsync(void const *copy, H s) { issue(s); return 0; }
+CUresult cuMemcpy3DAsync_v2(void const *copy, H s) __attribute__((alias("cuMemcpy3DAsync")));
+CUresult cuMemsetD2D8Async(u64 d, size_t pitch, unsigned char v, size_t w, size_t h, H s) { issue(s); return 0; }
+CUresult cuMemsetD2D16Async(u64 d, size_t pitch, unsigned short v, size_t w, size_t h, H s) { issue(s); return 0; }
+CUresult cuMemsetD2D32Async(u64 d, size_t pitch, unsigned v, size_t w, size_t h, H s) { issue(s); return 0; }
+CUresult cuDeviceGetGraphMemAttribute(int dev, int attr, void *v) { memset(v, 0, 8); return 0; }
+CUresult cuDeviceGraphMemTrim(int dev) { return 0; }
+CUresult cuStreamWaitValue32(H s, u64 addr, unsigned v, unsigned flags) { issue(s); return 0; }
+CUresult cuStreamWaitValue32_v2(H s, u64 addr, unsigned v, unsigned flags) __attribute__((alias("cuStreamWaitValue32")));
+CUresult cuStreamWaitValue64(H s, u64 addr, u64 v, unsigned flags) { issue(s); return 0; }
+CUresult cuStreamWaitValue64_v2(H s, u64 addr, u64 v, unsigned flags) __attribute__((alias("cuStreamWaitValue64")));
+CUresult cuStreamWriteValue32(H s, u64 addr, unsigned v, unsigned flags) { issue(s); return 0; }
+CUresult cuStreamWriteValue32_v2(H s, u64 addr, unsigned v, unsigned flags) __attribute__((alias("cuStreamWriteValue32")));
+CUresult cuStreamWriteValue64(H s, u64 addr, u64 v, unsigned flags) { issue(s); return 0; }
+CUresult cuStreamWriteValue64_v2(H s, u64 addr, u64 v, unsigned flags) __attribute__((alias("cuStreamWriteValue64")));

@@ -370,12 +370,32 @@ def _param_count(drv: Any, handle: Any, is_library_kernel: bool) -> int | None:
 _NO_PARAM_COUNT: set[str] = set()
 
 
+def for_node(exc: OperandError, node: Any) -> OperandError:
+    """``exc`` (a refusal of :func:`kernel_info`) with the label of ``node``, the node it was asked for, in front."""
+    return OperandError(f"{node.label}: {exc}")
+
+
 def kernel_info(kernel: Any) -> KernelInfo:
-    """Return the (cached) :class:`KernelInfo` of a ``cuda.core`` Kernel or raw handle."""
+    """Return the (cached) :class:`KernelInfo` of a ``cuda.core`` Kernel or raw handle.
+
+    Raises
+    ------
+    OperandError
+        ``kernel`` is neither a handle nor an object with one (a caller that knows the node names it with
+        :func:`for_node`).
+    """
     drv = require_driver()
     if type(kernel).__name__ in FOREIGN_KERNEL_TYPES:  # Numba, CuPy, int handle: converted once, cached
         kernel = foreign_handle(kernel)
-    handle = kernel if isinstance(kernel, (drv.CUkernel, drv.CUfunction)) else kernel.handle
+    if isinstance(kernel, (drv.CUkernel, drv.CUfunction)):
+        handle = kernel
+    else:
+        handle = getattr(kernel, "handle", None)
+        if handle is None:  # a type of a kernel's name that is not one (the definition layer knows types by name)
+            raise OperandError(
+                "kernel: expected a cuda.core Kernel or a cuda.bindings CUkernel/CUfunction, got "
+                f"{type(kernel).__module__}.{type(kernel).__qualname__} (it has no handle)"
+            )
     key = (isinstance(handle, drv.CUkernel), int(handle))
     info = _INFO.get(key)
     if info is not None and info.kernel is not None and info.kernel() is None:

@@ -107,6 +107,8 @@ def prepared(kernel: Any) -> PreparedLaunch:
     ------
     DriverError
         The driver cannot read the kernel's parameters.
+    OperandError
+        ``kernel`` is no kernel.
     """
     entry = prepared_already(kernel)
     if entry is not None:

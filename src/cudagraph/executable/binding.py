@@ -111,9 +111,14 @@ class Binding(ExecutableBase):
             if plan is None:  # (made before the value is recorded: a plan that cannot be made changes nothing)
                 plan = self._plans[name] = self._make_plan((name,))
             replaced = self._raw_bound.get(name)  # noqa: F841 - released after the lock: it may run code that binds
+            old = {name: (self._bindings.get(name, _UNSET), self._raw_bound.get(name, _UNSET))}
             self._bindings[name] = v
             self._raw_bound[name] = value
-            return self._run_plan(plan, v)
+            try:
+                return self._run_plan(plan, v)
+            except OperandError:  # (a driver's refusal leaves the values bound, as the compiled path does)
+                self._restore(plan, old)
+                raise
 
     def _bind_many(self, params: dict[str, Any]) -> int:
         """:meth:`bind` of several parameters (the compiled method takes the common case before it)."""
@@ -137,12 +142,45 @@ class Binding(ExecutableBase):
                 plan = self._plans[key] = self._make_plan(tuple(names))
             bound, raw = self._bindings, self._raw_bound
             replaced = [raw.get(name) for name in names]  # noqa: F841 - released after the lock, as above
+            old = {name: (bound.get(name, _UNSET), raw.get(name, _UNSET)) for name in names}
             for name, v in zip(names, values):
                 bound[name] = v
                 raw[name] = params[name]
-            if len(names) == 1:
-                return self._run_plan(plan, values[0])
-            return self._run_patch(plan, values)  # type: ignore[arg-type]
+            try:
+                if len(names) == 1:
+                    return self._run_plan(plan, values[0])
+                return self._run_patch(plan, values)  # type: ignore[arg-type]
+            except OperandError:  # (a driver's refusal leaves the values bound, as the compiled path does)
+                self._restore(plan, old)
+                raise
+
+    def _restore(self, plan: BindPlan | PatchPlan, old: dict[str, tuple[Any, Any]]) -> None:
+        """Undo a rebind that a node refused part way for its operands (a copy's endpoint that is no memory).
+
+        ``old`` holds each rebound name's previous value, as bound and as given. The bindings get them
+        back, and the plan runs again with them, so that the nodes set before the refusal hold their
+        previous parameters again: the executable is as it was before the call. (Such a refusal comes
+        from a node of the general path, which only the Python method runs.)
+        """
+        bound, raw = self._bindings, self._raw_bound
+        for name, (v, given) in old.items():
+            if v is _UNSET:
+                bound.pop(name, None)
+            else:
+                bound[name] = v
+            if given is _UNSET:
+                raw.pop(name, None)
+            else:
+                raw[name] = given
+        if any(v is _UNSET for v, _given in old.values()):
+            return  # (a name never bound: nothing was set with it before)
+        calls = self.update_calls
+        values = [v for v, _given in old.values()]
+        if len(values) == 1:
+            self._run_plan(plan, values[0])
+        else:
+            self._run_patch(plan, values)  # type: ignore[arg-type]
+        self.update_calls = calls
 
     def _new_value(self, name: str, value: Any) -> Any:
         """``value`` checked and converted for parameter ``name``; ``_UNSET`` when it equals the bound one.

@@ -130,12 +130,25 @@ class _NodeMap:
 
 
 def _moved_users(users: dict[str, list[Node]], old_top: list[Node], new_top: list[Node]) -> dict[str, list[Node]]:
-    """``param_users`` with each top-level node of ``old_top`` replaced by the node at its index in ``new_top``."""
+    """``param_users`` with each top-level node of ``old_top`` replaced by the node at its place in ``new_top``.
+
+    A node's place is its position in ``old_top`` (the nodes lowered), which is its ``index`` unless the
+    definition was edited in place since (a removal renumbers the nodes after it).
+    """
     count = len(old_top)
-    return {
-        name: [new_top[u.index] if u.index < count and old_top[u.index] is u else u for u in nodes]
-        for name, nodes in users.items()
-    }
+    places: dict[int, int] | None = None
+
+    def moved(u: Node) -> Node:
+        nonlocal places
+        i = u.index
+        if i < count and old_top[i] is u:
+            return new_top[i]
+        if places is None:
+            places = {id(n): k for k, n in enumerate(old_top)}
+        k = places.get(id(u))
+        return u if k is None else new_top[k]
+
+    return {name: [moved(u) for u in nodes] for name, nodes in users.items()}
 
 
 class Updating(ExecutableBase):
@@ -276,7 +289,7 @@ class Updating(ExecutableBase):
                 if graph is not old_def:
                     diffs = describe_topology_diff(old_def, graph)
                 else:  # edited in place: its launches are compared with the states recorded before the edit
-                    diffs = [] if self._states is None else _launch_diffs_in_place(self._states, graph)
+                    diffs = [] if self._states is None else _launch_diffs_in_place(self._states, self._lowered.nodes)
                 reason = "; ".join(diffs[:8]) + (f"; ... {len(diffs) - 8} more" if len(diffs) > 8 else "")
                 if not diffs and graph is old_def:
                     reason = "the definition was edited in place (nodes or edges added or removed) since it was run"
@@ -626,11 +639,12 @@ def _launch_changed(old_states: list[Any], changed: list[Node]) -> bool:
     return False
 
 
-def _launch_diffs_in_place(old_states: list[Any], graph: Graph) -> list[str]:
+def _launch_diffs_in_place(old_states: list[Any], old_nodes: list[Node]) -> list[str]:
     """The launch differences (:func:`~cudagraph.definition.diff.describe_launch_diff`) between the kernel
-    nodes of ``graph`` and their recorded states (``graph`` edited in place since they were recorded)."""
+    nodes lowered (``old_nodes``) and their recorded states (``old_states``, in the same order; their
+    definition edited in place since: a node's place there may have moved, or it may have been removed)."""
     out: list[str] = []
-    for n, s in zip(graph._nodes, old_states):
+    for n, s in zip(old_nodes, old_states):
         if type(n) is KernelNode and len(s) == 6 and n.attrs is not s[5]:  # type: ignore[attr-defined]
             out.extend(describe_launch_diff(n, s[5], n.attrs))  # type: ignore[attr-defined]
     return out

@@ -24,7 +24,7 @@ from ..driver.calls import create_graph, ensure_context, raise_error, require_dr
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
 from ..driver.device_checks import check_devices_of
 from ..driver.host_callbacks import retire, unregister
-from ..driver.kernel_args import PACKING_LOCK, kernel_info
+from ..driver.kernel_args import PACKING_LOCK, for_node, kernel_info
 from ..driver.node_params_pool import give, take
 from ..errors import OperandError
 from ..ops.compiled_kinds import add_simple_kinds
@@ -128,10 +128,14 @@ class Lowering:
                     break
                 node = order[i]
                 if type(node) is KernelNode:
+                    try:
+                        info = kernel_info(node.kernel)
+                    except OperandError as exc:
+                        raise for_node(exc, node) from None
                     if node.kernel is not loop.kernel:  # a kernel seen first: the loop learns it
-                        use_kernel(loop, node.kernel, kernel_info(node.kernel))
+                        use_kernel(loop, node.kernel, info)
                         continue  # the loop may take it now
-                    self._add_kernel(loop, node, kernel_info(node.kernel), handle, kp, dn, raw)
+                    self._add_kernel(loop, node, info, handle, kp, dn, raw)
                 else:
                     self._add_node(loop, node, handle, dn, raw)
                 i += 1

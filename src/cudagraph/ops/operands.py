@@ -94,7 +94,22 @@ def endpoint(value: Any, bindings: dict[str, Any], what: str, state: LowerState 
     return ptr, kind
 
 
-def event_handle(event: Any) -> Any:
-    """The ``CUevent`` of a ``cuda.core`` Event or a raw handle."""
+def event_handle(event: Any, node: Any = None) -> Any:
+    """The ``CUevent`` of a ``cuda.core`` Event or a raw handle.
+
+    Raises
+    ------
+    OperandError
+        ``event`` is neither a handle nor an object with one (``node``: the node named in the message).
+    """
     drv = require_driver()
-    return event if isinstance(event, drv.CUevent) else event.handle
+    if isinstance(event, drv.CUevent):
+        return event
+    handle = getattr(event, "handle", None)
+    if handle is None:  # a type of an event's name that is not one (the definition layer knows types by name)
+        where = f"{node.label}: event" if node is not None else "event"
+        raise OperandError(
+            f"{where}: expected a cuda.core Event or a cuda.bindings CUevent, got "
+            f"{type(event).__module__}.{type(event).__qualname__} (it has no handle)"
+        )
+    return handle

@@ -30,7 +30,7 @@ class _EventOps(KindOps):
     def params(self, node: EventRecordNode | EventWaitNode, env: ParamsEnv) -> Any:
         drv = require_driver()
         p = env.node_params(getattr(drv.CUgraphNodeType, self.lifts or ""))
-        getattr(p, self.field).event = event_handle(node.event)
+        getattr(p, self.field).event = event_handle(node.event, node)
         return p
 
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
@@ -48,7 +48,7 @@ class EventRecordOps(_EventOps):
     builder = "record"
 
     def issue(self, node: EventRecordNode, stream: Any, run: StreamRun) -> None:
-        check(require_driver().cuEventRecord(event_handle(node.event), stream), "cuEventRecord", node)
+        check(require_driver().cuEventRecord(event_handle(node.event, node), stream), "cuEventRecord", node)
 
 
 class EventWaitOps(_EventOps):
@@ -61,7 +61,7 @@ class EventWaitOps(_EventOps):
     builder = "wait"
 
     def issue(self, node: EventWaitNode, stream: Any, run: StreamRun) -> None:
-        check(require_driver().cuStreamWaitEvent(stream, event_handle(node.event), 0), "cuStreamWaitEvent", node)
+        check(require_driver().cuStreamWaitEvent(stream, event_handle(node.event, node), 0), "cuStreamWaitEvent", node)
 
 
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.

@@ -41,8 +41,6 @@ _SOURCES = (
     "_native_layout",
     "_native_rebind",
     "_native_sets",
-    "_native_read",
-    "_native_lift",
     "_native_bind",
     "_native_bind_many",
     "_native_tensor",

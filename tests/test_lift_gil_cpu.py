@@ -1,15 +1,13 @@
-"""A long compiled lift offers the GIL to other threads (no GPU).
+"""A long lift through a reader over shim entry points lets other threads run (no GPU).
 
-``lift_graph`` reads every node of a driver graph and adds it to the definition in C, without running
-Python code between nodes, so the interpreter never offers the GIL there by itself; like the compiled
-adding loop (``tests/test_loop_gil_cpu.py``) it releases and re-takes it once it has held it twice the
-switch interval. The driver's four reads are a C shim compiled here over a chain of kernel nodes whose
-``cuGraphNodeGetType`` spins for 3 µs; a busy Python thread records the time at each of its turns; the
-switch interval is 1 ms. The reads and the adds are timed apart (the kernel's description is asked for when
-the first node is added). (20,000 nodes: without the offers in the reads, one gap of 65 ms, the whole of
-them; without those in the adds, 16 ms, the whole of them; with both, 3 ms at most in a lift of 118 ms.
-50,000 nodes here: beside a process spinning on the other core of a 2-core machine, the system alone left
-the busy thread waiting 10-15 ms of a 26 ms add phase of 20,000.)
+A reader given entry points other than the driver's own lifts through the Python twin (``_Lifter.into_steps``):
+its ctypes reads release the GIL at each call and its adding loop is Python code. The driver's four reads are a C
+shim compiled here over a chain of kernel nodes whose ``cuGraphNodeGetType`` spins for 3 µs; a busy Python thread
+records the time at each of its turns; the switch interval is 1 ms. The reads and the adds are timed apart (the
+kernel's description is asked for when the first node is added). The compiled lift (``_reads.lift_graph``: its
+reads without the GIL, its adding loop offering it) is held to the same in
+``tests/test_lift_compiled_cpu.py::test_a_long_compiled_lift_lets_a_busy_python_thread_run``, over the fake
+``libcuda.so.1``.
 """
 
 from __future__ import annotations

@@ -1067,12 +1067,18 @@ def test_both_paths_make_the_same_calls_on_random_graphs(monkeypatch):
 # --------------------------------------------------------------------------- reading graphs (lifting)
 
 
-@needs_native
 def test_kernel_args_reads_the_values_behind_kernel_params():
+    reads = pytest.importorskip("cudagraph.driver._reads", reason="cudagraph.driver._reads was not built")
     values = [ctypes.c_uint64(0x9000), ctypes.c_float(2.5), ctypes.c_int32(-3)]
     argv = (ctypes.c_void_p * 3)(*[ctypes.addressof(v) for v in values])
-    args = native.kernel_args(ctypes.addressof(argv), (8, 4, 4))
+    args = reads.kernel_args(ctypes.addressof(argv), (8, 4, 4))
     assert args == (struct.pack("<Q", 0x9000), struct.pack("<f", 2.5), struct.pack("<i", -3))
-    assert native.kernel_args(0, (8,)) == -1 and native.kernel_args(0, ()) == ()
+    assert reads.kernel_args(0, (8,)) == -1 and reads.kernel_args(0, ()) == ()
     holes = (ctypes.c_void_p * 2)(ctypes.addressof(values[0]), None)
-    assert native.kernel_args(ctypes.addressof(holes), (8, 4)) == 1
+    assert reads.kernel_args(ctypes.addressof(holes), (8, 4)) == 1
+    with pytest.raises(TypeError, match="sizes: tuple"):
+        reads.kernel_args(ctypes.addressof(argv), [8, 4, 4])
+    with pytest.raises(TypeError, match="address must be an address"):
+        reads.kernel_args("x", (8,))
+    with pytest.raises(ValueError, match="non-negative"):
+        reads.kernel_args(ctypes.addressof(argv), (8, -1, 4))

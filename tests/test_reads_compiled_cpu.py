@@ -434,7 +434,7 @@ ORDER_SCRIPT = """
     import numpy as np
     import cudagraph as cg
     from cudagraph.driver import _reads, node_reads
-    from cudagraph.driver.graph_reader import graph_reader
+    from cudagraph.driver.graph_reader import GraphReader, graph_reader
     from cudagraph.materialize.explicit import lower
     from cudagraph.materialize.lift import _topo
 
@@ -490,16 +490,19 @@ ORDER_SCRIPT = """
         return out
 
     used = []
-    order_of = _reads.graph_order
-    _reads.graph_order = lambda graph: used.append(graph) or order_of(graph)  # (NodeReads looks it up when made)
-    reference = node_reads.NodeReads.graph_order
+    order_of, lift_of = _reads.graph_order, _reads.lift_graph
+    # (NodeReads and GraphReader look them up when made; the compiled lift reads the order for the carry itself)
+    _reads.graph_order = lambda graph: used.append(graph) or order_of(graph)
+    _reads.lift_graph = lambda graph, *rest: used.append(graph) or lift_of(graph, *rest)
+    reference, reference_lift = node_reads.NodeReads.graph_order, GraphReader.lift
 
     def lifted(handle, compiled):
         node_reads.NodeReads.graph_order = reference if compiled else (lambda self, graph: None)
+        GraphReader.lift = reference_lift if compiled else (lambda self, *rest: None)
         try:
             return described(cg.lift(handle))
         finally:
-            node_reads.NodeReads.graph_order = reference
+            node_reads.NodeReads.graph_order, GraphReader.lift = reference, reference_lift
 
     results = []
     for seed in range(SEEDS):
@@ -559,7 +562,7 @@ DATA_SCRIPT = """
     import numpy as np
     import cudagraph as cg
     from cudagraph.driver import node_reads
-    from cudagraph.driver.graph_reader import graph_reader
+    from cudagraph.driver.graph_reader import GraphReader, graph_reader
     from cudagraph.errors import UnsupportedError
     from cudagraph.materialize.explicit import lower
 
@@ -580,10 +583,11 @@ DATA_SCRIPT = """
     lowered = lower(g, {}, [])
     h = [int(n) for n in lowered.driver_nodes]
     handle = int(lowered.handle)
-    reference = node_reads.NodeReads.graph_order
+    reference, reference_lift = node_reads.NodeReads.graph_order, GraphReader.lift
 
     def lift(compiled):
         node_reads.NodeReads.graph_order = reference if compiled else (lambda self, graph: None)
+        GraphReader.lift = reference_lift if compiled else (lambda self, *rest: None)
         try:
             out = cg.lift(handle)
             # (a kernel named by the int it was given: lifting orders the nodes its own way)
@@ -596,7 +600,7 @@ DATA_SCRIPT = """
         except UnsupportedError as e:
             return ["UnsupportedError", str(e)]
         finally:
-            node_reads.NodeReads.graph_order = reference
+            node_reads.NodeReads.graph_order, GraphReader.lift = reference, reference_lift
 
     def data_edges():
         reader = graph_reader()

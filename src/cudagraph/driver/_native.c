@@ -258,8 +258,6 @@ static PyMethodDef native_methods[] = {
     {"set_kernel_node", (PyCFunction)(void (*)(void))cg_set_kernel_node, METH_FASTCALL, cg_set_kernel_node_doc},
     {"rebind", (PyCFunction)(void (*)(void))cg_rebind, METH_FASTCALL, cg_rebind_doc},
     {"patch", (PyCFunction)(void (*)(void))cg_patch, METH_FASTCALL, cg_patch_doc},
-    {"kernel_args", (PyCFunction)(void (*)(void))cg_kernel_args, METH_FASTCALL, cg_kernel_args_doc},
-    {"lift_graph", (PyCFunction)(void (*)(void))cg_lift_graph, METH_FASTCALL, cg_lift_graph_doc},
     {"current_context", (PyCFunction)(void (*)(void))current_context, METH_FASTCALL, current_context_doc},
     {"create_graph", (PyCFunction)(void (*)(void))create_graph, METH_FASTCALL, create_graph_doc},
     {"pointer_attribute", (PyCFunction)(void (*)(void))pointer_attribute, METH_FASTCALL, pointer_attribute_doc},

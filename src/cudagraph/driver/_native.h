@@ -9,8 +9,6 @@
  *   _native_layout.c  Layout: topology signatures and kernel-node diffs
  *   _native_rebind.c  set_kernel_node, rebind, patch: executable node updates
  *   _native_sets.c    the driver set calls of a rebind or patch, made with the GIL released once
- *   _native_read.c    kernel_args: a lifted kernel node's argument values
- *   _native_lift.c    lift_graph: lifting a driver graph's nodes into a definition in one call
  *   _native_bind.c    BindMethod: Executable.bind with the one-pointer rebind in C
  *   _native_bind_many.c BindManyMethod: Executable._bind_many (several names) with the common case in C
  *   _native_tensor.c  a torch tensor's address and layout key read in C (DLPack's C exchange API, or getters)
@@ -20,7 +18,7 @@
  *   _native_launch.c  LaunchKernel: a kernel prepared for stream launches (_native_launch.h: shared by
  *   _native_launcher.c, StreamLauncher: cudagraph.launch, _native_issue.c, its Graph.run batches, and
  *   _native_capture.c, its capture)
- *   _offer_gil.h      cg_offer_gil: the adding loop and the lift offer the GIL to other threads now and then
+ *   _offer_gil.h      cg_offer_gil: the adding loop offers the GIL to other threads now and then
  *
  * Memory rules, for every source: a Python object used across a call that can run Python code
  * (attribute access, int(), a type's __hash__ or __eq__ through a dict or set lookup, allocating a
@@ -675,13 +673,5 @@ typedef struct {
  * (everything before was set); -1 with an exception set for a malformed entry. */
 int cg_patch_entries(void *exec, PyObject *entries, const cg_patch_value *vals, Py_ssize_t nvalues, Py_ssize_t *e_out,
                      Py_ssize_t *i_out, cg_then_launch *then);
-
-/* _native_read.c */
-PyObject *cg_kernel_args(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
-extern const char cg_kernel_args_doc[];
-
-/* _native_lift.c */
-PyObject *cg_lift_graph(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
-extern const char cg_lift_graph_doc[];
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * Offering the GIL from long C loops (_native_loop.c: KernelLoop.run; _native_lift.c: lift_graph).
+ * Offering the GIL from long C loops (_native_loop.c: KernelLoop.run; the Cython lift, _reads.pyx lift_graph, does
+ * the same).
  *
  * A C loop that runs no Python code holds the GIL from its start to its end: the interpreter offers it to
  * other threads only between bytecodes. These loops offer it themselves, as the interpreter would, once they

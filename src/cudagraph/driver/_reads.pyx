@@ -21,17 +21,56 @@ cuda-bindings 13 or later), all in one ``with nogil`` block, and orders the node
 
 GIL stance (free-threaded Python): a reader's state is set once by ``__cinit__`` and only read after;
 each read works in a buffer on its own stack. Readers are shared by threads without a lock.
-:func:`graph_order` works in buffers of its own call.
+:func:`graph_order`, :func:`lift_graph` and :func:`kernel_args` work in buffers of their own call.
+
+:func:`lift_graph` lifts a driver graph into a definition in one call: the reads of :func:`graph_order`, each
+node's type and kernel parameters (all in one ``with nogil`` block, before any Python code runs), then each
+node added in that order through the caller's callbacks (``Graph.kernel`` for a kernel node, its argument bytes
+copied). Its Python twin, the reference, is :meth:`cudagraph.materialize.lift._Lifter.into_steps` (with
+``_topo``). :func:`kernel_args` copies the argument values behind a ``kernelParams`` array (twin:
+:meth:`cudagraph.ops.kinds.kernel.LiftedKernel.args`).
 """
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.long cimport PyLong_AsSsize_t, PyLong_AsVoidPtr
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 from cuda.bindings cimport cydriver
 
-__all__ = ["AttributeReadError", "AttributeReads", "DEPS_ROOM", "GraphReadError", "MAX_IDS", "VALUE_SIZE", "graph_order"]
+cimport cython
+
+import sys
+
+cdef extern from "Python.h":
+    # (Graph.kernel called with its keywords' names in one tuple made once: no dict a node)
+    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, object kwnames)
+
+cdef extern from *:
+    """
+    #include <chrono>
+    static inline long long cudagraph_monotonic_ns(void) {
+        return (long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now().time_since_epoch()).count();
+    }
+    """
+    long long cudagraph_monotonic_ns() noexcept nogil
+
+__all__ = [
+    "AttributeReadError",
+    "AttributeReads",
+    "DEPS_ROOM",
+    "GraphReadError",
+    "MAX_IDS",
+    "VALUE_SIZE",
+    "graph_order",
+    "kernel_args",
+    "lift_graph",
+]
 
 if sizeof(cydriver.CUgraphEdgeData) != 8:  # (from_port, to_port, type, 5 reserved bytes)
     raise ImportError(f"cudagraph.driver._reads: sizeof(CUgraphEdgeData) is {sizeof(cydriver.CUgraphEdgeData)}, not 8")
@@ -154,13 +193,18 @@ class GraphReadError(RuntimeError):
     result : int
         The ``CUresult``.
     call : str
-        The entry point, as ``GraphReader`` names it (``"cuGraphGetNodes"``, ``"cuGraphNodeGetDependencies"``).
+        The entry point, as ``GraphReader`` names it (``"cuGraphGetNodes"``, ``"cuGraphNodeGetDependencies"``,
+        ``"cuGraphNodeGetType"``, ``"cuGraphKernelNodeGetParams"``).
+    position : int
+        For :func:`lift_graph`: the position (``cuGraphGetNodes`` order) of the node whose read was refused; -1 for
+        the node list itself.
     """
 
-    def __init__(self, result, call):
+    def __init__(self, result, call, position=-1):
         super().__init__(result, call)
         self.result = result
         self.call = call
+        self.position = position
 
 
 # What the nogil part of graph_order ends with.
@@ -185,6 +229,11 @@ cdef struct _Reads:
     Py_ssize_t* order  # the Kahn order (also its queue)
     uint64_t* keys  # handle -> position: open addressing, linear probing
     Py_ssize_t* slots  # the position at each key (-1: empty)
+    # read for lift_graph only
+    Py_ssize_t* pred_at  # position i's predecessors: preds[pred_at[i] .. pred_at[i + 1]], in edge order
+    Py_ssize_t* preds
+    cydriver.CUgraphNodeType* types  # each position's node type
+    cydriver.CUDA_KERNEL_NODE_PARAMS* params  # each kernel position's parameters (zero for the others)
 
 
 cdef void _release(_Reads* r) noexcept nogil:
@@ -200,6 +249,10 @@ cdef void _release(_Reads* r) noexcept nogil:
     free(r.order)
     free(r.keys)
     free(r.slots)
+    free(r.pred_at)
+    free(r.preds)
+    free(r.types)
+    free(r.params)
 
 
 cdef inline uint64_t _bucket(uint64_t key, int shift) noexcept nogil:
@@ -226,11 +279,15 @@ cdef int _read_order(
     cydriver.CUresult* rc_out,
     const char** call_out,
     uint64_t* unknown_out,
+    Py_ssize_t* at_out,
+    bint lift,
 ) except -1 nogil:
     """Read ``graph``'s nodes and the edges into each, and order them: the work of :func:`graph_order` without the GIL.
+    With ``lift``, also each position's predecessors (``pred_at``, ``preds``), node type and kernel parameters (the
+    work of :func:`lift_graph`).
 
-    Returns an :class:`_Outcome`, or -1 with an exception set (``cydriver`` raises where the driver lacks an entry
-    point)."""
+    Returns an :class:`_Outcome` (for ``_REFUSED``, ``at_out`` is the position of the node whose read was refused, -1
+    for the node list), or -1 with an exception set (``cydriver`` raises where the driver lacks an entry point)."""
     cdef size_t count = 0
     cdef cydriver.CUresult rc
     cdef Py_ssize_t n, i, e, k, first, last, nedges = 0, cap = 0, norder = 0, ndata = 0
@@ -239,6 +296,7 @@ cdef int _read_order(
     cdef int bits = 1, shift
     cdef uint64_t mask, at, key
     # the nodes (two calls, as GraphReader.nodes)
+    at_out[0] = -1
     rc = cydriver.cuGraphGetNodes(graph, NULL, &count)
     if rc != cydriver.CUresult.CUDA_SUCCESS:
         rc_out[0], call_out[0] = rc, "cuGraphGetNodes"
@@ -275,7 +333,7 @@ cdef int _read_order(
             got = room
             rc = cydriver.cuGraphNodeGetDependencies(r.nodes[i], r.deps + nedges, r.data + nedges, &got)
             if rc != cydriver.CUresult.CUDA_SUCCESS:
-                rc_out[0], call_out[0] = rc, "cuGraphNodeGetDependencies"
+                rc_out[0], call_out[0], at_out[0] = rc, "cuGraphNodeGetDependencies", i
                 return _REFUSED
             if got < room:
                 break
@@ -352,6 +410,34 @@ cdef int _read_order(
         if r.data[e].from_port or r.data[e].to_port or r.data[e].type:
             ndata += 1
     ndata_out[0] = ndata
+    if not lift:
+        return _READ
+    # each position's predecessors in edge order (a counting sort by target; indeg, spent, is the cursor)
+    r.pred_at = <Py_ssize_t*>calloc(n + 1, sizeof(Py_ssize_t))
+    r.preds = <Py_ssize_t*>malloc((nedges + 1) * sizeof(Py_ssize_t))
+    r.types = <cydriver.CUgraphNodeType*>malloc(n * sizeof(cydriver.CUgraphNodeType))
+    r.params = <cydriver.CUDA_KERNEL_NODE_PARAMS*>calloc(n, sizeof(cydriver.CUDA_KERNEL_NODE_PARAMS))
+    if r.pred_at == NULL or r.preds == NULL or r.types == NULL or r.params == NULL:
+        return _NO_MEMORY
+    for e in range(nedges):
+        r.pred_at[r.to[e] + 1] += 1
+    for i in range(n):
+        r.pred_at[i + 1] += r.pred_at[i]
+        r.indeg[i] = r.pred_at[i]
+    for e in range(nedges):
+        r.preds[r.indeg[r.to[e]]] = r.frm[e]
+        r.indeg[r.to[e]] += 1
+    # every node's type and, for a kernel node, its parameters (all read before the first node is added)
+    for i in range(n):
+        rc = cydriver.cuGraphNodeGetType(r.nodes[i], &r.types[i])
+        if rc != cydriver.CUresult.CUDA_SUCCESS:
+            rc_out[0], call_out[0], at_out[0] = rc, "cuGraphNodeGetType", i
+            return _REFUSED
+        if r.types[i] == cydriver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
+            rc = cydriver.cuGraphKernelNodeGetParams(r.nodes[i], &r.params[i])
+            if rc != cydriver.CUresult.CUDA_SUCCESS:
+                rc_out[0], call_out[0], at_out[0] = rc, "cuGraphKernelNodeGetParams", i
+                return _REFUSED
     return _READ
 
 
@@ -383,11 +469,12 @@ def graph_order(graph):
     cdef cydriver.CUresult rc = cydriver.CUresult.CUDA_SUCCESS
     cdef const char* call = NULL
     cdef uint64_t unknown = 0
+    cdef Py_ssize_t at = -1
     cdef int outcome
     memset(&r, 0, sizeof(r))
     try:
         with nogil:
-            outcome = _read_order(handle, &r, &n, &nedges, &norder, &ndata, &rc, &call, &unknown)
+            outcome = _read_order(handle, &r, &n, &nedges, &norder, &ndata, &rc, &call, &unknown, &at, False)
         if outcome == _REFUSED:
             raise GraphReadError(<int>rc, call.decode())
         if outcome == _NO_MEMORY:
@@ -407,3 +494,251 @@ def graph_order(graph):
         return n, handles, data_edges
     finally:
         _release(&r)
+
+
+# ------------------------------------------------------------------ lifting a graph into a definition
+
+
+cdef class _Kernel:
+    """What the kernel nodes of one kernel share, as ``kernel_of`` gave it (held for the whole lift)."""
+
+    cdef uintptr_t func, kern
+    cdef object handle, name, read_args
+    cdef Py_ssize_t nargs
+    cdef Py_ssize_t* sizes
+
+    def __dealloc__(self):
+        free(self.sizes)
+
+
+cdef _Kernel _kernel_of(object ask, uintptr_t func, uintptr_t kern):
+    """The kernel of ``(func, kern)`` as ``ask`` (the caller's ``kernel_of``) gives it, checked."""
+    got = ask(func, kern)
+    if type(got) is not tuple or len(<tuple>got) != 4 or type((<tuple>got)[2]) is not tuple:
+        raise TypeError("lift_graph: kernel_of must give (handle, name, sizes: tuple, read_args)")
+    cdef tuple sizes = (<tuple>got)[2]
+    cdef _Kernel k = _Kernel.__new__(_Kernel)
+    cdef Py_ssize_t a, n = len(sizes)
+    k.sizes = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+    if k.sizes == NULL:
+        raise MemoryError()
+    for a in range(n):
+        size = sizes[a]
+        # (an int is read as it is: no __index__, no Python code)
+        k.sizes[a] = PyLong_AsSsize_t(size) if isinstance(size, int) else -1
+        if k.sizes[a] < 0:
+            raise ValueError("lift_graph: argument sizes must be non-negative ints")
+    k.func, k.kern, k.nargs = func, kern, n
+    k.handle, k.name, k.read_args = (<tuple>got)[0], (<tuple>got)[1], (<tuple>got)[3]
+    return k
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef object _node_args(_Kernel k, void** params):
+    """The argument values of a kernel node as a tuple of bytes; where they cannot be read (a NULL ``kernelParams`` or
+    a NULL argument pointer), what ``read_args(address)`` answers (or raises)."""
+    cdef Py_ssize_t a, n = k.nargs
+    if n == 0:
+        return ()
+    cdef bint readable = params != NULL
+    a = 0
+    while readable and a < n:
+        readable = params[a] != NULL
+        a += 1
+    if not readable:
+        return k.read_args(<uintptr_t>params)
+    cdef tuple out = PyTuple_New(n)  # (filled in place: no list copied; bench/lift_cpu.py)
+    for a in range(n):
+        value = PyBytes_FromStringAndSize(<const char*>params[a], k.sizes[a])
+        Py_INCREF(value)  # (SET_ITEM takes the reference that `value` gives up)
+        PyTuple_SET_ITEM(out, a, value)
+    return out
+
+
+cdef inline object _dims(unsigned int x, unsigned int y, unsigned int z):
+    """A dimension as the twin gives ``Graph.kernel`` it: ``x`` alone when ``y`` and ``z`` are 1, else ``(x, y, z)``."""
+    if y == 1 and z == 1:
+        return x
+    return (x, y, z)
+
+
+cdef inline uintptr_t _address(object obj, str what) except? 0:
+    """An address given as an int (an int subclass is read as it is: no Python code runs)."""
+    if not isinstance(obj, int):
+        raise TypeError(f"{what} must be an address (int)")
+    return <uintptr_t>PyLong_AsVoidPtr(obj)
+
+
+#: Nodes added between two readings of the clock (the GIL offers of lift_graph's adding loop).
+cdef enum:
+    _OFFER_CHECK = 256
+
+
+cdef long long _offer_period_ns():
+    """Twice ``sys.getswitchinterval()``, in ns: how long the adding loop holds the GIL before offering it (a thread
+    waiting for it asks only after a whole interval, and a release restarts that wait)."""
+    interval = 0.005
+    try:
+        got = sys.getswitchinterval()
+        if type(got) is float and 0 < got <= 1:
+            interval = got
+    except Exception:
+        pass
+    return <long long>(2e9 * interval)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def lift_graph(graph, add_kernel, keywords, kernel_of, other):
+    """Lift driver graph ``graph`` (a handle as an int) into a definition through the callbacks; what
+    ``_Lifter.carry`` needs after.
+
+    The reads of :func:`graph_order`, then each node's type (``cuGraphNodeGetType``) and each kernel node's parameters
+    (``cuGraphKernelNodeGetParams``), all in one ``with nogil`` block before any callback runs. The nodes are then
+    added in the order of :func:`graph_order` (``lift._topo``'s): a kernel node by ``add_kernel(handle, grid, block,
+    args, **{keywords[0]: shared memory, keywords[1]: after, keywords[2]: name})``, where ``kernel_of(func, kern)``,
+    asked once per kernel, when its first node is added, gives ``(handle, name, sizes, read_args)``: the argument
+    values are copied as bytes of those sizes, and ``read_args(address)`` makes them (or raises) where they cannot be
+    read. Any other node is made by ``other(handle, type, after)``. ``after``: ``None``, the object made for the one
+    predecessor, or a list of them, in edge order. Everything handed to a callback is held by the lift until it ends.
+    A long adding loop offers the GIL to other threads as Python code would (``tests/test_lift_compiled_cpu.py``).
+
+    Returns
+    -------
+    tuple of (int, list of int, list of tuple)
+        As :func:`graph_order`: the number of nodes, their handles in the order added, the edges with data.
+
+    Raises
+    ------
+    GraphReadError
+        A read the driver refused (the first), with the position of the node read.
+    KeyError
+        An edge from a handle that is not a node of the graph.
+    TypeError, ValueError, OverflowError
+        Malformed arguments, or a malformed answer of ``kernel_of``; anything a callback raises, as it raised it.
+    """
+    if type(keywords) is not tuple or len(<tuple>keywords) != 3 or not callable(add_kernel) or not callable(kernel_of) \
+            or not callable(other):
+        raise TypeError(
+            "lift_graph(graph: int, add_kernel: callable, keywords: tuple of 3 str, kernel_of: callable, "
+            "other: callable)"
+        )
+    for word in <tuple>keywords:
+        if type(word) is not str:
+            raise TypeError("lift_graph: keywords must be 3 str")
+    cdef cydriver.CUgraph handle = <cydriver.CUgraph>_address(graph, "graph")
+    cdef _Reads r
+    cdef Py_ssize_t n = 0, nedges = 0, norder = 0, ndata = 0, at = -1, i, e, k, first, npred
+    cdef cydriver.CUresult rc = cydriver.CUresult.CUDA_SUCCESS
+    cdef const char* call = NULL
+    cdef uint64_t unknown = 0
+    cdef int outcome
+    cdef _Kernel kernel = None
+    cdef list kernels = []
+    cdef list made
+    cdef const cydriver.CUDA_KERNEL_NODE_PARAMS* kp
+    cdef PyObject* stack[7]
+    cdef object after, args, grid, block, smem, khandle, kname  # (objects: the stack borrows them)
+    cdef long long since = 0, period = 0
+    memset(&r, 0, sizeof(r))
+    try:
+        with nogil:
+            outcome = _read_order(handle, &r, &n, &nedges, &norder, &ndata, &rc, &call, &unknown, &at, True)
+        if outcome == _REFUSED:
+            raise GraphReadError(<int>rc, call.decode(), at)
+        if outcome == _NO_MEMORY:
+            raise MemoryError()
+        if outcome == _UNKNOWN:
+            raise KeyError(unknown)
+        made = [None] * n  # (holds every object made until the lift ends)
+        for k in range(norder):
+            # the GIL offered once held twice the switch interval (the clock read every _OFFER_CHECK nodes; the
+            # period at the first reading, so a lift of fewer nodes pays nothing)
+            if (k & (_OFFER_CHECK - 1)) == _OFFER_CHECK - 1:
+                if period == 0:
+                    period = _offer_period_ns()
+                    since = cudagraph_monotonic_ns()
+                elif cudagraph_monotonic_ns() - since >= period:
+                    with nogil:
+                        pass
+                    since = cudagraph_monotonic_ns()
+            i = r.order[k]
+            first, npred = r.pred_at[i], r.pred_at[i + 1] - r.pred_at[i]
+            if npred == 0:
+                after = None
+            elif npred == 1:
+                after = made[r.preds[first]]  # (made before: the order puts predecessors first)
+            else:
+                after = [made[r.preds[first + e]] for e in range(npred)]
+            if r.types[i] != cydriver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
+                made[i] = other(<uintptr_t>r.nodes[i], <int>r.types[i], after)
+                continue
+            kp = &r.params[i]
+            if kernel is None or kernel.func != <uintptr_t>kp.func or kernel.kern != <uintptr_t>kp.kern:
+                kernel = None
+                for e in range(len(kernels) - 1, -1, -1):  # (few kernels a graph: the last ones met first)
+                    if (<_Kernel>kernels[e]).func == <uintptr_t>kp.func and (<_Kernel>kernels[e]).kern == <uintptr_t>kp.kern:
+                        kernel = <_Kernel>kernels[e]
+                        break
+                if kernel is None:
+                    kernel = _kernel_of(kernel_of, <uintptr_t>kp.func, <uintptr_t>kp.kern)
+                    kernels.append(kernel)
+            # (each held by a local for the call: a callback may drop every other reference)
+            khandle, kname = kernel.handle, kernel.name
+            args = _node_args(kernel, kp.kernelParams)
+            grid = _dims(kp.gridDimX, kp.gridDimY, kp.gridDimZ)
+            block = _dims(kp.blockDimX, kp.blockDimY, kp.blockDimZ)
+            smem = kp.sharedMemBytes
+            stack[0], stack[1], stack[2], stack[3] = <PyObject*>khandle, <PyObject*>grid, <PyObject*>block, <PyObject*>args
+            stack[4], stack[5], stack[6] = <PyObject*>smem, <PyObject*>after, <PyObject*>kname
+            made[i] = PyObject_Vectorcall(add_kernel, stack, 4, keywords)
+        handles = [<uintptr_t>r.nodes[r.order[k]] for k in range(norder)]
+        data_edges = []
+        if ndata:
+            for i in range(n):
+                for e in range(r.edge_at[i], r.edge_at[i + 1]):
+                    if r.data[e].from_port or r.data[e].to_port or r.data[e].type:
+                        data_edges.append(
+                            (<uintptr_t>r.deps[e], <uintptr_t>r.nodes[i], r.data[e].from_port, r.data[e].to_port,
+                             r.data[e].type)
+                        )
+        return n, handles, data_edges
+    finally:
+        _release(&r)
+
+
+def kernel_args(address, sizes):
+    """The argument values behind a kernel node's ``kernelParams`` ``address`` (a ``void*[n]`` array), argument ``i``
+    being ``sizes[i]`` bytes, copied.
+
+    Returns
+    -------
+    tuple of bytes, or int
+        The values; an int instead: the index of the first NULL argument pointer, or -1 when ``address`` is NULL.
+
+    Raises
+    ------
+    TypeError
+        ``address`` not an int, ``sizes`` not a tuple, a size not an int (no ``__index__`` is called).
+    ValueError
+        A negative size.
+    """
+    if type(sizes) is not tuple:
+        raise TypeError("kernel_args(address: int, sizes: tuple)")
+    cdef void** ptrs = <void**>_address(address, "address")
+    cdef Py_ssize_t i, size, n = len(<tuple>sizes)
+    if n == 0:
+        return ()
+    if ptrs == NULL:
+        return -1
+    for i in range(n):
+        if ptrs[i] == NULL:
+            return i
+    out = []
+    for i in range(n):
+        size = PyLong_AsSsize_t((<tuple>sizes)[i])  # (TypeError for a non-int: no __index__)
+        if size < 0:
+            raise ValueError("kernel_args: sizes must be non-negative")
+        out.append(PyBytes_FromStringAndSize(<const char*>ptrs[i], size))
+    return tuple(out)

@@ -41,8 +41,6 @@ LaunchMethod                   cudagraph.executable.executable.Executable.launch
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 Layout.sinks                   cudagraph.definition.graph.Graph.leaves
-kernel_args                    cudagraph.ops.kinds.kernel.LiftedKernel.args
-lift_graph                     cudagraph.materialize.lift._Lifter.into_steps
 current_context                cudagraph.driver.calls.ensure_context
 create_graph                   cudagraph.driver.calls.create_graph
 pointer_attribute              cudagraph.driver.calls.pointer_attribute
@@ -60,6 +58,10 @@ calls through ``cuda.bindings``; ``set_kernel_node``'s is the ``cuda.bindings`` 
 nodes that ``StreamLauncher.simple`` teaches it have their kinds' ``issue`` (``MemsetOps``, ``MemcpyOps``,
 ``EmptyOps``) as twins, reached through ``issue_node``; the stream launches are set up in
 ``stream_launch.py``.)
+
+Lifting is compiled in ``cudagraph.driver._reads`` (Cython over ``cuda.bindings.cydriver``), not here:
+``lift_graph`` (twin: ``cudagraph.materialize.lift._Lifter.into_steps``) and ``kernel_args`` (twin:
+``cudagraph.ops.kinds.kernel.LiftedKernel.args``).
 
 One compiled type stands for a type of the standard library instead (:data:`LIBRARY_TWINS`):
 ``ExecLock``, an executable's lock, is a ``threading.Lock`` that the compiled binds take and give
@@ -155,8 +157,6 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "Layout.sinks": "cudagraph.definition.graph:Graph.leaves",
-        "kernel_args": "cudagraph.ops.kinds.kernel:LiftedKernel.args",
-        "lift_graph": "cudagraph.materialize.lift:_Lifter.into_steps",
         "current_context": "cudagraph.driver.calls:ensure_context",
         "create_graph": "cudagraph.driver.calls:create_graph",
         "pointer_attribute": "cudagraph.driver.calls:pointer_attribute",

@@ -31,9 +31,9 @@ import ctypes
 import struct
 from typing import Any, NoReturn
 
-from .c_entry import NATIVE, c_function
+from .c_entry import c_function
 from .calls import raise_error, require_driver
-from .node_reads import EDGE_DATA, EdgeData, NodeReads
+from .node_reads import EDGE_DATA, EdgeData, NodeReads, compiled_reads
 
 __all__ = [
     "EDGE_DATA_SIZE",
@@ -107,6 +107,8 @@ class GraphReader:
         "_count_ref",
         "attributes",
         "graph_order",
+        "_module",
+        "_lift",
     )
 
     def __init__(self, get_nodes: Any, get_deps: Any, get_type: Any, get_kernel: Any, get_attr: Any = None) -> None:
@@ -129,6 +131,14 @@ class GraphReader:
         #: ``graph_order(graph)``: the node handles in the lift's order and the edges with data, read in compiled
         #: code (:meth:`cudagraph.driver.node_reads.NodeReads.graph_order`), or ``None`` where it cannot be.
         self.graph_order = reads.graph_order
+        # The compiled lift calls the driver's own entry points (through cuda.bindings.cydriver): used only where
+        # those are the ones this reader was given (not a test's fakes).
+        own = all(
+            fn is not None and fn is c_function(s)
+            for fn, s in zip((get_nodes, get_deps, get_type, get_kernel), SYMBOLS)
+        )
+        self._module: Any = compiled_reads() if own else None
+        self._lift: Any = getattr(self._module, "lift_graph", None)
 
     def nodes(self, graph: int) -> list[int]:
         """The handles of ``graph``'s nodes (``cuGraphGetNodes`` order)."""
@@ -216,35 +226,40 @@ class GraphReader:
             _fail(rc, "cuGraphKernelNodeGetParams")
         return t, KERNEL_PARAMS.unpack_from(self._params)
 
-    def lift(self, graph: int, add_kernel: Any, kernel_of: Any, other: Any) -> bool:
-        """Lift ``graph`` in one compiled call (``lift_graph``); ``False`` without the compiled module.
+    def lift(
+        self, graph: int, add_kernel: Any, kernel_of: Any, other: Any
+    ) -> tuple[int, list[int], list[EdgeData]] | None:
+        """Lift ``graph`` in one compiled call (``cudagraph.driver._reads.lift_graph``); ``None`` where this reader does
+        not read in compiled code (the module not built, or entry points other than the driver's own).
 
         ``add_kernel`` is the definition's ``Graph.kernel``;
         ``kernel_of(func, kern)`` gives ``(handle, name, sizes, read_args)`` of the
         kernel a node launches; ``other(handle, type, after)`` makes any node but
         a kernel node. The twin is :meth:`cudagraph.materialize.lift._Lifter.into_steps`.
 
+        Returns
+        -------
+        tuple or None
+            ``(count, handles, data_edges)`` as :meth:`~cudagraph.driver.node_reads.NodeReads.graph_order` gives them
+            (the graph is read once for the lift and its carry).
+
         Raises
         ------
         DriverError
             A read the driver refused, naming the call.
         """
-        if NATIVE is None:
-            return False
-        fns = tuple(map(_address, (self._get_nodes, self._get_deps, self._get_type, self._get_kernel)))
-        out = NATIVE.lift_graph(fns, graph, add_kernel, _KERNEL_KEYWORDS, kernel_of, other)
-        if out is not None:
-            _, rc, call = out
-            _fail(rc, call)
-        return True
+        lift = self._lift
+        if lift is None:
+            return None
+        try:
+            got: tuple[int, list[int], list[EdgeData]] = lift(graph, add_kernel, _KERNEL_KEYWORDS, kernel_of, other)
+        except self._module.GraphReadError as e:
+            _fail(e.result, e.call)
+        return got
 
 
 #: The keywords ``lift_graph`` passes ``Graph.kernel`` the shared memory, the dependencies and the name by.
 _KERNEL_KEYWORDS = ("shared_mem", "after", "name")
-
-
-def _address(fn: Any) -> int:
-    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
 
 
 def graph_reader() -> GraphReader | None:

@@ -162,32 +162,33 @@ class _Lifter:
         """Add the nodes and edges of driver graph ``graph`` (a handle as an int) to ``g``.
 
         In one compiled call where the reader has it
-        (:meth:`~cudagraph.driver.graph_reader.GraphReader.lift`; a 10,000-kernel
-        chain over a fake driver: 1.41 -> 0.38 µs a node, the Python order, reads
-        and loop having been 0.37, 0.23 and 0.75 of the 1.41), else :meth:`into_steps`.
+        (:meth:`~cudagraph.driver.graph_reader.GraphReader.lift`, Cython over ``cydriver``, which also hands back
+        the order and the edges with data that :meth:`carry` needs: the graph is read once), else
+        :meth:`into_steps` (``bench/lift_cpu.py`` prints the lift's µs per node).
         """
         base = len(g._nodes)
         lift = getattr(self.reader, "lift", None)
-        if lift is None or not lift(graph, g.kernel, self.kernel_of, partial(self.other, g)):
+        got = None if lift is None else lift(graph, g.kernel, self.kernel_of, partial(self.other, g))
+        if got is None:
             self.into_steps(g, graph)
-        self.carry(g, graph, base)
+        self.carry(g, graph, base, got)
 
-    def carry(self, g: Graph, graph: int, base: int) -> None:
+    def carry(self, g: Graph, graph: int, base: int, read: tuple[int, list[int], list[EdgeData]] | None = None) -> None:
         """Give the nodes lifted from ``graph`` (``g``'s from position ``base``) what the driver holds beyond
         their parameters: kernel launch attributes and programmatic edges.
 
         The nodes were added in the order :func:`_topo` gives (both lifting paths), so the ``k``-th node
-        added is the ``k``-th of that order. The node list and the edges are read again, with their data, and
+        added is the ``k``-th of that order. ``read``: ``(count, handles in that order, edges with data)`` as the
+        compiled lift read them; without it the node list and the edges are read again, with their data, and
         ordered: in one compiled call where the reader reads in compiled code
-        (:meth:`~cudagraph.driver.node_reads.NodeReads.graph_order`; a 10,000-kernel chain over a fake driver:
-        the whole lift 2.45 -> 0.70 µs a node, the reads and the order 0.04 of it), else through the reader and
+        (:meth:`~cudagraph.driver.node_reads.NodeReads.graph_order`), else through the reader and
         :func:`_topo` (the reference). An edge with data into a node that is not a kernel, from one that is not
         a kernel, or of a type or port cudagraph does not model is refused by name.
         """
         reader = self.reader
         # The reads and the order in compiled code where the reader reads there (the driver's own entry points and
         # cudagraph.driver._reads built), else the reference: the reader's reads, ordered by _topo.
-        got = reader.graph_order(graph)
+        got = read if read is not None else reader.graph_order(graph)
         if got is not None:
             count, handles, data_edges = got
         else:

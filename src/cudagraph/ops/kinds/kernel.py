@@ -52,6 +52,7 @@ from ...driver.calls import check, raise_error, require_driver
 from ...driver.compat import add_node_with_edge_data
 from ...driver.devices import primary_context
 from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, compiled_bindings, kernel_info
+from ...driver.node_reads import compiled_reads
 from ...driver.stream_launch import launch_packed
 from ...driver.stream_launch import prepared as prepared_launch
 from ...errors import DriverError, OperandError, UnsupportedError
@@ -95,8 +96,8 @@ def set_function(p: Any, info: Any) -> None:
 
 _FROM_ADDRESS = type(ctypes.c_char * 1).from_address
 _RAW = operator.attrgetter("raw")
-#: The compiled reader of kernel arguments (``None``: ctypes below).
-_KERNEL_ARGS = None if NATIVE is None else NATIVE.kernel_args
+#: The compiled reader of kernel arguments (``cudagraph.driver._reads.kernel_args``; ``None``: ctypes below).
+_KERNEL_ARGS = getattr(compiled_reads(), "kernel_args", None)
 
 
 class LiftedKernel:

@@ -15,6 +15,7 @@ pytest.importorskip("cuda.bindings.driver")
 import compat_builder_programs as programs
 import cudagraph as cg
 from cudagraph.errors import DriverUnavailableError, ForeignNodeError, OperandError
+from cudagraph.frontends.compat import common
 
 compat = cg.compat
 F = np.float32
@@ -264,7 +265,7 @@ def test_old_names_are_aliases():
 
 def test_complete_passes_the_options_and_may_be_called_again(monkeypatch):
     seen: list[dict[str, Any]] = []
-    monkeypatch.setattr(cg.Graph, "instantiate", lambda self, **kw: seen.append(kw) or "exe")
+    monkeypatch.setattr(common, "instantiate_executable", lambda g, params, **kw: seen.append(kw) or "exe")
     gb = building()
     compat.launch(gb, CFG, K.axpb)
     gb.end_building()

@@ -12,6 +12,7 @@ pytest.importorskip("cuda.bindings.driver")
 
 import cudagraph as cg
 from cudagraph.errors import DefinitionError, OperandError
+from cudagraph.frontends.compat import common
 
 compat = cg.compat
 
@@ -220,10 +221,11 @@ def test_instantiate_passes_the_options(monkeypatch):
     seen: dict[str, Any] = {}
     gd = compat.GraphDefinition()
     gd.launch(CFG, K)
-    monkeypatch.setattr(cg.Graph, "instantiate", lambda self, **kw: seen.update(kw) or "exe")
+    monkeypatch.setattr(common, "instantiate_executable", lambda g, **kw: seen.update(kw) or "exe")
     opts = compat.GraphCompleteOptions(auto_free_on_launch=True, upload_stream="s", use_node_priority=True)
     assert gd.instantiate(opts) == "exe"
     assert seen == {
+        "params": {},
         "upload_stream": "s",
         "auto_free_on_launch": True,
         "device_launch": False,

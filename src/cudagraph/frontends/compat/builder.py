@@ -25,6 +25,7 @@ from ...errors import DefinitionError, OperandError
 from ..launch import register_path_target
 from .common import GraphCondition, add_callback, add_kernel, condition_of, instantiate, unsupported, write_dot
 from .definition import GraphDefinition
+from .packing import pack_graph
 
 __all__ = ["BUILDING", "MAX_SPLIT", "GraphBuilder"]
 
@@ -220,6 +221,7 @@ class GraphBuilder:
                 "compat Executable.update: the GraphBuilder has not finished building; end_building() first"
             )
         self._no_open_bodies("compat Executable.update")
+        pack_graph(self._graph)
         return self._graph
 
     def close(self) -> None:

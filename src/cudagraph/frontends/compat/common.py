@@ -16,7 +16,9 @@ from ...definition.graph import Graph
 from ...definition.node import Node
 from ...driver.calls import require_driver
 from ...errors import DefinitionError, OperandError
+from ...executable.executable import instantiate as instantiate_executable
 from ..launch import _config, _kernel
+from .packing import pack_graph
 
 #: Kernels the definition layer takes as they are (the rest go through ``_kernel``: foreign kernels
 #: converted, wrong kinds refused).
@@ -151,17 +153,20 @@ def unsupported(call: str, arg: str, why: str) -> OperandError:
 
 
 #: What cuda.core makes of an argument cudagraph does not take as it is: a condition wrapper its condition, a
-#: Python float a double, a complex a double complex (``Graph.kernel`` refuses a Python float as ambiguous).
+#: Python float a double, a complex a double complex (``Graph.kernel`` refuses a Python float as ambiguous), a
+#: Python bool the int 0 or 1 (sized by the parameter before the driver sees it: :mod:`.packing`).
 _CONVERTED: dict[type, Callable[[Any], Any]] = {
     GraphCondition: lambda a: a.condition,
     float: np.float64,
     complex: np.complex128,
+    bool: int,
 }
 
 
 def kernel_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """``args`` as cuda.core passes them: each :class:`GraphCondition` replaced by its condition, each Python
-    ``float`` by a ``np.float64`` and ``complex`` by a ``np.complex128`` (a double, a double complex)."""
+    ``float`` by a ``np.float64`` and ``complex`` by a ``np.complex128`` (a double, a double complex), each
+    ``bool`` by the ``int`` 0 or 1 (:mod:`.packing` gives it the parameter's size, as a Python ``int``)."""
     for a in args:  # a plain loop: any() over a generator cost as much as the rest of launch()
         if type(a) in _CONVERTED:
             return tuple(_CONVERTED[type(a)](a) if type(a) in _CONVERTED else a for a in args)
@@ -235,19 +240,26 @@ def add_callback(target: Any, fn: Any, user_data: Any, call: str, **after: Any) 
 
 
 def instantiate(g: Graph, options: Any) -> Any:
-    """Build ``g`` explicitly and instantiate it with cuda.core's ``GraphCompleteOptions`` (or ours)."""
+    """Build ``g`` explicitly and instantiate it with cuda.core's ``GraphCompleteOptions`` (or ours).
+
+    The kernel arguments are packed as cuda.core packs them first (:func:`~.packing.pack_graph`); an allocation
+    with no free node is accepted, as cuda.core accepts it (see the comment below).
+    """
     o = options if options is not None else GraphCompleteOptions()
     if not all(hasattr(o, f) for f in GraphCompleteOptions.__slots__):  # cuda.core's own has the same fields
         raise OperandError(
             "compat instantiate: options must be a GraphCompleteOptions (cuda.core's or compat's), "
             f"got {type(o).__name__}"
         )
-    return g.instantiate(
-        upload_stream=o.upload_stream,
-        auto_free_on_launch=o.auto_free_on_launch,
-        device_launch=o.device_launch,
-        use_node_priority=o.use_node_priority,
-    )
+    flags = {f: getattr(o, f) for f in ("auto_free_on_launch", "device_launch", "use_node_priority")}
+    for flag, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise OperandError(f"compat instantiate: options.{flag} must be a bool, got {type(value).__name__}")
+    pack_graph(g)
+    # Not Graph.instantiate: it refuses an allocation no free node releases, which cuda.core (and the driver)
+    # accept: the memory outlives the launch, and launching again before it is freed is refused by the driver
+    # (CUDA_ERROR_INVALID_VALUE, a DriverError) unless auto_free_on_launch is set.
+    return instantiate_executable(g, upload_stream=o.upload_stream, params={}, **flags)
 
 
 def write_dot(g: Graph, path: str, options: Any, call: str) -> None:

@@ -28,6 +28,7 @@ from .common import (
 )
 from .exec_views import ExecutableGraphNode, executable_view
 from .handles import definition_handle, node_handle
+from .packing import pack_graph
 from .updates import (
     memset_shape,
     memset_value,
@@ -309,6 +310,7 @@ class GraphDefinition:
         return definition_handle(self)
 
     def _update_source(self) -> Graph:  # exe.update(gd): see Executable.update
+        pack_graph(self._g)
         return self._g
 
     @property

@@ -15,6 +15,7 @@ from ..launch import launch as _cg_launch
 from ..launch import remembered_config
 from .builder import BUILDING, GraphBuilder
 from .common import DRIVER_KERNEL_TYPES, GraphCondition, kernel_args
+from .packing import convert_for
 
 __all__ = ["Device", "launch"]
 
@@ -72,7 +73,11 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:
         if _COMPILED is not None:
             _teach(_COMPILED, config, kernel)
         return
-    _cg_launch(target, config, kernel, *kernel_args(args))
+    a = kernel_args(args)
+    if type(kernel).__name__ not in DRIVER_KERNEL_TYPES:
+        _cg_launch(target, config, kernel, *a)  # (a foreign kernel: cudagraph.launch converts it, then packs)
+    else:
+        _cg_launch(target, config, kernel, *convert_for(kernel, a))
 
 
 def _teach(compiled: Any, config: Any, kernel: Any) -> None:
@@ -119,4 +124,13 @@ def _compiled_launch(twin: Any) -> Any:
 # where the Python twin's frames cost more than the node itself.
 _COMPILED = _compiled_launch(launch)
 if _COMPILED is not None:
-    launch = _COMPILED  # the same function, its common call compiled
+    _twin = launch
+    _compiled = _COMPILED
+
+    def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:  # (the compiled one's door)
+        """cuda.core's ``launch(target, config, kernel, *args)`` (see the function it wraps)."""
+        if bool in map(type, args):  # a Python bool: the twin passes it as cuda.core does (the compiled path
+            return _twin(target, config, kernel, *args)  # hands Graph.kernel its arguments as they are)
+        return _compiled(target, config, kernel, *args)  # type: ignore[no-any-return]
+
+    functools.update_wrapper(launch, _twin)

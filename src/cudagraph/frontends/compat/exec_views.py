@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DefinitionError, OperandError
+from .packing import convert_for
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
 
 if TYPE_CHECKING:
@@ -78,7 +79,10 @@ class ExecutableKernelNode(_Toggled):
         """Replace the launch configuration, the kernel and its complete arguments (``args=()`` for none)
         for later launches."""
         view = self._view
-        view.update(**kernel_changes(view.node, config, kernel, args, "ExecutableKernelNode.update"))
+        changes = kernel_changes(view.node, config, kernel, args, "ExecutableKernelNode.update")
+        if "args" in changes:  # (sized by the kernel's parameters, as cuda.core packs them: .packing)
+            changes["args"] = convert_for(changes.get("kernel", view.node.kernel), changes["args"])  # type: ignore[attr-defined]
+        view.update(**changes)
 
 
 class ExecutableMemcpyNode(_Toggled):

@@ -18,6 +18,7 @@ from ...definition.edits import watch
 from ...errors import UnsupportedError
 from ...materialize.explicit import LoweredGraph, lower
 from .common import unsupported
+from .packing import pack_graph
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
@@ -63,6 +64,7 @@ class DriverGraphs:
         if self.built and self._now() == self._stamp:
             return self.built[-1]
         g = self.graph
+        pack_graph(g)  # (an edit when an argument changes: the stamp below is taken after it)
         g.validate()
         lowered = lower(g, resolve_bindings(g, {}), [])
         self.built.append(lowered)

@@ -1,0 +1,86 @@
+"""The same programs, written against cuda.core 1.2's graph API, run through cuda.core and through cudagraph.compat
+(the ``graph_api`` parametrization): kernel arguments passed as Python bools and ints, a graph allocation no node
+frees, and the exception class of a refused argument. Results are read back and compared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+SOURCE = r"""
+extern "C" __global__ void store(bool b, int v, short s, int* out) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        out[0] = b ? 1 : 0;
+        out[1] = v;
+        out[2] = (int)s;
+    }
+}
+extern "C" __global__ void add_one(int* x) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) x[0] += 1;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def k(nvrtc: Any) -> Any:
+    return nvrtc(SOURCE, ("store", "add_one"))
+
+
+def cfg() -> Any:
+    from cuda.core import LaunchConfig
+
+    return LaunchConfig(grid=1, block=1)
+
+
+def builder_api(G: Any) -> tuple[Any, Any]:
+    """``(Device, launch)`` of the API ``G`` belongs to."""
+    import cuda.core
+
+    import cudagraph
+
+    if G is cudagraph.compat:
+        return G.Device, G.launch
+    return cuda.core.Device, cuda.core.launch
+
+
+@pytest.mark.parametrize(("flag", "value", "short"), [(True, 7, -3), (False, -1, 2)])
+def test_python_bool_and_int_arguments_in_a_definition(graph_api, k, gpu, stream, flag, value, short):
+    out = gpu.alloc(16)
+    gd = graph_api.GraphDefinition()
+    gd.launch(cfg(), k.store, flag, value, short, out)
+    exe = gd.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    assert list(gpu.read(out, 3, np.int32)) == [int(flag), value, short]
+
+
+def test_python_bool_and_int_arguments_in_a_builder(graph_api, k, gpu, stream):
+    Device, launch = builder_api(graph_api)
+    outs = [gpu.alloc(16) for _ in range(3)]
+    gb = Device().create_graph_builder().begin_building()
+    for i, out in enumerate(outs):  # repeated calls: the same config and kernel each time
+        launch(gb, cfg(), k.store, i % 2 == 0, 10 + i, -i, out)
+    exe = gb.end_building().complete()
+    exe.launch(stream)
+    stream.sync()
+    assert [list(gpu.read(out, 3, np.int32)) for out in outs] == [[1, 10, 0], [0, 11, -1], [1, 12, -2]]
+
+
+def test_an_allocation_no_node_frees_is_instantiated_and_launched(graph_api, k, stream):
+    gd = graph_api.GraphDefinition()
+    a = gd.allocate(1024)
+    fill = a.memset(a.dptr, 0, 1024)
+    fill.launch(cfg(), k.add_one, a.dptr)
+    exe = gd.instantiate()
+    exe.launch(stream)
+    stream.sync()
+
+
+def test_an_argument_of_no_kernel_type_is_a_type_error(graph_api, k, gpu):
+    gd = graph_api.GraphDefinition()
+    with pytest.raises(TypeError):
+        gd.launch(cfg(), k.store, "no", 1, 2, gpu.alloc(16))

@@ -9,7 +9,7 @@
  * - `target` is exactly the owner type, its state slot holds the `building` object and its path slot an object of
  *   exactly the path type whose graph is exactly the graph type and whose tail is a list;
  * - `kernel` is of a type taught with remember() (a driver kernel the definition takes as it is);
- * - no argument is of the `skip` type (a condition wrapper the twin converts), a Python float or a complex (the
+ * - no argument is of the `skip` type (a condition wrapper the twin converts), a Python bool, float or complex (the
  *   twin passes them as cuda.core does, as a double and a double complex);
  * - `config` was taught with remember() and still holds the same grid and block objects, the same shared memory,
  *   no cluster, not cooperative, no programmatic serialization (read on every call: configurations are mutable).
@@ -136,7 +136,8 @@ pl_fast(PathLaunch *self, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwn
     if (Py_TYPE(target) != self->owner || !pl_table_has(&self->kernels, Py_TYPE(kernel)))
         Py_RETURN_NOTIMPLEMENTED;
     for (Py_ssize_t i = 3; i < nargs; i++)
-        if (Py_TYPE(argv[i]) == self->skip || PyFloat_CheckExact(argv[i]) || PyComplex_CheckExact(argv[i]))
+        if (Py_TYPE(argv[i]) == self->skip || PyFloat_CheckExact(argv[i]) || PyComplex_CheckExact(argv[i]) ||
+            PyBool_Check(argv[i]))
             Py_RETURN_NOTIMPLEMENTED;
     LaunchEntry *e = find_entry(self, config);
     if (e == NULL || SLOT(target, self->owner_at[O_STATE]) != self->building)

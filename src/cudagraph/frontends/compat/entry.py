@@ -124,13 +124,4 @@ def _compiled_launch(twin: Any) -> Any:
 # where the Python twin's frames cost more than the node itself.
 _COMPILED = _compiled_launch(launch)
 if _COMPILED is not None:
-    _twin = launch
-    _compiled = _COMPILED
-
-    def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:  # (the compiled one's door)
-        """cuda.core's ``launch(target, config, kernel, *args)`` (see the function it wraps)."""
-        if bool in map(type, args):  # a Python bool: the twin passes it as cuda.core does (the compiled path
-            return _twin(target, config, kernel, *args)  # hands Graph.kernel its arguments as they are)
-        return _compiled(target, config, kernel, *args)  # type: ignore[no-any-return]
-
-    functools.update_wrapper(launch, _twin)
+    launch = _COMPILED  # the same function, its common call compiled (a call with a Python bool goes to the twin)

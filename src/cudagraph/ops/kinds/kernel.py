@@ -51,7 +51,7 @@ from ...driver.c_entry import NATIVE, c_address, kernel_loop, use_kernel
 from ...driver.calls import check, raise_error, require_driver
 from ...driver.compat import add_node_with_edge_data
 from ...driver.devices import primary_context
-from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, compiled_bindings, kernel_info
+from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, compiled_bindings, for_node, kernel_info
 from ...driver.node_reads import compiled_reads
 from ...driver.stream_launch import launch_packed
 from ...driver.stream_launch import prepared as prepared_launch
@@ -232,7 +232,10 @@ class KernelOps(KindOps):
     # ---------------------------------------------------------------- streams
     def issue(self, node: KernelNode, stream: Any, run: StreamRun) -> None:
         """One launch (the Python twin of the compiled ``StreamLauncher.issue``, which learns from it)."""
-        p = prepared_launch(node.kernel)
+        try:
+            p = prepared_launch(node.kernel)
+        except OperandError as exc:
+            raise for_node(exc, node) from None
         try:
             params = p.info.pack(node.args, node, run.bindings)
         except OperandError:
@@ -329,6 +332,14 @@ def _function(info: Any, state: LowerState) -> Any:
 OPS: tuple[tuple[type[Node], KindOps], ...] = ((KernelNode, KernelOps()),)
 
 
+def _info_of(node: Any, kernel: Any) -> Any:
+    """``kernel_info(kernel)``, its refusal naming ``node``."""
+    try:
+        return kernel_info(kernel)
+    except OperandError as exc:
+        raise for_node(exc, node) from None
+
+
 class PreparedKernel:
     """The parameters of one kernel node, kept so that a rebind rewrites only the bytes that change.
 
@@ -351,7 +362,7 @@ class PreparedKernel:
 
     def __init__(self, node: KernelNode, bindings: dict[str, Any]) -> None:
         drv = require_driver()
-        info = kernel_info(node.kernel)
+        info = _info_of(node, node.kernel)
         with PACKING_LOCK:
             info.pack(node.args, node, bindings)
             data = ctypes.string_at(info._scratch_addr, max(info.total, 1))
@@ -528,7 +539,7 @@ class KernelWriter:
             node = nodes[i]
             if type(node) is not KernelNode or node.kernel is loop.kernel:  # type: ignore[attr-defined]
                 return i
-            self._use(node.kernel, kernel_info(node.kernel))  # type: ignore[attr-defined]
+            self._use(node.kernel, _info_of(node, node.kernel))  # type: ignore[attr-defined]
             start = i  # the loop may take it now that it knows its kernel
 
     def _use(self, kernel: Any, info: Any) -> None:
@@ -562,7 +573,7 @@ class KernelWriter:
         loop = self._loop
         kernel = node.kernel
         current = self._kernel if loop is None else loop.kernel
-        info = self._info if loop is None and kernel is current else kernel_info(kernel)
+        info = self._info if loop is None and kernel is current else _info_of(node, kernel)
         with PACKING_LOCK:
             try:
                 info.pack(node.args, node, bindings)

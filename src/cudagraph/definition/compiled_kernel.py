@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from .core import NODE_CLASSES, GraphCore
 from .dims import BLOCKS, DIMS_SEEN, GRIDS
+from .free_threading import hand_written_c_refusal
 from .kinds.kernel import KERNEL_TYPES_SEEN, KernelBuilders, KernelNode
 from .node import Node
 from .operands import ARG_BUFFER_TYPES, ARG_TENSOR_TYPES, ARG_TYPES_OK
@@ -46,7 +47,7 @@ DEFINE_SLOTS: Final[MappingProxyType[str, tuple[str, ...]]] = MappingProxyType(
 def define_module() -> Any:
     """The extension ``cudagraph.definition._define``, or ``None`` when it is not built or
     ``CUDAGRAPH_NO_C_ENTRY`` is set (then every caller keeps its Python twin)."""
-    if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
+    if os.environ.get("CUDAGRAPH_NO_C_ENTRY") or hand_written_c_refusal() is not None:
         return None
     try:
         return importlib.import_module("cudagraph.definition._define")

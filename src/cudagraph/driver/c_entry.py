@@ -81,6 +81,8 @@ import os
 from types import MappingProxyType, ModuleType
 from typing import Any, Final
 
+from ..definition.free_threading import hand_written_c_refusal
+
 __all__ = [
     "LIBRARY_TWINS",
     "NATIVE",
@@ -174,7 +176,7 @@ LIBRARY_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType({"ExecLock":
 
 
 def _load_native() -> ModuleType | None:
-    if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
+    if os.environ.get("CUDAGRAPH_NO_C_ENTRY") or hand_written_c_refusal() is not None:
         return None
     try:
         module = importlib.import_module("cudagraph.driver._native")

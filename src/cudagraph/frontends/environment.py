@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from ..definition.free_threading import hand_written_c_refusal
 from ..driver import calls
 from ..driver.calls import MIN_DRIVER_VERSION
 from ..driver.compat import BINDINGS_VERSION
@@ -155,6 +156,9 @@ def native_status() -> str:
     """Whether the compiled module (``cudagraph.driver._native``) is loaded, and why not."""
     if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
         return "off (CUDAGRAPH_NO_C_ENTRY is set)"
+    refusal = hand_written_c_refusal()
+    if refusal is not None:
+        return refusal
     try:
         from ..driver.c_entry import NATIVE
     except Exception as exc:  # pragma: no cover - cuda-bindings missing

@@ -7,6 +7,8 @@ whole by PyTorch as its documentation says (``static_y = model(static_x)`` insid
 ``torch.cuda.graph(g)``, ``keep_graph=True``; a training step's output is its loss):
 
 - ``nodes``: the nodes of the captured graph (as lifted);
+- ``not kernels``: those of them that are not kernel nodes, by kind (an ``opaque`` one makes the lift read a
+  clone of the graph);
 - ``lift µs/node``: ``cg.lift(g)``, the median of ``--lifts`` calls, per node;
 - ``lift+params µs/node``: ``cg.lift(g, params={"x": static_x, "out": static_y})`` (a training step
   also names its target ``t``), the median of ``--param-lifts`` calls, per node;
@@ -31,6 +33,7 @@ Run from the repository root: ``python bench/zoo.py [--quick] [--models a,b,c] [
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import statistics
 import sys
@@ -54,6 +57,7 @@ Pair = tuple[dict[str, Any], Any]  # (inputs by name, output)
 class Row:
     name: str
     nodes: int | None = None
+    others: str = ""  # the lifted nodes that are not kernels, by kind ("memset 2, opaque 1")
     lift_s: float | None = None  # one cg.lift(g), seconds (median)
     param_s: float | None = None  # one cg.lift(g, params=...), seconds (median)
     host_torch: float | None = None  # µs per step
@@ -72,6 +76,7 @@ class Row:
         return [
             self.name,
             "n/a" if self.nodes is None else str(self.nodes),
+            self.others or ("none" if self.nodes else "n/a"),
             fmt(self.per_node(self.lift_s), 2),
             fmt(self.per_node(self.param_s), 2),
             fmt(self.host_torch, 1),
@@ -87,6 +92,7 @@ class Row:
 HEADER = [
     "model",
     "nodes",
+    "not kernels",
     "lift µs/node",
     "lift+params µs/node",
     "host µs torch",
@@ -192,6 +198,8 @@ def measure(torch: Any, entry: model_zoo.Entry, args: argparse.Namespace) -> Row
         torch.cuda.synchronize()
         row.lift_s, lifted = timed(lambda: cg.lift(g), args.lifts)
         row.nodes = len(lifted.nodes)
+        kinds = collections.Counter(n.kind for n in lifted.nodes if n.kind != "kernel")
+        row.others = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         del lifted
         row.param_s, lifted = timed(lambda: cg.lift(g, params=cap.params), args.param_lifts)
         exe = lifted.instantiate()

@@ -6,7 +6,8 @@
 #   memcheck   the compiled kinds', update, core, lift, parametrize and allocation-placement GPU tests under
 #              Compute Sanitizer (scripts/compute_sanitizer.sh)
 #   zoo        the model zoo: real torchvision, timm and transformers models captured by PyTorch, lifted
-#              with verify=True and rebound (tests/test_model_zoo_gpu.py), then bench/zoo.py --quick
+#              with verify=True and rebound (tests/test_model_zoo_gpu.py), then bench/zoo.py --quick and
+#              bench/zoo_lift_profile.py (where the lift's time goes)
 #   threads    the CPU tests of the GIL offers and the executable's lock, on this machine's Python
 #   demo       python -m cudagraph demo
 #   bench      bench/construction.py --quick, bench/launch_targets.py, bench/rebind_lifted.py,
@@ -40,7 +41,10 @@ run_stage() {
             tests/test_gpu_updates.py tests/test_gpu_core.py tests/test_gpu_lift.py tests/test_parametrize_gpu.py \
             tests/test_alloc_placement_gpu.py
         ;;
-    zoo) "$PYTHON" -m pytest -q -p no:cacheprovider -rs tests/test_model_zoo_gpu.py && "$PYTHON" bench/zoo.py --quick ;;
+    zoo)
+        "$PYTHON" -m pytest -q -p no:cacheprovider -rs tests/test_model_zoo_gpu.py && "$PYTHON" bench/zoo.py --quick &&
+            "$PYTHON" bench/zoo_lift_profile.py resnet50 embedding_bag
+        ;;
     threads)
         "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_loop_gil_cpu.py tests/test_lift_gil_cpu.py \
             tests/test_exec_lock_cpu.py tests/test_native_gil_cpu.py tests/test_launch_gil_cpu.py

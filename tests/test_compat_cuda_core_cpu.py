@@ -13,7 +13,14 @@ import pytest
 pytest.importorskip("cuda.bindings.driver")
 
 import cudagraph as cg
-from cudagraph.errors import CudaGraphError, CycleError, DefinitionError, KernelArgumentError
+from cudagraph.errors import (
+    CudaGraphError,
+    CycleError,
+    DefinitionError,
+    ForeignNodeError,
+    KernelArgumentError,
+    StateError,
+)
 from cudagraph.frontends.compat import common, entry, packing
 
 compat = cg.compat
@@ -179,3 +186,203 @@ def test_a_refused_assignment_leaves_the_old_edges():
 
 def test_a_kernel_argument_error_is_a_type_error():
     assert issubclass(KernelArgumentError, TypeError) and issubclass(KernelArgumentError, CudaGraphError)
+
+
+# ------------------------------------------------------------------------------------------ errors and options
+def driver_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is what cuda.core raises where the driver refuses a graph edit (its ``CUDAError``), and a
+    cudagraph error too."""
+    from cuda.core._utils.cuda_utils import CUDAError
+
+    return isinstance(exc, CUDAError) and isinstance(exc, CudaGraphError) and isinstance(exc, ValueError)
+
+
+@pytest.mark.parametrize(
+    "method, args", [("if_then", (3,)), ("if_else", ("c",)), ("while_loop", (None,)), ("switch", ([1], 2))]
+)
+def test_a_conditional_of_no_condition_is_a_type_error(method, args):
+    gd = compat.GraphDefinition()
+    with pytest.raises(TypeError, match="GraphCondition") as info:
+        getattr(gd, method)(*args)
+    assert isinstance(info.value, CudaGraphError) and len(gd.graph) == 0
+
+
+def test_what_the_driver_refuses_under_cuda_core_is_its_error_class_here():
+    first, second = compat.GraphDefinition(), compat.GraphDefinition()
+    cond = first.create_condition(default_value=0)
+    refusals = [
+        lambda: second.if_then(cond),  # a condition of another definition
+        lambda: first.switch(cond, 0),  # a switch of no case
+        lambda: first.deallocate(0),  # a free of no address
+    ]
+    for call in refusals:
+        with pytest.raises(CudaGraphError) as info:
+            call()
+        assert driver_refusal(info.value)
+    assert len(first.graph) == 0 and len(second.graph) == 0
+    with pytest.raises(ForeignNodeError):  # the native class of a foreign condition stays a base
+        second.if_then(cond)
+
+
+def test_self_cross_graph_and_destroyed_edges_are_refused_as_the_driver_refuses_them():
+    gd, (a, b) = chain(2)
+    other = compat.GraphDefinition().empty()
+    for call in (lambda: a.succ.add(a), lambda: a.pred.add(other), lambda: a.succ.add(other)):
+        with pytest.raises(CudaGraphError) as info:
+            call()
+        assert driver_refusal(info.value)
+    b.pred.add(a)
+    b.destroy()
+    assert not b.is_valid and b.type is None and b.pred == set() and b.succ == set() and (a, b) not in gd.edges()
+    with pytest.raises(CudaGraphError) as info:
+        a.succ.add(b)
+    assert driver_refusal(info.value) and a.succ == set()
+    b.destroy()  # again: nothing
+    b.pred = set()  # nothing to add: nothing refused
+    a.pred -= {a}  # removing a self edge that is not there: nothing, as for a set
+
+
+def test_debug_dot_print_takes_every_flag_and_a_bytes_path(tmp_path):
+    gd, _ = chain(2)
+    every = compat.GraphDebugPrintOptions(**{f: True for f in compat.GraphDebugPrintOptions.__dataclass_fields__})
+    path = tmp_path / "g.dot"
+    gd.debug_dot_print(str(path).encode(), every)
+    assert path.read_text().startswith("digraph")
+    gb = compat.Device().create_graph_builder().begin_building()
+    gb.callback(print)
+    with pytest.raises(RuntimeError, match="call end_building"):  # not before building has ended, as cuda.core
+        gb.debug_dot_print(str(path))
+    gb.end_building().debug_dot_print(str(path), every)
+
+
+def test_complete_options_are_a_dataclass_as_cuda_cores():
+    assert compat.GraphCompleteOptions(device_launch=True) == compat.GraphCompleteOptions(device_launch=True)
+    assert compat.GraphCompleteOptions() != compat.GraphCompleteOptions(use_node_priority=True)
+
+
+@pytest.mark.parametrize("mode", ["relaxed", "global", "thread_local"])
+def test_every_build_mode_builds_the_same_graph(mode):
+    gb = compat.Device().create_graph_builder().begin_building(mode=mode)
+    compat.launch(gb, CFG, K, np.int32(1))
+    compat.launch(gb, CFG, K, np.int32(2))
+    assert len(gb.end_building().graph) == 2
+
+
+@pytest.mark.parametrize("mode, cls", [(None, ValueError), ("fast", ValueError), (3, TypeError)])
+def test_another_build_mode_is_refused_with_cuda_cores_class(mode, cls):
+    gb = compat.Device().create_graph_builder()
+    with pytest.raises(cls) as info:
+        gb.begin_building(mode=mode)
+    assert isinstance(info.value, CudaGraphError) and not gb.is_building
+    gb.begin_building()  # the refusal left it as it was
+
+
+def test_devices_compare_by_ordinal_with_compat_and_cuda_core_devices(monkeypatch):
+    class Device:  # a stand-in for cuda.core's (the same name and attribute)
+        def __init__(self, device_id: int) -> None:
+            self.device_id = device_id
+
+        def __hash__(self) -> int:
+            return hash(("device", self.device_id))
+
+    monkeypatch.setattr(entry, "cuda_core_device", lambda i: Device(1 if i is None else i))
+    assert compat.Device() == compat.Device(1) and compat.Device(0) != compat.Device(1)
+    assert compat.Device(1) == Device(1) and compat.Device(0) != Device(1) and compat.Device(0) != "0"
+    assert hash(compat.Device()) == hash(Device(1)) and int(compat.Device()) == 1
+    assert len({compat.Device(), compat.Device(1)}) == 1
+
+
+# ------------------------------------------------------------------------------------------ builder states
+def test_builder_states_answer_as_cuda_cores():
+    gb = compat.Device().create_graph_builder()
+    refused: list[tuple[Any, type[BaseException]]] = [
+        (gb.complete, RuntimeError),  # not finished building
+        (lambda: gb.split(2), RuntimeError),  # must be building to split
+        (lambda: gb.graph_definition, RuntimeError),  # before begin_building
+        (gb.end_building, RuntimeError),  # not building
+        (gb.create_condition, RuntimeError),
+    ]
+    for call, cls in refused:
+        with pytest.raises(cls) as info:
+            call()
+        assert isinstance(info.value, StateError)
+    gb.begin_building()
+    for call, cls in [
+        (gb.begin_building, RuntimeError),  # already building
+        (gb.complete, RuntimeError),
+        (lambda: gb.graph_definition, RuntimeError),  # a capture is in progress
+        (lambda: gb.split(1), ValueError),  # an invalid split count
+        (lambda: gb.split(0), ValueError),
+        (lambda: compat.GraphBuilder.join(gb), ValueError),  # at least two builders
+        (lambda: compat.GraphBuilder.join(gb, "x"), TypeError),
+        (lambda: gb.embed(object()), TypeError),
+        (lambda: gb.callback(print, user_data=b"x"), ValueError),
+    ]:
+        with pytest.raises(cls) as info:
+            call()
+        assert isinstance(info.value, CudaGraphError)
+    compat.launch(gb, CFG, K, np.int32(1))
+    gb.end_building()
+    with pytest.raises(RuntimeError, match="has ended building") as info:  # no resuming after the end
+        gb.begin_building()
+    assert isinstance(info.value, StateError)
+    view = gb.graph_definition  # after the end
+    assert len(view.nodes()) == 1
+    gb.close()
+    for call in (gb.complete, lambda: gb.graph_definition, gb.end_building):
+        with pytest.raises(StateError, match="is closed"):
+            call()
+    assert len(view.nodes()) == 1  # a view taken before close() keeps working
+
+
+def test_forks_and_embedding_answer_as_cuda_cores():
+    gb = compat.Device().create_graph_builder().begin_building()
+    compat.launch(gb, CFG, K, np.int32(1))
+    left, right = gb.split(2)
+    assert left is gb and right.is_join_required and not left.is_join_required
+    with pytest.raises(RuntimeError, match="forked"):
+        _ = right.graph_definition
+    with pytest.raises(RuntimeError, match="has not finished"):
+        right.complete()
+    child = compat.Device().create_graph_builder().begin_building()
+    with pytest.raises(ValueError, match="child: the GraphBuilder is building"):  # the child has not finished
+        gb.embed(child)
+    with pytest.raises(ValueError, match="split"):
+        gb.embed(right)
+    child.end_building()
+    ended = compat.Device().create_graph_builder().begin_building().end_building()
+    with pytest.raises(ValueError, match="the parent GraphBuilder has ended"):  # the parent is not being built
+        ended.embed(child)
+    assert compat.GraphBuilder.join(left, right) is gb
+    with pytest.raises(RuntimeError, match="closed"):  # joined into gb, hence closed
+        right.complete()
+    gb.embed(child)
+    assert [n.kind for n in gb.end_building().graph.nodes] == ["kernel", "child"]
+
+
+def test_a_conditional_body_during_and_after_its_capture():
+    gb = compat.Device().create_graph_builder().begin_building()
+    cond = gb.create_condition(default_value=1)
+    body = gb.if_then(cond)
+    assert len(body.graph_definition.nodes()) == 0  # before begin_building: the body exists already
+    body.begin_building()
+    with pytest.raises(RuntimeError, match="capture is in progress"):
+        _ = body.graph_definition
+    compat.launch(body, CFG, K, np.int32(1))
+    body.end_building()
+    (node,) = body.graph_definition.nodes()  # after the end: add to it explicitly
+    node.launch(CFG, K, np.int32(2))
+    assert len(body.graph) == 2
+    with pytest.raises(RuntimeError, match="has ended building"):
+        body.begin_building()
+    gb.end_building()
+
+
+def test_an_executable_update_from_a_builder_that_is_not_finished_is_a_value_error():
+    gb = compat.Device().create_graph_builder().begin_building()
+    with pytest.raises(ValueError, match="has not finished building"):
+        gb._update_source()
+    gb.end_building()
+    gb.close()
+    with pytest.raises(ValueError, match="has not finished building"):
+        gb._update_source()

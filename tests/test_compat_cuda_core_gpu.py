@@ -84,3 +84,65 @@ def test_an_argument_of_no_kernel_type_is_a_type_error(graph_api, k, gpu):
     gd = graph_api.GraphDefinition()
     with pytest.raises(TypeError):
         gd.launch(cfg(), k.store, "no", 1, 2, gpu.alloc(16))
+
+
+def refusal_classes(exc: BaseException) -> set[str]:
+    """The classes of ``exc`` a ported program may catch: the built-in ones and cuda.core's ``CUDAError``."""
+    names = {"RuntimeError", "ValueError", "TypeError", "CUDAError"}
+    return {c.__name__ for c in type(exc).__mro__ if c.__name__ in names}
+
+
+def test_edge_refusals_have_cuda_cores_classes(graph_api, gpu):
+    from cuda.core._utils.cuda_utils import CUDAError
+
+    gd, other = graph_api.GraphDefinition(), graph_api.GraphDefinition()
+    a, b, c = gd.empty(), gd.empty(), other.empty()
+    b.destroy()
+    for call in (lambda: a.succ.add(a), lambda: a.succ.add(c), lambda: a.succ.add(b)):
+        with pytest.raises(CUDAError):
+            call()
+    assert len(gd.edges()) == 0
+
+
+def test_builder_states_raise_cuda_cores_classes(graph_api, k):
+    Device, launch = builder_api(graph_api)
+    gb = Device().create_graph_builder()
+    seen = []
+    for call in (gb.complete, lambda: gb.split(2), lambda: gb.graph_definition, gb.end_building):
+        with pytest.raises(Exception) as info:
+            call()
+        seen.append(refusal_classes(info.value))
+    gb.begin_building()
+    for call in (gb.begin_building, gb.complete, lambda: gb.graph_definition, lambda: gb.split(1)):
+        with pytest.raises(Exception) as info:
+            call()
+        seen.append(refusal_classes(info.value))
+    launch(gb, cfg(), k.add_one, 0)  # (never launched)
+    gb.end_building()
+    with pytest.raises(Exception) as info:
+        gb.begin_building()
+    seen.append(refusal_classes(info.value))
+    assert len(gb.graph_definition.nodes()) == 1
+    assert seen == [{"RuntimeError"}] * 7 + [{"ValueError"}, {"RuntimeError"}]
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_every_build_mode_completes(graph_api, k, gpu, stream, mode):
+    Device, launch = builder_api(graph_api)
+    out = gpu.alloc(16)
+    gb = Device().create_graph_builder().begin_building(mode=mode)
+    launch(gb, cfg(), k.store, True, 5, 6, out)
+    gb.end_building().complete().launch(stream)
+    stream.sync()
+    assert list(gpu.read(out, 3, np.int32)) == [1, 5, 6]
+
+
+def test_debug_dot_print_with_every_flag(graph_api, gpu, tmp_path):
+    gd = graph_api.GraphDefinition()
+    gd.empty().empty()
+    options = graph_api.GraphDebugPrintOptions(
+        **{f: True for f in graph_api.GraphDebugPrintOptions.__dataclass_fields__}
+    )
+    path = tmp_path / "g.dot"
+    gd.debug_dot_print(str(path).encode(), options)
+    assert path.read_text().lstrip().startswith("digraph")

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("cuda.bindings.driver")
 
 import cudagraph as cg
-from cudagraph.errors import OperandError
+from cudagraph.errors import OperandError, StateError
 from cudagraph.frontends.compat import entry
 from cudagraph.frontends.compat.builder import GraphBuilder
 
@@ -189,7 +189,7 @@ def test_a_builder_that_is_not_building_is_refused_by_name():
     gb = building()
     compat.launch(gb, cfg, K1, X)
     gb.end_building()
-    with pytest.raises(OperandError, match=r"cudagraph\.compat\.launch: target"):
+    with pytest.raises(StateError, match=r"cudagraph\.compat\.launch: target"):
         compat.launch(gb, cfg, K1, X)
     assert len(gb.graph.nodes) == 1
 
@@ -229,7 +229,7 @@ def test_a_config_attribute_that_ends_the_builder_gets_the_twins_refusal():
     gb = building()
     armed(cfg, gb)
     cfg.action = gb.end_building
-    with pytest.raises(OperandError, match=r"cudagraph\.compat\.launch: target: .* has ended building"):
+    with pytest.raises(StateError, match=r"cudagraph\.compat\.launch: target: .* has ended building"):
         compat.launch(gb, cfg, K1, X)
     assert len(gb.graph.nodes) == 2
 

@@ -29,6 +29,7 @@ __all__ = [
     "DriverUnavailableError",
     "UnsupportedError",
     "ExecutableClosedError",
+    "StateError",
     "LiftMismatchError",
     "HostCallbackError",
     "MissingDependencyError",
@@ -171,6 +172,11 @@ class LiftMismatchError(CudaGraphError):
 
 class ExecutableClosedError(CudaGraphError):
     """An executable (or lowered graph) was used after ``close()``."""
+
+
+class StateError(CudaGraphError, RuntimeError):
+    """An object was asked for something its state does not allow (for example a ``cudagraph.compat``
+    GraphBuilder that has not begun building, has ended or is closed); a ``RuntimeError`` too."""
 
 
 class UnwiredSeamError(CudaGraphError):

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, MutableSet
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ForeignNodeError, OperandError
+from ...errors import OperandError
+from .common import DriverRefusal, ForeignDriverRefusal
 
 if TYPE_CHECKING:
     from .definition import GraphNode
@@ -39,7 +40,7 @@ class Adjacency(MutableSet["GraphNode"]):
 
     def _nodes(self) -> list[Any]:
         n = self._owner._node
-        if n is None:
+        if n is None or not self._owner.is_valid:  # (a destroyed node has no edges, as under cuda.core)
             return []
         return list(n._succs) if self._succs else list(n.predecessors)
 
@@ -50,8 +51,8 @@ class Adjacency(MutableSet["GraphNode"]):
             raise OperandError(f"{what}: expected a GraphNode of the definition, got {got}")
         if self._owner._node is None or value._node is None:
             raise OperandError(f"{what}: the entry point has no edges")
-        if value._def is not self._owner._def:
-            raise ForeignNodeError(f"{what}: {value._node.label} is a node of another GraphDefinition")
+        if value._def is not self._owner._def:  # (cuda.core leaves it to the driver: CUDAError)
+            raise ForeignDriverRefusal(f"{what}: {value._node.label} is a node of another GraphDefinition")
         return value._node
 
     def _collect(self, values: Any, what: str) -> list[Any]:
@@ -80,11 +81,20 @@ class Adjacency(MutableSet["GraphNode"]):
 
     def _add_all(self, nodes: list[Any]) -> None:
         """Add the edges to (from) ``nodes`` that are not there yet, all or nothing."""
+        if not nodes:
+            return
+        me: Any = self._owner._node  # (not None: _other refused the entry point)
+        g = self._owner._def._g
+        # What cuda.core leaves to the driver, which refuses it (cuda.core: CUDAError), checked before any edge changes.
+        for n in (me, *nodes):
+            if n.graph is not g:
+                raise DriverRefusal(f"{self._what('')}: {n.label} was destroyed (it is no longer in the definition)")
+        if any(n is me for n in nodes):
+            raise DriverRefusal(f"{self._what('')}: {me.label} cannot depend on itself")
         present = self._nodes()
         new = [n for n in nodes if not any(n is p for p in present)]
         if not new:
             return
-        me: Any = self._owner._node  # (not None: _other refused the entry point)
         if self._succs:
             me.precede(*new)  # (Node.precede and Node.succeed keep none of a call's edges if one is refused)
         else:

@@ -21,9 +21,9 @@ from typing import Any
 
 from ...definition.graph import Graph
 from ...definition.path import Path
-from ...errors import DefinitionError, OperandError
+from ...errors import DefinitionError, OperandError, StateError
 from ..launch import register_path_target
-from .common import GraphCondition, add_callback, add_kernel, condition_of, instantiate, unsupported, write_dot
+from .common import DriverRefusal, GraphCondition, add_callback, add_conditional, add_kernel, instantiate, write_dot
 from .definition import GraphDefinition
 from .packing import pack_graph
 
@@ -44,14 +44,17 @@ _STATE_TEXT = {
     _ENDED: "has ended building (end_building() was called); nothing more is added to it",
     _CLOSED: "is closed (by close(), or joined into another builder by GraphBuilder.join)",
 }
+#: The build modes cuda.core takes (an explicit build captures nothing: all three build the same graph).
+_MODES = ("relaxed", "global", "thread_local")
 _STATE_NAME = {_NOT_STARTED: "not started", BUILDING: "building", _ENDED: "ended", _CLOSED: "closed"}
 #: The most builders one :meth:`GraphBuilder.split` makes (a guard against a runaway count: each
 #: fork is an object, and a count of 2**70 would fill the memory before failing).
 MAX_SPLIT = 1 << 16
 
 
-def _state_error(where: str, builder: GraphBuilder) -> OperandError:
-    return OperandError(f"{where}: the GraphBuilder {_STATE_TEXT[builder._state]}")
+def _state_error(where: str, builder: GraphBuilder) -> StateError:
+    """A call the builder's state does not allow: a ``RuntimeError``, as cuda.core raises there."""
+    return StateError(f"{where}: the GraphBuilder {_STATE_TEXT[builder._state]}")
 
 
 class GraphBuilder:
@@ -118,18 +121,21 @@ class GraphBuilder:
     def graph_definition(self) -> GraphDefinition:
         """The graph as a :class:`~cudagraph.compat.GraphDefinition` (the same graph, not a copy).
 
-        For a primary builder once building has begun; for a body builder at any time; never for
-        a fork (ask the builder it was split from). Unlike cuda.core's, it is also given while
-        building.
+        As cuda.core gives it: for a primary builder once building has ended; for a body builder
+        before ``begin_building()`` and after ``end_building()``; never while building, never for a
+        fork (ask the builder it was split from), never once closed (a view taken before stays
+        valid). Refused with a :class:`~cudagraph.errors.StateError` (a ``RuntimeError``).
         """
         call = "compat GraphBuilder.graph_definition"
         if self._state == _CLOSED or self._graph is None:
             raise _state_error(call, self)
         if self._kind == _FORKED:
-            raise OperandError(
-                f"{call}: a builder made by split() shares the graph of the builder it was split from; "
-                "use that builder's graph_definition"
+            raise StateError(
+                f"{call}: a builder made by split() (a forked builder) shares the graph of the builder it was split "
+                "from; use that builder's graph_definition"
             )
+        if self._state == BUILDING:
+            raise StateError(f"{call}: the GraphBuilder is building (a capture is in progress): end_building() first")
         if self._view is None:
             self._view = GraphDefinition(self._graph)
         return self._view
@@ -149,24 +155,28 @@ class GraphBuilder:
         Parameters
         ----------
         mode : str
-            ``"relaxed"`` (the default). cuda.core's ``"global"`` and ``"thread_local"`` forbid
-            unsafe CUDA calls while a stream is captured; an explicit build captures nothing, so
-            they are refused.
+            ``"relaxed"`` (the default), ``"global"`` or ``"thread_local"``, as cuda.core takes them. The
+            last two forbid unsafe CUDA calls while a stream is captured; an explicit build captures
+            nothing, so all three build the same graph.
+
+        Raises
+        ------
+        StateError
+            The builder is building, has ended (cuda.core cannot resume building either) or is closed.
+        DefinitionError
+            Another mode (a ``ValueError``, as cuda.core's).
         """
         call = "GraphBuilder.begin_building"
-        if type(mode) is not str:  # (compared with strings below: an array's answer has no truth value)
-            raise OperandError(f"compat {call}: mode: expected 'relaxed', got {type(mode).__name__}")
-        if mode != "relaxed":
-            if mode in ("global", "thread_local"):
-                raise unsupported(
-                    call,
-                    "mode",
-                    f"{mode!r} forbids unsafe CUDA calls while a stream is captured; an explicit build captures "
-                    "nothing: use 'relaxed'",
-                )
-            raise OperandError(f"compat {call}: mode: expected 'relaxed', got {mode!r}")
         if self._state != _NOT_STARTED:
             raise _state_error(f"compat {call}", self)
+        if mode is not None and type(mode) is not str:  # (compared with strings: an array's answer has no truth value)
+            raise OperandError(
+                f"compat {call}: mode: expected 'relaxed', 'global' or 'thread_local', got {type(mode).__name__}"
+            )
+        if mode not in _MODES:
+            raise DefinitionError(
+                f"compat {call}: mode: unsupported build mode {mode!r}; expected 'relaxed', 'global' or 'thread_local'"
+            )
         if self._kind == _PRIMARY:
             self._graph = Graph("GraphBuilder")
         assert self._graph is not None  # a body builder has its body from the start
@@ -178,10 +188,11 @@ class GraphBuilder:
         """End building; returns the builder. Every builder split from it must have been joined."""
         call = "compat GraphBuilder.end_building"
         self._building("end_building")
+        # What the driver refuses under cuda.core (ending the capture of a forked stream, or with streams not joined).
         if self._kind == _FORKED:
-            raise OperandError(f"{call}: a builder made by split() is not ended: join it with GraphBuilder.join(...)")
+            raise DriverRefusal(f"{call}: a builder made by split() is not ended: join it with GraphBuilder.join(...)")
         if self._forks:
-            raise OperandError(
+            raise DriverRefusal(
                 f"{call}: {len(self._forks)} builder(s) split from this one are not joined; "
                 "GraphBuilder.join(...) them first"
             )
@@ -203,6 +214,8 @@ class GraphBuilder:
             ``launch(stream)``, ``upload(stream)``, ``close()``, as cuda.core's ``Graph``.
         """
         call = "compat GraphBuilder.complete"
+        if self._kind == _FORKED and self._state == BUILDING:  # (cuda.core: "Graph has not finished building")
+            raise StateError(f"{call}: a builder made by split() has not finished building: join it")
         if self._kind != _PRIMARY and self._state != _CLOSED:
             raise OperandError(
                 f"{call}: a builder made by {_MADE_BY[self._kind]} is completed with the graph it belongs to: "
@@ -255,8 +268,8 @@ class GraphBuilder:
             n = operator.index(count)
         except TypeError:
             raise OperandError(f"{call}: count: expected an int >= 2, got {type(count).__name__}") from None
-        if n < 2:
-            raise OperandError(f"{call}: count: expected an int >= 2, got {n}")
+        if n < 2:  # (a ValueError, as cuda.core's)
+            raise DefinitionError(f"{call}: count: invalid split count: expected an int >= 2, got {n}")
         if n > MAX_SPLIT:
             raise OperandError(f"{call}: count: at most {MAX_SPLIT} builders at once, got {n}")
         p = self._building("split")
@@ -280,7 +293,9 @@ class GraphBuilder:
                     f"{call}: graph_builders[{i}]: expected a compat GraphBuilder, got {type(b).__name__}"
                 )
         if len(graph_builders) < 2:
-            raise OperandError(f"{call}: graph_builders: expected at least two builders, got {len(graph_builders)}")
+            raise DefinitionError(  # (a ValueError, as cuda.core's)
+                f"{call}: graph_builders: expected at least two builders, got {len(graph_builders)}"
+            )
         first = graph_builders[0]
         for i, b in enumerate(graph_builders):
             if b._state != BUILDING:
@@ -339,8 +354,7 @@ class GraphBuilder:
 
     def _conditional(self, name: str, method: str, condition: Any, *extra: Any) -> tuple[GraphBuilder, ...]:
         p = self._building(name)
-        cond = condition_of(f"GraphBuilder.{name}", condition)
-        node = getattr(p, method)(cond, *extra)
+        node: Any = add_conditional(f"GraphBuilder.{name}", getattr(p, method), condition, *extra)
         bodies = tuple(GraphBuilder._made(_BODY, _NOT_STARTED, body, None, None) for body in node.bodies)
         for b in bodies:
             b._root = self._root
@@ -366,17 +380,23 @@ class GraphBuilder:
 
     def embed(self, child: GraphBuilder) -> None:
         """Add the graph of ``child`` (a primary builder that has ended building) as a child graph node."""
+        # cuda.core's order and classes: the child's kind (TypeError), the child not finished, then the parent not
+        # building (both ValueError).
         call = "compat GraphBuilder.embed"
-        p = self._building("embed")
         if type(child) is not GraphBuilder:
             raise OperandError(f"{call}: child: expected a compat GraphBuilder, got {type(child).__name__}")
+        if child._kind == _FORKED and child._state == BUILDING:
+            raise DefinitionError(f"{call}: child: a builder made by split() has not finished building")
         if child._kind != _PRIMARY and child._state != _CLOSED:
             raise OperandError(
                 f"{call}: child: a builder made by {_MADE_BY[child._kind]} builds part of another graph; embed a "
                 "builder made by Device.create_graph_builder()"
             )
         if child._state != _ENDED or child._graph is None:
-            raise _state_error(f"{call}: child", child)
+            raise DefinitionError(f"{call}: child: the GraphBuilder {_STATE_TEXT[child._state]}")
+        p = self._path
+        if self._state != BUILDING or p is None:
+            raise DefinitionError(f"{call}: the parent GraphBuilder {_STATE_TEXT[self._state]}")
         child._no_open_bodies(f"{call}: child")
         p.child(child._graph)
 
@@ -389,7 +409,7 @@ class GraphBuilder:
         open_bodies = [b for b in self._bodies if b._state == BUILDING]
         if open_bodies:
             names = ", ".join(repr(b._graph.name) for b in open_bodies if b._graph is not None)
-            raise OperandError(
+            raise StateError(
                 f"{where}: {len(open_bodies)} conditional body builder(s) are still building ({names}); "
                 "end_building() them first"
             )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import operator
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +17,7 @@ from ...definition.drawing import check_path
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...driver.calls import require_driver
-from ...errors import DefinitionError, OperandError
+from ...errors import DefinitionError, ForeignNodeError, OperandError
 from ...executable.executable import instantiate as instantiate_executable
 from ..launch import _config, _kernel
 from .packing import pack_graph
@@ -26,11 +28,14 @@ DRIVER_KERNEL_TYPES = frozenset({"Kernel", "CUkernel", "CUfunction"})
 
 __all__ = [
     "DRIVER_KERNEL_TYPES",
+    "DriverRefusal",
+    "ForeignDriverRefusal",
     "GraphCompleteOptions",
     "GraphCondition",
     "GraphDebugPrintOptions",
     "add_kernel",
     "add_callback",
+    "add_conditional",
     "check_python_callback",
     "is_c_function",
     "condition_of",
@@ -42,31 +47,59 @@ __all__ = [
 ]
 
 
+@dataclasses.dataclass
 class GraphCompleteOptions:
     """Instantiation options, as in cuda.core (``auto_free_on_launch``, ``upload_stream``,
-    ``device_launch``, ``use_node_priority``)."""
+    ``device_launch``, ``use_node_priority``): a dataclass as cuda.core's, compared by value."""
 
-    __slots__ = ("auto_free_on_launch", "upload_stream", "device_launch", "use_node_priority")
+    auto_free_on_launch: bool = False
+    upload_stream: Any = None
+    device_launch: bool = False
+    use_node_priority: bool = False
 
-    def __init__(
-        self,
-        auto_free_on_launch: bool = False,
-        upload_stream: Any = None,
-        device_launch: bool = False,
-        use_node_priority: bool = False,
-    ) -> None:
-        self.auto_free_on_launch = auto_free_on_launch
-        self.upload_stream = upload_stream
-        self.device_launch = device_launch
-        self.use_node_priority = use_node_priority
+
+_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(GraphCompleteOptions))
+
+
+def _cuda_core_error() -> tuple[type[BaseException], ...]:
+    """cuda.core's ``CUDAError`` as a base class when cuda.core is installed (the class its graph API raises where
+    the driver refuses a call), else nothing."""
+    try:
+        from cuda.core._utils.cuda_utils import CUDAError
+    except Exception:  # no cuda.core, or one that keeps the class elsewhere: the refusals stay ValueErrors
+        return ()
+    return (CUDAError,)
+
+
+#: The refusals of what cuda.core leaves to the driver (an edge to itself, to a destroyed node or across
+#: definitions; a switch of no branch; a condition of another graph; freeing address 0): cuda.core raises its
+#: ``CUDAError`` there. compat refuses before the driver sees the graph, with a
+#: :class:`~cudagraph.errors.DefinitionError` (a ``ValueError``) that is also cuda.core's ``CUDAError`` when
+#: cuda.core is installed, so that ``except CUDAError`` in a ported program still catches it.
+DriverRefusal: type[DefinitionError] = type(
+    "DriverRefusal",
+    (DefinitionError, *_cuda_core_error()),
+    {
+        "__module__": __name__,
+        "__doc__": "A graph edit cuda.core leaves to the driver, which refuses it (a DefinitionError, and cuda.core's "
+        "CUDAError when cuda.core is installed).",
+    },
+)
+#: :data:`DriverRefusal` for a node or condition of another definition (also a ForeignNodeError).
+ForeignDriverRefusal: type[DefinitionError] = type(
+    "ForeignDriverRefusal",
+    (DriverRefusal, ForeignNodeError),
+    {"__module__": __name__, "__doc__": "A node or condition of another definition (a DriverRefusal)."},
+)
 
 
 @dataclasses.dataclass
 class GraphDebugPrintOptions:
     """The flags of cuda.core's ``debug_dot_print`` (the driver's ``CU_GRAPH_DEBUG_DOT_FLAGS_*``).
 
-    cudagraph writes its own dot (:meth:`cudagraph.Graph.to_dot`), which has no such flags: only
-    options with every flag ``False`` are accepted; ``Executable.debug_dot`` writes the driver's view.
+    Taken as cuda.core takes them; cudagraph writes its own dot (:meth:`cudagraph.Graph.to_dot`, every
+    node's kind, label and parameters), whatever flags are set. ``Executable.debug_dot`` writes the
+    driver's view.
     """
 
     verbose: bool = False
@@ -183,6 +216,24 @@ def condition_of(call: str, condition: Any) -> Condition:
     return condition.condition
 
 
+def add_conditional(call: str, add: Callable[..., Node], condition: Any, *args: Any, **kwargs: Any) -> Node:
+    """``add(condition, *args, **kwargs)`` (a conditional builder of a Graph or a Path) with the
+    :class:`GraphCondition` ``condition``: a condition of another graph is a :data:`ForeignDriverRefusal`, a switch
+    of no case a :data:`DriverRefusal`, as the driver refuses them under cuda.core."""
+    cond = condition_of(call, condition)
+    if call.endswith(".switch") and args:
+        try:
+            count = operator.index(args[0])
+        except TypeError:
+            count = None  # (the core names the wrong kind)
+        if count is not None and not isinstance(args[0], bool) and count < 1:
+            raise DriverRefusal(f"compat {call}: count: a switch needs at least one case, got {count}")
+    try:
+        return add(cond, *args, **kwargs)
+    except ForeignNodeError as exc:
+        raise ForeignDriverRefusal(f"compat {call}: condition: {exc}") from exc
+
+
 def add_kernel(g: Graph, after: Any, config: Any, kernel: Any, args: tuple[Any, ...], call: str) -> Node:
     """Add ``kernel(*args)`` launched with the cuda.core ``config`` to ``g`` after ``after``.
 
@@ -246,7 +297,7 @@ def instantiate(g: Graph, options: Any) -> Any:
     with no free node is accepted, as cuda.core accepts it (see the comment below).
     """
     o = options if options is not None else GraphCompleteOptions()
-    if not all(hasattr(o, f) for f in GraphCompleteOptions.__slots__):  # cuda.core's own has the same fields
+    if not all(hasattr(o, f) for f in _OPTION_FIELDS):  # cuda.core's own has the same fields
         raise OperandError(
             "compat instantiate: options must be a GraphCompleteOptions (cuda.core's or compat's), "
             f"got {type(o).__name__}"
@@ -262,16 +313,18 @@ def instantiate(g: Graph, options: Any) -> Any:
     return instantiate_executable(g, upload_stream=o.upload_stream, params={}, **flags)
 
 
-def write_dot(g: Graph, path: str, options: Any, call: str) -> None:
-    """Write ``g`` in Graphviz dot to ``path``; ``options`` must set no flag (see :class:`GraphDebugPrintOptions`)."""
+def write_dot(g: Graph, path: Any, options: Any, call: str) -> None:
+    """Write ``g`` in Graphviz dot to ``path`` (a str, bytes or path-like, as cuda.core takes it).
+
+    ``options`` is a :class:`GraphDebugPrintOptions` (cuda.core's or compat's) or ``None``; its flags choose what
+    the driver's dot would show, and cudagraph's dot shows the nodes' parameters whatever they are.
+    """
+    if isinstance(path, (bytes, bytearray)):
+        if b"\0" in path:
+            raise OperandError(f"compat {call}: path: a file name has no NUL byte, got {bytes(path)!r}")
+        path = os.fsdecode(bytes(path))
     check_path(path, f"{call}: path")
-    if options is not None:
-        if not all(hasattr(options, f) for f in _DOT_FLAGS):
-            raise unsupported(
-                call, "options", f"{type(options).__name__}; only GraphDebugPrintOptions with no flag set"
-            )
-        flags = [f for f in _DOT_FLAGS if getattr(options, f)]
-        if flags:
-            raise unsupported(call, "options", f"debug print flags ({', '.join(flags)}); cudagraph writes its own dot")
+    if options is not None and not all(hasattr(options, f) for f in _DOT_FLAGS):
+        raise unsupported(call, "options", f"{type(options).__name__}; only GraphDebugPrintOptions")
     with open(path, "w") as f:
         f.write(g.to_dot())

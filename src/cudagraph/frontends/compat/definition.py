@@ -16,11 +16,12 @@ from ...definition.node import Node
 from ...errors import OperandError
 from .adjacency import Adjacency
 from .common import (
+    DriverRefusal,
     GraphCompleteOptions,
     GraphCondition,
     add_callback,
+    add_conditional,
     add_kernel,
-    condition_of,
     instantiate,
     node_type,
     unsupported,
@@ -208,6 +209,8 @@ class GraphNode:
     def deallocate(self, dptr: Any) -> FreeNode:
         """Free a graph allocation (the ``dptr`` of an :class:`AllocNode` of this definition)."""
         alloc: Any = dptr._node if isinstance(dptr, GraphNode) else dptr
+        if type(alloc) is int and alloc == 0:  # the driver refuses a free of no address (cuda.core: CUDAError)
+            raise DriverRefusal("compat GraphNode.deallocate: dptr: 0 is no graph allocation")
         if getattr(alloc, "kind", None) != "alloc":
             raise unsupported(
                 "GraphNode.deallocate", "dptr", f"{type(dptr).__name__}; only the dptr of an allocate() node"
@@ -235,23 +238,23 @@ class GraphNode:
 
     def if_then(self, condition: GraphCondition) -> IfNode:
         """Add an if node; fill its :attr:`IfNode.then` definition."""
-        cond = condition_of("GraphNode.if_then", condition)
-        return self._add(self._def._g.if_(cond, after=self._after()))  # type: ignore[no-any-return]
+        node = add_conditional("GraphNode.if_then", self._def._g.if_, condition, after=self._after())
+        return self._add(node)  # type: ignore[no-any-return]
 
     def if_else(self, condition: GraphCondition) -> IfElseNode:
         """Add an if/else node; fill :attr:`IfElseNode.then` and :attr:`IfElseNode.else_`."""
-        cond = condition_of("GraphNode.if_else", condition)
-        return self._add(self._def._g.if_else(cond, after=self._after()))  # type: ignore[no-any-return]
+        node = add_conditional("GraphNode.if_else", self._def._g.if_else, condition, after=self._after())
+        return self._add(node)  # type: ignore[no-any-return]
 
     def while_loop(self, condition: GraphCondition) -> WhileNode:
         """Add a while node; fill its :attr:`WhileNode.body` definition."""
-        cond = condition_of("GraphNode.while_loop", condition)
-        return self._add(self._def._g.while_(cond, after=self._after()))  # type: ignore[no-any-return]
+        node = add_conditional("GraphNode.while_loop", self._def._g.while_, condition, after=self._after())
+        return self._add(node)  # type: ignore[no-any-return]
 
     def switch(self, condition: GraphCondition, count: int) -> SwitchNode:
         """Add a switch node of ``count`` branches (:attr:`SwitchNode.branches`)."""
-        cond = condition_of("GraphNode.switch", condition)
-        return self._add(self._def._g.switch(cond, count, after=self._after()))  # type: ignore[no-any-return]
+        node = add_conditional("GraphNode.switch", self._def._g.switch, condition, count, after=self._after())
+        return self._add(node)  # type: ignore[no-any-return]
 
     @property
     def handle(self) -> Any:

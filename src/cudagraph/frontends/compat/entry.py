@@ -50,6 +50,27 @@ class Device:
             raise AttributeError(name)
         return getattr(cuda_core_device(self._device_id), name)
 
+    def _ordinal(self) -> int:
+        """The device's ordinal (``Device()``: the current device's, asked of cuda.core)."""
+        if self._device_id is not None:
+            return self._device_id
+        return int(cuda_core_device(None).device_id)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a compat ``Device`` or a cuda.core ``Device`` of the same ordinal, as cuda.core's compare."""
+        if isinstance(other, Device):
+            return self._ordinal() == other._ordinal()
+        if type(other).__name__ == "Device" and isinstance(getattr(other, "device_id", None), int):
+            return self._ordinal() == other.device_id  # type: ignore[attr-defined, no-any-return]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        """cuda.core's ``Device`` hash of the same ordinal (equal devices hash alike across both classes)."""
+        return hash(cuda_core_device(self._ordinal()))
+
+    def __int__(self) -> int:
+        return self._ordinal()
+
     def __repr__(self) -> str:
         return f"<compat Device {'current' if self._device_id is None else self._device_id}>"
 

@@ -581,7 +581,11 @@ MALFORMED_SCRIPT = """
         return "empty-node"
     count, handles, _ = _reads.lift_graph(b.graph, add_kernel, KW, kernel_of, other)
     out["result"] = [count, [b.handles.index(h) for h in handles]]
-    out["calls"], out["asked"] = calls, asked
+    out["calls"], out["asked"] = list(calls), list(asked)
+    # keywords of other names: the same values under those names
+    calls.clear()
+    _reads.lift_graph(b.graph, add_kernel, ("smem", "deps", "label"), kernel_of, other)
+    out["renamed"] = [c[3] for c in calls if c[0] == "kernel"]
     print(json.dumps(out))
 """
 
@@ -612,6 +616,10 @@ def test_the_compiled_lift_passes_what_the_c_lift_passed_and_refuses_malformed_a
         ],
     ]
     assert out["asked"] == [[0xF00, 0], [0xF40, 0]]
+    assert out["renamed"] == [
+        {"smem": 0, "deps": None, "label": "nf00"},
+        {"smem": 0, "deps": ["kernel-1", "empty-node"], "label": "nf40"},
+    ]
 
 
 REFUSED_SCRIPT = """

@@ -33,9 +33,6 @@ copied). Its Python twin, the reference, is :meth:`cudagraph.materialize.lift._L
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_AsSsize_t, PyLong_AsVoidPtr
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
@@ -45,10 +42,6 @@ from cuda.bindings cimport cydriver
 cimport cython
 
 import sys
-
-cdef extern from "Python.h":
-    # (Graph.kernel called with its keywords' names in one tuple made once: no dict a node)
-    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, object kwnames)
 
 cdef extern from *:
     """
@@ -548,12 +541,7 @@ cdef object _node_args(_Kernel k, void** params):
         a += 1
     if not readable:
         return k.read_args(<uintptr_t>params)
-    cdef tuple out = PyTuple_New(n)  # (filled in place: no list copied; bench/lift_cpu.py)
-    for a in range(n):
-        value = PyBytes_FromStringAndSize(<const char*>params[a], k.sizes[a])
-        Py_INCREF(value)  # (SET_ITEM takes the reference that `value` gives up)
-        PyTuple_SET_ITEM(out, a, value)
-    return out
+    return tuple([PyBytes_FromStringAndSize(<const char*>params[a], k.sizes[a]) for a in range(n)])
 
 
 cdef inline object _dims(unsigned int x, unsigned int y, unsigned int z):
@@ -586,6 +574,9 @@ cdef long long _offer_period_ns():
     except Exception:
         pass
     return <long long>(2e9 * interval)
+
+
+cdef tuple _KERNEL_KEYWORDS = ("shared_mem", "after", "name")
 
 
 @cython.boundscheck(False)
@@ -638,8 +629,10 @@ def lift_graph(graph, add_kernel, keywords, kernel_of, other):
     cdef list kernels = []
     cdef list made
     cdef const cydriver.CUDA_KERNEL_NODE_PARAMS* kp
-    cdef PyObject* stack[7]
-    cdef object after, args, grid, block, smem, khandle, kname  # (objects: the stack borrows them)
+    cdef object after, args, grid, block, smem, khandle, kname
+    # Graph.kernel's own keyword names (lift.py's): a call with literal keywords, which Cython makes a vectorcall
+    # with the names in one tuple (bench/lift_cpu.py); other names go through a dict
+    cdef bint literal = keywords == _KERNEL_KEYWORDS
     cdef long long since = 0, period = 0
     memset(&r, 0, sizeof(r))
     try:
@@ -690,9 +683,10 @@ def lift_graph(graph, add_kernel, keywords, kernel_of, other):
             grid = _dims(kp.gridDimX, kp.gridDimY, kp.gridDimZ)
             block = _dims(kp.blockDimX, kp.blockDimY, kp.blockDimZ)
             smem = kp.sharedMemBytes
-            stack[0], stack[1], stack[2], stack[3] = <PyObject*>khandle, <PyObject*>grid, <PyObject*>block, <PyObject*>args
-            stack[4], stack[5], stack[6] = <PyObject*>smem, <PyObject*>after, <PyObject*>kname
-            made[i] = PyObject_Vectorcall(add_kernel, stack, 4, keywords)
+            if literal:
+                made[i] = add_kernel(khandle, grid, block, args, shared_mem=smem, after=after, name=kname)
+            else:
+                made[i] = add_kernel(khandle, grid, block, args, **{keywords[0]: smem, keywords[1]: after, keywords[2]: kname})
         handles = [<uintptr_t>r.nodes[r.order[k]] for k in range(norder)]
         data_edges = []
         if ndata:

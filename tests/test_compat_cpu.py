@@ -122,7 +122,7 @@ def test_allocate_takes_cuda_cores_device_memory_type_and_peer_access():
     assert (plain.device_id, plain.memory_type, plain.peer_access) == (None, "device", ())
     assert (host.device_id, host.memory_type, host.peer_access) == (None, "host", (0, 1))
     assert (managed.device_id, managed.memory_type, managed.peer_access, managed.bytesize) == (1, "managed", (2,), 256)
-    assert managed.dptr.describe() == "256 B managed on device 1 peers 2 never freed"
+    assert managed.dptr.alloc.describe() == "256 B managed on device 1 peers 2 never freed"
     assert pairs(gd) == {(0, 1), (1, 2)}
 
 
@@ -143,7 +143,7 @@ def test_nodes_read_back_what_they_were_built_with():
     emb, rec, wait, cb = free.embed(child), gd.record(ev), gd.wait(ev), gd.callback(fn)
     conds = [gd.create_condition(1) for _ in range(4)]
     nodes = [gd.if_then(conds[0]), gd.if_else(conds[1]), gd.while_loop(conds[2]), gd.switch(conds[3], 3)]
-    assert (fill.dptr, fill.value, fill.element_size, fill.width, fill.height, fill.pitch) == (
+    assert (fill.dptr.alloc, fill.value, fill.element_size, fill.width, fill.height, fill.pitch) == (
         a.node,
         int.from_bytes(np.float32(2.0).tobytes(), "little"),
         4,
@@ -151,7 +151,7 @@ def test_nodes_read_back_what_they_were_built_with():
         1,
         0,  # one row: no pitch (the driver does not read it), as cuda.core reads it back
     )
-    assert (copy.dst, copy.src, copy.size) == (0x2000, a.node, 64) and free.dptr is a.node
+    assert (copy.dst, copy.src.alloc, copy.size) == (0x2000, a.node, 64) and free.dptr.alloc is a.node
     assert emb.child_graph.graph is emb.node.body and (rec.event, wait.event, cb.callback) == (ev, ev, fn)
     assert [n.cond_type for n in nodes] == ["if", "if", "while", "switch"]
     assert all(n.condition == c and hash(n.condition) == hash(c) for n, c in zip(nodes, conds))
@@ -176,10 +176,6 @@ def test_debug_dot_print_writes_the_dot(tmp_path):
         (
             lambda gd: gd.allocate(64, peer_access=["x"]),
             "alloc#1 'alloc': peer_access: device must be a cuda.core Device",
-        ),
-        (
-            lambda gd: gd.allocate(64, memory_type="pinned"),
-            "alloc#1 'alloc': memory_type must be one of device, host, managed, got 'pinned'",
         ),
         (lambda gd: gd.deallocate(0x1000), "compat GraphNode.deallocate: dptr: int; only the dptr of an allocate()"),
         (lambda gd: gd.embed(cg.Graph("x")), "compat GraphNode.embed: child: Graph; only a compat GraphDefinition"),

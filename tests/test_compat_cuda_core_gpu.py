@@ -4,6 +4,7 @@ frees, and the exception class of a refused argument. Results are read back and 
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -146,3 +147,117 @@ def test_debug_dot_print_with_every_flag(graph_api, gpu, tmp_path):
     path = tmp_path / "g.dot"
     gd.debug_dot_print(str(path).encode(), options)
     assert path.read_text().lstrip().startswith("digraph")
+
+
+# ------------------------------------------------------------------------------------------ graph memory, lifetimes
+class Owner:
+    """Something a program hands a node to keep alive (weak-referenceable)."""
+
+
+def released_soon(ref: Any) -> bool:
+    """Whether ``ref`` dies within a few seconds of collections (cuda.core releases attachments asynchronously)."""
+    import gc
+    import time
+
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        gc.collect()
+        if ref() is None:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize(
+    ("size", "memory_type", "builtin"), [(-1, "device", OverflowError), (64, "pinned", ValueError)]
+)
+def test_allocation_refusals_have_cuda_cores_classes(graph_api, gpu, size, memory_type, builtin):
+    with pytest.raises(builtin):
+        graph_api.GraphDefinition().allocate(size, memory_type=memory_type)
+
+
+def test_a_zero_size_allocation_is_a_cuda_error(graph_api, gpu):
+    from cuda.core._utils.cuda_utils import CUDAError
+
+    with pytest.raises(CUDAError):
+        graph_api.GraphDefinition().allocate(0)
+
+
+def test_an_allocations_dptr_is_an_address_a_driver_call_reads(graph_api, k, stream):
+    from cuda.bindings import driver as drv
+
+    gd = graph_api.GraphDefinition()
+    a = gd.allocate(16)
+    a.memset(a.dptr, 0, 16).launch(cfg(), k.add_one, a.dptr)
+    exe = gd.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    out = np.zeros(4, np.int32)
+    (err,) = drv.cuMemcpyDtoH(out.ctypes.data, a.dptr, 16)
+    assert not err and list(out) == [1, 0, 0, 0] and isinstance(a.dptr, int)
+
+
+def test_an_executable_keeps_a_destroyed_nodes_callable(graph_api, stream):
+    calls = []
+
+    def fn() -> None:
+        calls.append(1)
+
+    refs = [weakref.ref(fn)]
+    gd = graph_api.GraphDefinition()
+    node = gd.callback(fn)
+    exe = gd.instantiate()
+    node.destroy()
+    del fn, node, gd
+    assert not released_soon(refs[0])
+    exe.launch(stream)
+    stream.sync()
+    assert calls == [1]
+    del exe
+    assert released_soon(refs[0])
+
+
+def test_owners_live_while_an_executable_does(graph_api, gpu, stream):
+    buf = gpu.alloc(8)
+    address = int(buf.handle)
+    dst, src = Owner(), Owner()
+    refs = [weakref.ref(dst), weakref.ref(src)]
+    gd = graph_api.GraphDefinition()
+    node = gd.memcpy(address, address + 4, 4, dst_owner=dst, src_owner=src)
+    exe = gd.instantiate()
+    node.destroy()
+    del dst, src, node, gd
+    assert not any(released_soon(r) for r in refs)
+    del exe
+    assert all(released_soon(r) for r in refs)
+
+
+@pytest.mark.parametrize("kind", ["if", "while", "switch"])
+def test_destroying_a_conditional_nulls_its_bodies_handles_and_releases_them(graph_api, gpu, kind):
+    gd = graph_api.GraphDefinition()
+    c = gd.create_condition(default_value=0)
+    node = {"if": lambda: gd.if_then(c), "while": lambda: gd.while_loop(c), "switch": lambda: gd.switch(c, 2)}[kind]()
+    bodies = list(node.branches)
+
+    def fn() -> None:
+        pass
+
+    ref = weakref.ref(fn)
+    inner = [b.callback(fn) for b in bodies]
+    del fn
+    assert not released_soon(ref)
+    node.destroy()
+    assert all(int(b.handle) == 0 for b in bodies) and not any(n.is_valid for n in inner)
+    del node, inner
+    assert released_soon(ref)
+
+
+def test_destroying_a_child_node_nulls_its_embedded_views(graph_api, gpu):
+    inner = graph_api.GraphDefinition()
+    inner.callback(lambda: None)
+    outer = graph_api.GraphDefinition()
+    child = outer.embed(inner)
+    view = child.child_graph
+    (seen,) = view.nodes()
+    child.destroy()
+    assert not child.is_valid and int(view.handle) == 0 and not seen.is_valid

@@ -13,6 +13,7 @@ import cudagraph as cg
 from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError, UnsupportedError
 from cudagraph.frontends.compat import definition as compat_definition
 from cudagraph.frontends.compat import exec_views
+from cudagraph.frontends.compat.lifetimes import OWNERS
 
 drv = pytest.importorskip("cuda.bindings.driver")
 
@@ -82,7 +83,7 @@ def test_memcpy_and_memset_updates_keep_what_is_omitted():
     assert (c.dst, c.src, c.size) == (0x2000, 0x1000, 32)
     owner = object()
     c.update(src=0x3000, src_owner=owner)
-    assert (c.dst, c.src, c.size) == (0x2000, 0x3000, 32) and owner in gd._owners
+    assert (c.dst, c.src, c.size) == (0x2000, 0x3000, 32) and owner in OWNERS[c.node]
     with pytest.raises(OperandError, match=r"compat MemcpyNode.update: dst_owner: given without dst"):
         c.update(dst_owner=owner)
     with pytest.raises(DefinitionError):

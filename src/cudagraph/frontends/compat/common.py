@@ -20,6 +20,7 @@ from ...driver.calls import require_driver
 from ...errors import DefinitionError, ForeignNodeError, OperandError
 from ...executable.executable import instantiate as instantiate_executable
 from ..launch import _config, _kernel
+from .lifetimes import AllocAddress, operand, record_addresses
 from .packing import pack_graph
 
 #: Kernels the definition layer takes as they are (the rest go through ``_kernel``: foreign kernels
@@ -193,16 +194,24 @@ _CONVERTED: dict[type, Callable[[Any], Any]] = {
     float: np.float64,
     complex: np.complex128,
     bool: int,
+    AllocAddress: operand,
 }
 
 
-def kernel_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+#: :data:`_CONVERTED` for a launch on a stream, which runs now: an allocation's ``dptr`` is its address.
+_CONVERTED_NOW: dict[type, Callable[[Any], Any]] = {**_CONVERTED, AllocAddress: int}
+
+
+def kernel_args(args: tuple[Any, ...], now: bool = False) -> tuple[Any, ...]:
     """``args`` as cuda.core passes them: each :class:`GraphCondition` replaced by its condition, each Python
     ``float`` by a ``np.float64`` and ``complex`` by a ``np.complex128`` (a double, a double complex), each
-    ``bool`` by the ``int`` 0 or 1 (:mod:`.packing` gives it the parameter's size, as a Python ``int``)."""
+    ``bool`` by the ``int`` 0 or 1 (:mod:`.packing` gives it the parameter's size, as a Python ``int``), each
+    allocation's ``dptr`` (:class:`~.lifetimes.AllocAddress`) by its allocation, or with ``now`` (a launch on a
+    stream) by its address."""
+    table = _CONVERTED_NOW if now else _CONVERTED
     for a in args:  # a plain loop: any() over a generator cost as much as the rest of launch()
-        if type(a) in _CONVERTED:
-            return tuple(_CONVERTED[type(a)](a) if type(a) in _CONVERTED else a for a in args)
+        if type(a) in table:
+            return tuple(table[type(a)](a) if type(a) in table else a for a in args)
     return args
 
 
@@ -310,7 +319,11 @@ def instantiate(g: Graph, options: Any) -> Any:
     # Not Graph.instantiate: it refuses an allocation no free node releases, which cuda.core (and the driver)
     # accept: the memory outlives the launch, and launching again before it is freed is refused by the driver
     # (CUDA_ERROR_INVALID_VALUE, a DriverError) unless auto_free_on_launch is set.
-    return instantiate_executable(g, upload_stream=o.upload_stream, params={}, **flags)
+    exe = instantiate_executable(g, upload_stream=o.upload_stream, params={}, **flags)
+    lowered = getattr(exe, "_lowered", None)
+    if lowered is not None:  # (AllocNode.dptr: the addresses of this build)
+        record_addresses(lowered.state)
+    return exe
 
 
 def write_dot(g: Graph, path: Any, options: Any, call: str) -> None:

@@ -7,13 +7,16 @@ add entry points. Nothing touches the driver until ``instantiate()`` (or a ``han
 
 from __future__ import annotations
 
+import operator
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ...definition.core import check_size
 from ...definition.graph import Graph
 from ...definition.node import Node
-from ...errors import OperandError
+from ...driver.calls import require_driver
+from ...errors import DefinitionError, OperandError
 from .adjacency import Adjacency
 from .common import (
     DriverRefusal,
@@ -29,6 +32,7 @@ from .common import (
 )
 from .exec_views import ExecutableGraphNode, executable_view
 from .handles import definition_handle, node_handle
+from .lifetimes import keep, operand
 from .packing import pack_graph
 from .updates import (
     memset_shape,
@@ -104,14 +108,18 @@ class GraphNode:
 
     @property
     def is_valid(self) -> bool:
-        """Whether the node is still in its definition (``False`` once :meth:`destroy` removed it)."""
-        return self._node is None or self._node.graph is self._def._g
+        """Whether the node is still in its definition: ``False`` once :meth:`destroy` removed it, or once the
+        conditional or child node whose body holds it was destroyed (or given another child graph)."""
+        return self._node is None or (self._node.graph is self._def._g and self._def._attached())
 
     def destroy(self) -> None:
         """Remove the node and its edges (:meth:`cudagraph.Graph.remove`); nothing for a removed node or the
-        entry point."""
-        if self._node is not None and self.is_valid:
-            self._def._g.remove(self._node)
+        entry point. What the node kept alive (its callable, kernel, owners, a conditional's bodies) goes with it
+        once no executable made before holds it, as in cuda.core."""
+        node = self._node
+        if node is not None and self.is_valid:
+            self._def._g.remove(node)
+            self._def._wrappers.pop(id(node), None)
 
     def _executable_view(self, exe: Any) -> ExecutableGraphNode:  # exe[node]: see Executable.__getitem__
         return executable_view(self, exe)
@@ -122,7 +130,7 @@ class GraphNode:
         if node is None or not self.is_valid:
             raise OperandError(f"compat {type(self).__name__}.update: the node was destroyed")
         node.update(**changes)
-        self._def._keep(*owners)
+        keep(node, *owners)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GraphNode) and other._def is self._def and other._node is self._node
@@ -175,11 +183,12 @@ class GraphNode:
         owner_check(call, dst_owner, dst, "dst")
         v, es = memset_value(call, value)
         w, h, p = memset_shape(call, width, height, pitch)
+        dst = operand(dst)
         if h > 1:
             node = self._def._g.memset(dst, v, element_size=es, width=w, height=h, pitch=p or None, after=self._after())
         else:
             node = self._def._g.memset(dst, v, count=w, element_size=es, after=self._after())
-        self._def._keep(dst_owner)
+        keep(node, dst_owner)
         return self._add(node)  # type: ignore[no-any-return]
 
     def memcpy(self, dst: Any, src: Any, size: int, *, dst_owner: Any = None, src_owner: Any = None) -> MemcpyNode:
@@ -187,20 +196,39 @@ class GraphNode:
         call = "GraphNode.memcpy"
         owner_check(call, dst_owner, dst, "dst")
         owner_check(call, src_owner, src, "src")
-        node = self._def._g.memcpy(dst, src, check_size(size, f"compat {call}", "size"), after=self._after())
-        self._def._keep(dst_owner, src_owner)
+        nbytes = check_size(size, f"compat {call}", "size")
+        node = self._def._g.memcpy(operand(dst), operand(src), nbytes, after=self._after())
+        keep(node, dst_owner, src_owner)
         return self._add(node)  # type: ignore[no-any-return]
 
     def allocate(self, size: int, *, device: Any = None, memory_type: Any = None, peer_access: Any = None) -> AllocNode:
         """Add a graph allocation of ``size`` bytes; its :attr:`AllocNode.dptr` is passed to later nodes.
 
         ``device``, ``memory_type`` (``"device"``, ``"host"``, ``"managed"`` or cuda.core's ``GraphMemoryType``)
-        and ``peer_access`` are :meth:`cudagraph.Graph.alloc`'s.
+        and ``peer_access`` are :meth:`cudagraph.Graph.alloc`'s. As cuda.core: a ``size`` that is no integer is a
+        ``TypeError``, a negative one an ``OverflowError`` (its ``size_t``), 0 the driver's refusal
+        (:data:`DriverRefusal`), another memory type a ``ValueError``; all at the call.
         """
+        call = "compat GraphNode.allocate"
+        try:
+            n = operator.index(size) if not isinstance(size, bool) else None
+        except TypeError:  # (an array has __index__ and refuses it)
+            n = None
+        if n is None:
+            raise OperandError(f"{call}: size: expected an int, got {type(size).__name__}")
+        if n < 0:
+            raise SizeOverflow(f"{call}: size: a size_t cannot hold {n}")
+        if n == 0:  # (cuGraphAddMemAllocNode refuses 0 bytes: CUDA_ERROR_INVALID_VALUE under cuda.core)
+            raise DriverRefusal(f"{call}: size: an allocation of 0 bytes")
+        kind = "device" if memory_type is None else getattr(memory_type, "value", memory_type)  # (an enum's value)
+        if type(kind) is not str or kind not in ("device", "host", "managed"):
+            raise DefinitionError(
+                f"{call}: memory_type: invalid memory type {memory_type!r}; expected 'device', 'host' or 'managed'"
+            )
         node = self._def._g.alloc(
-            size,
+            n,
             device=device,
-            memory_type="device" if memory_type is None else memory_type,
+            memory_type=kind,
             peer_access=peer_access,
             after=self._after(),
         )
@@ -208,7 +236,7 @@ class GraphNode:
 
     def deallocate(self, dptr: Any) -> FreeNode:
         """Free a graph allocation (the ``dptr`` of an :class:`AllocNode` of this definition)."""
-        alloc: Any = dptr._node if isinstance(dptr, GraphNode) else dptr
+        alloc: Any = dptr._node if isinstance(dptr, GraphNode) else operand(dptr)
         if type(alloc) is int and alloc == 0:  # the driver refuses a free of no address (cuda.core: CUDAError)
             raise DriverRefusal("compat GraphNode.deallocate: dptr: 0 is no graph allocation")
         if getattr(alloc, "kind", None) != "alloc":
@@ -267,6 +295,23 @@ class GraphNode:
         return node_type(self._node) if self._node is not None and self.is_valid else None
 
 
+def _bodies(node: Any) -> tuple[Graph, ...]:
+    """The graphs a conditional (``bodies``) or child (``body``) node holds."""
+    bodies = getattr(node, "bodies", None)
+    if bodies is not None:
+        return tuple(bodies)
+    body = getattr(node, "body", None)
+    return () if body is None else (body,)
+
+
+#: A negative ``size``: cuda.core's ``size_t`` conversion raises ``OverflowError``.
+SizeOverflow: type[OperandError] = type(
+    "SizeOverflow",
+    (OperandError, OverflowError),
+    {"__module__": __name__, "__doc__": "A negative size where cuda.core takes a size_t (an OverflowError)."},
+)
+
+
 _BUILDERS = (
     "launch",
     "empty",
@@ -292,14 +337,18 @@ class GraphDefinition:
     depending on it. :attr:`graph` is the cudagraph definition underneath.
     """
 
-    __slots__ = ("_g", "_wrappers", "_children", "_owners", "_parent", "_handles", "__weakref__")
+    __slots__ = ("_g", "_wrappers", "_children", "_parent", "_owner", "_handles", "__weakref__")
 
-    def __init__(self, _graph: Graph | None = None, _parent: GraphDefinition | None = None) -> None:
+    def __init__(
+        self, _graph: Graph | None = None, _parent: GraphDefinition | None = None, _owner: Node | None = None
+    ) -> None:
         self._g = _graph if _graph is not None else Graph("GraphDefinition")
-        self._wrappers: dict[int, GraphNode] = {}
-        self._children: dict[int, GraphDefinition] = {}
-        self._owners: list[Any] = [] if _parent is None else _parent._owners
+        # The wrappers and body views made so far, held weakly (as cuda.core's node registry): a destroyed node or
+        # body that no program object names is released with what it keeps alive.
+        self._wrappers: weakref.WeakValueDictionary[int, GraphNode] = weakref.WeakValueDictionary()
+        self._children: weakref.WeakValueDictionary[int, GraphDefinition] = weakref.WeakValueDictionary()
         self._parent = _parent
+        self._owner = _owner  # the conditional or child node whose body this is (None: made by GraphDefinition())
         self._handles: Any = None  # the driver graphs built for handles (handles.DriverGraphs)
 
     @property
@@ -309,7 +358,10 @@ class GraphDefinition:
 
     @property
     def handle(self) -> Any:
-        """The driver ``CUgraph`` of the definition as it is now (:mod:`~cudagraph.frontends.compat.handles`)."""
+        """The driver ``CUgraph`` of the definition as it is now (:mod:`~cudagraph.frontends.compat.handles`); a
+        null ``CUgraph`` for a body whose node was destroyed (:attr:`is_valid` false), as cuda.core gives."""
+        if not self._attached():
+            return require_driver().CUgraph(0)
         return definition_handle(self)
 
     def _update_source(self) -> Graph:  # exe.update(gd): see Executable.update
@@ -318,11 +370,20 @@ class GraphDefinition:
 
     @property
     def is_valid(self) -> bool:
-        """Always ``True`` (the definition lives as long as this object), a property as cuda.core's."""
-        return True
+        """``True``, except for a body read through its node once that conditional or child node was destroyed
+        (or given another child graph): cuda.core's handle of such a body is then null."""
+        return self._attached()
 
-    def _keep(self, *owners: Any) -> None:
-        self._owners.extend(o for o in owners if o is not None)
+    def _attached(self) -> bool:
+        """Whether each node whose body this is (up to the definition made by ``GraphDefinition()``) is still in its
+        definition and still holds the body."""
+        d = self
+        while d._parent is not None:
+            o: Any = d._owner
+            if o is None or o.graph is not d._parent._g or not any(b is d._g for b in _bodies(o)):
+                return False
+            d = d._parent
+        return True
 
     def _wrap(self, node: Node) -> GraphNode:
         w = self._wrappers.get(id(node))
@@ -331,10 +392,10 @@ class GraphDefinition:
             self._wrappers[id(node)] = w
         return w
 
-    def _child(self, body: Graph) -> GraphDefinition:
+    def _child(self, body: Graph, owner: Node) -> GraphDefinition:
         w = self._children.get(id(body))
-        if w is None or w._g is not body:
-            w = GraphDefinition(body, self)
+        if w is None or w._g is not body or w._owner is not owner:
+            w = GraphDefinition(body, self, owner)
             self._children[id(body)] = w
         return w
 

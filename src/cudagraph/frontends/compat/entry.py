@@ -94,7 +94,7 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:
         if _COMPILED is not None:
             _teach(_COMPILED, config, kernel)
         return
-    a = kernel_args(args)
+    a = kernel_args(args, now=True)
     if type(kernel).__name__ not in DRIVER_KERNEL_TYPES:
         _cg_launch(target, config, kernel, *a)  # (a foreign kernel: cudagraph.launch converts it, then packs)
     else:

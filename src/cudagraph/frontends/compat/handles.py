@@ -18,6 +18,7 @@ from ...definition.edits import watch
 from ...errors import UnsupportedError
 from ...materialize.explicit import LoweredGraph, lower
 from .common import unsupported
+from .lifetimes import record_addresses
 from .packing import pack_graph
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class DriverGraphs:
         pack_graph(g)  # (an edit when an argument changes: the stamp below is taken after it)
         g.validate()
         lowered = lower(g, resolve_bindings(g, {}), [])
+        record_addresses(getattr(lowered, "state", None))  # (AllocNode.dptr: the addresses of this build)
         self.built.append(lowered)
         self._graphs = (g, *g._descendants())
         for body in self._graphs:  # told once, at each graph's next in-place edit

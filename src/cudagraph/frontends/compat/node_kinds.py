@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .common import GraphCondition
 from .definition import KINDS, GraphNode
+from .lifetimes import AllocAddress
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
 
 if TYPE_CHECKING:
@@ -32,6 +33,11 @@ __all__ = [
     "SwitchNode",
     "WhileNode",
 ]
+
+
+def _given(value: Any) -> Any:
+    """An operand as the program gave it: an allocation as its ``dptr`` (an int)."""
+    return AllocAddress(value) if getattr(value, "kind", None) == "alloc" else value
 
 
 class KernelNode(GraphNode):
@@ -106,7 +112,7 @@ class MemsetNode(GraphNode):
     @property
     def dptr(self) -> Any:
         """The destination (an int address, a Buffer, an allocation's ``dptr``: what was given)."""
-        return self._node.dst  # type: ignore[union-attr]
+        return _given(self._node.dst)  # type: ignore[union-attr]
 
     @property
     def value(self) -> int:
@@ -156,12 +162,12 @@ class MemcpyNode(GraphNode):
     @property
     def dst(self) -> Any:
         """The destination, as given."""
-        return self._node.dst  # type: ignore[union-attr]
+        return _given(self._node.dst)  # type: ignore[union-attr]
 
     @property
     def src(self) -> Any:
         """The source, as given."""
-        return self._node.src  # type: ignore[union-attr]
+        return _given(self._node.src)  # type: ignore[union-attr]
 
     @property
     def size(self) -> int:
@@ -175,9 +181,11 @@ class AllocNode(GraphNode):
     __slots__ = ()
 
     @property
-    def dptr(self) -> Any:
-        """The allocation as an operand of later nodes (its address is known once the graph is built)."""
-        return self._node
+    def dptr(self) -> AllocAddress:
+        """The allocation's address, an ``int`` as cuda.core's: its address in the newest driver graph built from
+        the definition (``instantiate()``, a ``handle``), 0 before the first. compat's builders take it as the
+        allocation itself, so a node added later uses the address of the graph it is built into."""
+        return AllocAddress(self._node)
 
     @property
     def bytesize(self) -> int:
@@ -207,8 +215,8 @@ class FreeNode(GraphNode):
 
     @property
     def dptr(self) -> Any:
-        """The allocation freed (its :attr:`AllocNode.dptr`)."""
-        return self._node.alloc  # type: ignore[union-attr]
+        """The allocation freed (its :attr:`AllocNode.dptr`, an ``int``)."""
+        return AllocAddress(self._node.alloc)  # type: ignore[union-attr]
 
 
 class ChildGraphNode(GraphNode):
@@ -223,7 +231,7 @@ class ChildGraphNode(GraphNode):
     @property
     def child_graph(self) -> GraphDefinition:
         """The embedded definition."""
-        return self._def._child(self._node.body)  # type: ignore[union-attr]
+        return self._def._child(self._node.body, self._node)  # type: ignore[union-attr, arg-type]
 
 
 class _EventNode(GraphNode):
@@ -276,7 +284,7 @@ class ConditionalNode(GraphNode):
     @property
     def branches(self) -> tuple[GraphDefinition, ...]:
         """The bodies, in order."""
-        return tuple(self._def._child(b) for b in self._node.bodies)  # type: ignore[union-attr]
+        return tuple(self._def._child(b, self._node) for b in self._node.bodies)  # type: ignore[union-attr, arg-type]
 
     @property
     def condition(self) -> GraphCondition:

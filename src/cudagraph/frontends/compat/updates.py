@@ -16,6 +16,7 @@ from ...definition.core import check_size
 from ...errors import DefinitionError, OperandError
 from ..launch import _config, _kernel
 from .common import DRIVER_KERNEL_TYPES, check_python_callback, is_c_function, kernel_args, unsupported
+from .lifetimes import operand
 
 __all__ = [
     "callback_changes",
@@ -126,9 +127,9 @@ def memcpy_changes(
     owner_check(call, src_owner, src, "src")
     changes: dict[str, Any] = {}
     if dst is not None:
-        changes["dst"] = dst
+        changes["dst"] = operand(dst)
     if src is not None:
-        changes["src"] = src
+        changes["src"] = operand(src)
     if size is not None:
         changes["nbytes"] = check_size(size, f"compat {call}", "size")
     return changes, (dst_owner, src_owner)
@@ -144,7 +145,7 @@ def memset_changes(
     width, height, pitch = memset_shape(call, width, height, pitch, keep=True)
     changes: dict[str, Any] = {}
     if dst is not None:
-        changes["dst"] = dst
+        changes["dst"] = operand(dst)
     if value is not None:
         changes["value"], changes["element_size"] = memset_value(call, value)
     if width is not None:

@@ -1,0 +1,74 @@
+"""What a compat node keeps alive, and the addresses of its graph allocations.
+
+cuda.core attaches each node's owners (``dst_owner``, ``src_owner``) to the node itself: they live as long as the
+node does in its definition or in any executable made from it, and go when the node is destroyed and no
+executable holds it. compat keeps them in :data:`OWNERS`, keyed weakly by the cudagraph node: an executable keeps
+its nodes (and so their owners) alive, a destroyed node that nothing holds takes its owners with it.
+
+cuda.core's ``AllocNode.dptr`` is an ``int``: the address the driver gave the allocation node. A compat definition
+touches the driver only when it is built, so :class:`AllocAddress` is an ``int`` whose value is the address the
+allocation has in the newest driver graph built from its definition (``instantiate()``, ``complete()``, a
+``handle``), ``0`` before the first; compat's builders take it back as the allocation itself, so the address a
+node uses is always the one of the graph it is built into.
+
+GIL stance: the two tables are guarded by :data:`_LOCK` (free-threaded Python too).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+__all__ = ["OWNERS", "AllocAddress", "address_of", "keep", "operand", "record_addresses"]
+
+_LOCK = threading.Lock()
+#: cudagraph node -> the owners a compat call gave it (released with the node).
+OWNERS: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+#: cudagraph AllocNode -> its address in the newest driver graph built with it.
+_ADDRESSES: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def keep(node: Any, *owners: Any) -> None:
+    """Keep ``owners`` (``None`` skipped) alive as long as ``node``."""
+    kept = [o for o in owners if o is not None]
+    if kept:
+        with _LOCK:
+            OWNERS.setdefault(node, []).extend(kept)
+
+
+class AllocAddress(int):
+    """An allocation's ``dptr``: an ``int`` (its address once built, else 0) that compat's builders take as the
+    allocation itself."""
+
+    alloc: Any
+
+    def __new__(cls, alloc: Any) -> AllocAddress:
+        self = super().__new__(cls, address_of(alloc))
+        self.alloc = alloc
+        return self
+
+    def __repr__(self) -> str:
+        return f"<AllocAddress {self.alloc.label}: {int(self):#x}>"
+
+
+def address_of(alloc: Any) -> int:
+    """The address of ``alloc`` in the newest driver graph built with it (0 before)."""
+    with _LOCK:
+        return _ADDRESSES.get(alloc, 0)
+
+
+def record_addresses(state: Any) -> None:
+    """Remember the allocation addresses of a lowering (``LowerState.allocs``: ``id -> (node, address)``)."""
+    allocs = getattr(state, "allocs", None)
+    if not allocs:
+        return
+    with _LOCK:
+        for node, address in allocs.values():
+            _ADDRESSES[node] = int(address)
+
+
+def operand(value: Any) -> Any:
+    """``value``, or the allocation an :class:`AllocAddress` names (so a node built later uses its own graph's
+    address)."""
+    return value.alloc if type(value) is AllocAddress else value

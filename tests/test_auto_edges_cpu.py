@@ -413,3 +413,55 @@ def test_many_accesses_stay_fast_enough_to_build():
     assert all(r.predecessors == (root,) for r in readers)
     assert set(last.predecessors) == set(readers)
     assert list(itertools.islice(g.races(), 1)) == []
+
+
+def small_window(m: pytest.MonkeyPatch, width: int) -> None:
+    """Make the ancestor bit vectors cover ``width`` nodes, so that older candidates take the walk back."""
+    from cudagraph.definition import reach
+
+    m.setattr(reach, "WINDOW", width)
+    m.setattr(reach, "_MASK", (1 << (width + 1)) - 1)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs, st.integers(1, 4), st.randoms(use_true_random=False))
+def test_candidates_beyond_the_bit_window_give_the_same_edges_and_races(program, width, rng):
+    with pytest.MonkeyPatch.context() as m:
+        small_window(m, width)
+        g = cg.Graph("auto", edges="auto")
+        for item in program:
+            add(g, item)
+        need = reduction(program)
+        assert preds_of(g) == need
+        assert g.races() == []
+        edges = [(u, v) for v in need for u in need[v]]
+        if edges:
+            u, v = rng.choice(edges)
+            cut = {w: set(ps) - ({u} if w == v else set()) for w, ps in need.items()}
+            assert {(r.first.index, r.second.index) for r in manual(program, cut).races()} == brute_races(program, cut)
+
+
+@pytest.mark.parametrize("width", [8, 1024])
+def test_a_long_program_matches_the_brute_force(width):
+    # 600 nodes over 6 buffers, some read rarely (candidates far back), with a narrow and the default window
+    rng = np.random.default_rng(7)
+    program = []
+    for i in range(600):
+        b = int(rng.integers(0, 6)) if rng.random() < 0.7 else 0
+        lo = int(rng.integers(0, 4)) * 64
+        spec = [(b, lo, lo + 64 * int(rng.integers(1, 3)), [R, W, RW][int(rng.integers(0, 3))])]
+        if i % 97 == 0:
+            spec.append((5, 0, SIZE, R))
+        program.append(("kernel", spec))
+    with pytest.MonkeyPatch.context() as m:
+        small_window(m, width)
+        g = cg.Graph("auto", edges="auto")
+        for item in program:
+            add(g, item)
+        need = reduction(program)
+        assert preds_of(g) == need
+        assert g.races() == []
+        v = max(need, key=lambda w: len(need[w]))
+        u = min(need[v])
+        cut = {w: set(ps) - ({u} if w == v else set()) for w, ps in need.items()}
+        assert {(r.first.index, r.second.index) for r in manual(program, cut).races()} == brute_races(program, cut)

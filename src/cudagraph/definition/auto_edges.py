@@ -10,11 +10,13 @@ is an ancestor of one of these (a writer or reader hidden behind a later write c
 write), so the new node's predecessors are the candidates that are not ancestors of another
 candidate (nor of a node given with ``after=``): the transitive reduction of the conflict order.
 
-Ancestor sets are bit vectors (Python ints, bit ``i`` for node ``i``): testing and joining them is a
-machine-word loop, N/64 words. Finding the candidates costs a binary search per access
-(``O(log N)``) plus one step per range it covers and per candidate. An edit of the graph in place
-(``add_edge``, ``remove_edge``, ``remove``, ``node.update``) marks the state stale, and the next node
-rebuilds it from the nodes in order.
+The question "is this candidate an ancestor of another, or of a node given with ``after=``?" is answered
+by :class:`~cudagraph.definition.reach.Reach`: a bit vector per node of its ancestors among the 1,024
+nodes before it (a bit test for a recent candidate; a bounded walk back for an older one), in memory
+linear in the nodes. Finding the candidates costs two binary searches per access (``O(log N)``) plus one
+step per range it covers and per candidate. An edit of the graph in place (``add_edge``,
+``remove_edge``, ``remove``, ``node.update``) marks the state stale, and the next node rebuilds it from
+the nodes in a topological order.
 
 A conditional node's bodies are filled after it is made: its edges are inferred when the next node
 is added to its graph, or when the graph is validated, instantiated or run, or asked for races.
@@ -22,14 +24,16 @@ is added to its graph, or when the graph is validated, instantiated or run, or a
 
 from __future__ import annotations
 
+import heapq
 import weakref
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from .access import WRITE, Region, node_regions
 from .edits import watch
-from .topology import kahn_order
+from .reach import Reach
 
 if TYPE_CHECKING:
     from .core import GraphCore
@@ -40,69 +44,93 @@ __all__ = ["EDGE_MODES", "EdgeInference"]
 #: The values ``Graph(edges=...)`` takes.
 EDGE_MODES = ("manual", "auto")
 _END = 1 << 64
+_first = itemgetter(0)
 
 
 class _Segments:
-    """The byte ranges of one space: ``starts`` (sorted), and per range its last writer and readers since.
+    """The byte ranges of one space: ``starts`` (sorted), and per range its last writer and the readers since.
 
-    Range ``i`` is ``[starts[i], starts[i + 1])`` (the last one runs to 2**64); a writer of ``-1`` is none.
+    Range ``i`` is ``[starts[i], starts[i + 1])`` (the last one runs to 2**64); ``segs[i]`` is the list of its
+    last writer (``-1``: none) then the nodes that read it since. Each of :meth:`read` and :meth:`write`
+    collects the nodes an access conflicts with (the latest ones; ``-1`` among them stands for none) and
+    records the access: two binary searches, and one step per range it covers.
     """
 
-    __slots__ = ("starts", "writer", "readers")
+    __slots__ = ("starts", "segs")
 
     def __init__(self) -> None:
         self.starts = [0]
-        self.writer = [-1]
-        self.readers: list[list[int]] = [[]]
+        self.segs: list[list[int]] = [[-1]]
 
-    def _cut(self, at: int) -> int:
-        """The index of the range starting at ``at`` (cutting the one that holds it)."""
-        starts = self.starts
-        if at >= _END:
-            return len(starts)
-        i = bisect_right(starts, at) - 1
-        if starts[i] == at:
-            return i
-        starts.insert(i + 1, at)
-        self.writer.insert(i + 1, self.writer[i])
-        self.readers.insert(i + 1, list(self.readers[i]))
-        return i + 1
-
-    def collect(self, lo: int, hi: int, mode: int, out: set[int]) -> None:
-        """Add to ``out`` the nodes an access ``mode`` of ``[lo, hi)`` conflicts with (latest ones)."""
-        starts = self.starts
+    def read(self, lo: int, hi: int, index: int, out: set[int]) -> None:
+        """Add to ``out`` the last writers of ``[lo, hi)``; node ``index`` joins the readers of each of its ranges."""
+        starts, segs = self.starts, self.segs
         i = bisect_right(starts, lo) - 1
-        j = bisect_right(starts, hi - 1)
-        writer, readers = self.writer, self.readers
-        for s in range(i, j):
-            w = writer[s]
-            if w >= 0:
-                out.add(w)
-            if mode & WRITE and readers[s]:
-                out.update(readers[s])
-
-    def record(self, lo: int, hi: int, mode: int, index: int) -> None:
-        """Node ``index`` reads (``mode`` without WRITE) or writes ``[lo, hi)``."""
-        i = self._cut(lo)
-        j = self._cut(hi)
-        if mode & WRITE:
-            del self.starts[i + 1 : j], self.writer[i + 1 : j], self.readers[i + 1 : j]
-            self.writer[i] = index
-            self.readers[i] = []
+        n = len(starts)
+        j = n if hi >= _END else bisect_left(starts, hi, i + 1)  # ranges i..j-1 meet [lo, hi)
+        if j == i + 1:
+            seg = segs[i]
+            out.add(seg[0])
+            if starts[i] == lo and (j == n or starts[j] == hi):
+                seg.append(index)
+                return
         else:
-            for s in range(i, j):
-                self.readers[s].append(index)
+            out.update(map(_first, segs[i:j]))
+        if starts[i] < lo:  # cut range i at lo
+            i += 1
+            j += 1
+            n += 1
+            starts.insert(i, lo)
+            segs.insert(i, segs[i - 1][:])
+        if hi < _END and (j == n or starts[j] > hi):  # cut range j - 1 at hi
+            starts.insert(j, hi)
+            segs.insert(j, segs[j - 1][:])
+        for seg in segs[i:j]:
+            seg.append(index)
+
+    def write(self, lo: int, hi: int, index: int, out: set[int]) -> None:
+        """Add to ``out`` the last writers and the readers since of ``[lo, hi)``; node ``index`` writes it."""
+        starts, segs = self.starts, self.segs
+        i = bisect_right(starts, lo) - 1
+        n = len(starts)
+        j = n if hi >= _END else bisect_left(starts, hi, i + 1)  # ranges i..j-1 meet [lo, hi)
+        if j == i + 1:
+            out.update(segs[i])
+        else:
+            out.update(*segs[i:j])
+        tail = hi < _END and (j == n or starts[j] > hi)  # range j - 1 runs past hi
+        if starts[i] == lo and not tail:
+            if j > i + 1:
+                del starts[i + 1 : j], segs[i + 1 : j]
+            segs[i] = [index]
+            return
+        new_starts, new_segs = [lo], [[index]]
+        head = starts[i] < lo
+        if head:
+            new_starts.insert(0, starts[i])
+            new_segs.insert(0, segs[i])
+        if tail:
+            last = segs[j - 1]
+            new_starts.append(hi)
+            new_segs.append(last[:] if head and j == i + 1 else last)
+        starts[i:j] = new_starts
+        segs[i:j] = new_segs
 
 
 class EdgeInference:
-    """The state of one graph's edge inference: the ranges touched per space and each node's ancestor bits."""
+    """One graph's edge inference: the ranges touched per space, and the graph so far as a :class:`Reach`."""
 
-    __slots__ = ("spaces", "ancestors", "pending", "stale", "__weakref__")
+    __slots__ = ("spaces", "reach", "position", "at", "count", "pending", "stale", "__weakref__")
 
     def __init__(self) -> None:
         self.spaces: dict[Hashable, _Segments] = {}
-        #: Bit ``i`` of ``ancestors[n]`` is set when node ``i`` is an ancestor of node ``n``.
-        self.ancestors: list[int] = []
+        #: The nodes inferred so far, by position in a topological order.
+        self.reach = Reach()
+        #: The position of each node index (``None``: the index itself), and the node at each position.
+        self.position: list[int] | None = None
+        self.at: list[int] = []
+        #: How many node indices the state covers.
+        self.count = 0
         #: A conditional node whose edges wait for its bodies (see the module docstring).
         self.pending: Node | None = None
         self.stale = True
@@ -110,38 +138,52 @@ class EdgeInference:
     def _mark_stale(self) -> None:
         self.stale = True
 
-    def _record(self, regions: tuple[Region, ...], index: int) -> None:
+    def _record(self, regions: tuple[Region, ...], index: int, found: set[int]) -> None:
+        """Collect into ``found`` the latest nodes ``regions`` conflict with, and record them as node ``index``'s."""
         spaces = self.spaces
-        writes = []
+        writes = None
         for r in regions:  # a node's reads first: a range it reads and writes ends written by it
-            if r.mode & WRITE:
-                writes.append(r)
+            space, lo, hi, mode, _ = r
+            if mode & WRITE:
+                if writes is None:
+                    writes = [r]
+                else:
+                    writes.append(r)
                 continue
-            seg = spaces.get(r.space)
+            seg = spaces.get(space)
             if seg is None:
-                seg = spaces[r.space] = _Segments()
-            seg.record(r.lo, r.hi, r.mode, index)
-        for r in writes:
-            seg = spaces.get(r.space)
-            if seg is None:
-                seg = spaces[r.space] = _Segments()
-            seg.record(r.lo, r.hi, r.mode, index)
+                seg = spaces[space] = _Segments()
+            seg.read(lo, hi, index, found)
+        if writes is not None:
+            for space, lo, hi, _mode, _ in writes:
+                seg = spaces.get(space)
+                if seg is None:
+                    seg = spaces[space] = _Segments()
+                seg.write(lo, hi, index, found)
 
     def _rebuild(self, graph: GraphCore, upto: int) -> None:
         """The state after the first ``upto`` nodes of ``graph`` (in order), from their edges and accesses."""
         self.spaces = {}
         nodes = [n for n in graph._nodes[:upto] if n is not None]
-        ancestors = [0] * upto
-        order = nodes if graph._ordered else (kahn_order(nodes) or nodes)
+        order = nodes if graph._ordered else _order(nodes, upto)
+        reach = self.reach = Reach()
+        identity = all(n.index == i for i, n in enumerate(order)) and len(order) == upto
+        position = None if identity else [-1] * upto
+        if position is not None:
+            for i, n in enumerate(order):
+                position[n.index] = i
+        self.position = position
+        self.at = [n.index for n in order]
         for n in order:
-            bits = 0
-            for p in n._preds:
-                if p.index < upto:
-                    bits |= ancestors[p.index] | (1 << p.index)
-            ancestors[n.index] = bits
-        self.ancestors = ancestors
+            if position is None:
+                reach.append([p.index for p in n._preds if p.index < upto])
+            else:
+                reach.append(sorted(position[p.index] for p in n._preds if p.index < upto))
+        scratch: set[int] = set()
         for n in nodes:
-            self._record(node_regions(n), n.index)
+            self._record(node_regions(n), n.index, scratch)
+            scratch.clear()
+        self.count = upto
         self.stale = False
         watch(graph, weakref.WeakMethod(self._mark_stale))
 
@@ -163,32 +205,50 @@ class EdgeInference:
 
     def _infer(self, graph: GraphCore, node: Node) -> None:
         index = node.index
-        if self.stale or len(self.ancestors) != index:
+        if self.stale or self.count != index:
             self._rebuild(graph, index)
-        ancestors = self.ancestors
-        regions = node_regions(node)
-        cover = 0
-        for p in node._preds:
-            cover |= ancestors[p.index] | (1 << p.index)
+        self.count = index + 1
         found: set[int] = set()
-        spaces = self.spaces
-        for r in regions:
-            seg = spaces.get(r.space)
-            if seg is not None:
-                seg.collect(r.lo, r.hi, r.mode, found)
-        added: list[int] = []
-        if len(found) == 1 and not cover:
-            (c,) = found
-            added.append(c)
-            cover = ancestors[c] | (1 << c)
-        else:
-            for c in sorted(found, reverse=True):  # an ancestor has a lower index: the latest first
-                if not cover >> c & 1:
-                    added.append(c)
-                    cover |= ancestors[c] | (1 << c)
-        ancestors.append(cover)
-        self._record(regions, index)
+        self._record(node_regions(node), index, found)
+        found.discard(index)
+        found.discard(-1)
+        given = node._preds
+        position = self.position
+        if position is None:
+            added = self.reach.add([p.index for p in given] if given else [], sorted(found, reverse=True))
+            if added:
+                nodes = graph._nodes
+                node._preds = [*given, *(nodes[c] for c in added)]
+                graph._topo = None  # the record holds the edges the builder gave: the signature reads the nodes
+            return
+        position.append(len(self.reach))
+        at = self.at
+        at.append(index)
+        preds = [position[p.index] for p in given]
+        added = self.reach.add(preds, sorted((position[c] for c in found), reverse=True))
         if added:
             nodes = graph._nodes
-            node._preds = [*node._preds, *(nodes[c] for c in reversed(added))]
-            graph._topo = None  # the record holds the edges the builder gave: the signature reads the nodes
+            node._preds = [*given, *(nodes[at[c]] for c in added)]
+            graph._topo = None
+
+
+def _order(nodes: list[Node], upto: int) -> list[Node]:
+    """``nodes`` (the first ``upto`` indices of a graph) in a topological order, ties broken by index."""
+    indeg = {n.index: 0 for n in nodes}
+    succs: dict[int, list[Node]] = {n.index: [] for n in nodes}
+    for n in nodes:
+        for p in n._preds:
+            if p.index < upto and p.index in indeg:
+                indeg[n.index] += 1
+                succs[p.index].append(n)
+    heap = [(n.index, n) for n in nodes if not indeg[n.index]]
+    heapq.heapify(heap)
+    out: list[Node] = []
+    while heap:
+        _, n = heapq.heappop(heap)
+        out.append(n)
+        for s in succs[n.index]:
+            indeg[s.index] -= 1
+            if not indeg[s.index]:
+                heapq.heappush(heap, (s.index, s))
+    return out if len(out) == len(nodes) else nodes

@@ -1,21 +1,24 @@
 """The race check: pairs of nodes that conflict on a byte range with no path between them (GPU-free).
 
-Nodes are visited in a topological order, each with its ancestors as a bit vector (a Python int, bit
-``i`` for the ``i``-th node of the order). Each space of memory keeps, as the edge inference does, its
-byte ranges with their last writer and the readers since: in a range where no race was met since its
-last race-free write, every earlier access that conflicts with a new one is an ancestor of one of
-those, so testing them (a bit test each) clears the new access. Only an access that fails that test
-(a race) scans the earlier accesses of its memory, and names every one it races with.
+Nodes are visited in a topological order; which earlier nodes are ancestors of a node is answered by
+:class:`~cudagraph.definition.reach.Reach` (a bit vector per node over the 1,024 nodes before it, a
+bounded walk back beyond). Each space of memory keeps, as the edge inference does, its byte ranges with
+their last writer and the readers since: in a range where no race was met since its last race-free
+write, every earlier access that conflicts with a new one is an ancestor of one of those, so testing
+them clears the new access. Only an access that fails that test (a race) scans the earlier accesses of
+its memory, and names every one it races with.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..errors import RaceError
-from .access import WRITE, memory_name, regions_of
+from .access import WRITE, Region, memory_name, regions_of
+from .reach import Reach
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["Race", "RaceCheck", "check_races", "find_races"]
 
 _END = 1 << 64
+_first = itemgetter(0)
 
 
 class Race:
@@ -65,12 +69,11 @@ class _Space:
     """One space's ranges as in :class:`~cudagraph.definition.auto_edges._Segments` (last writer, readers since),
     plus per range whether a race was met there since its last race-free write, and every access so far."""
 
-    __slots__ = ("starts", "writer", "readers", "racy", "log")
+    __slots__ = ("starts", "segs", "racy", "log")
 
     def __init__(self) -> None:
         self.starts = [0]
-        self.writer = [-1]
-        self.readers: list[list[int]] = [[]]
+        self.segs: list[list[int]] = [[-1]]  # per range: its last writer (-1: none), then the readers since
         self.racy = [False]
         self.log: list[tuple[int, int, int, int]] = []  # (lo, hi, mode, position) of every access, in order
 
@@ -82,68 +85,105 @@ class _Space:
         if starts[i] == at:
             return i
         starts.insert(i + 1, at)
-        self.writer.insert(i + 1, self.writer[i])
-        self.readers.insert(i + 1, list(self.readers[i]))
+        self.segs.insert(i + 1, self.segs[i][:])
         self.racy.insert(i + 1, self.racy[i])
         return i + 1
 
-    def clear(self, lo: int, hi: int, mode: int, ancestors: int) -> bool:
-        """Whether every earlier access of ``[lo, hi)`` that conflicts with ``mode`` is among ``ancestors``,
-        answered from the latest ones (``False``: a race, or a range where one was met: scan :attr:`log`)."""
+    def latest(self, lo: int, hi: int, mode: int, out: set[int]) -> bool:
+        """Add to ``out`` the latest accesses of ``[lo, hi)`` that conflict with ``mode`` (``-1`` stands for none):
+        every earlier conflicting one is an ancestor of one of those, unless a range had a race since its
+        last race-free write (then ``False``: scan :attr:`log`)."""
         starts = self.starts
-        for s in range(bisect_right(starts, lo) - 1, bisect_right(starts, hi - 1)):
-            if self.racy[s]:
-                return False
-            w = self.writer[s]
-            if w >= 0 and not ancestors >> w & 1:
-                return False
-            if mode & WRITE:
-                for u in self.readers[s]:
-                    if not ancestors >> u & 1:
-                        return False
+        i = bisect_right(starts, lo) - 1
+        j = len(starts) if hi >= _END else bisect_left(starts, hi, i + 1)
+        if True in self.racy[i:j]:
+            return False
+        if mode & WRITE:
+            out.update(*self.segs[i:j])
+        else:
+            out.update(map(_first, self.segs[i:j]))
         return True
 
     def record(self, lo: int, hi: int, mode: int, v: int, raced: bool) -> None:
         self.log.append((lo, hi, mode, v))
         i = self._cut(lo)
         j = self._cut(hi)
+        segs = self.segs
         if mode & WRITE:
-            del self.starts[i + 1 : j], self.writer[i + 1 : j], self.readers[i + 1 : j], self.racy[i + 1 : j]
-            self.writer[i], self.readers[i], self.racy[i] = v, [], raced
+            if j > i + 1:
+                del self.starts[i + 1 : j], segs[i + 1 : j], self.racy[i + 1 : j]
+            segs[i] = [v]
+            self.racy[i] = raced
+        elif j == i + 1:
+            segs[i].append(v)
+            if raced:
+                self.racy[i] = True
         else:
-            for s in range(i, j):
-                self.readers[s].append(v)
-                if raced:
-                    self.racy[s] = True
+            for seg in segs[i:j]:
+                seg.append(v)
+            if raced:
+                self.racy[i:j] = [True] * (j - i)
 
 
 def _graph_races(graph: Graph) -> list[Race]:
     order = graph.topological_order()
-    pos = {id(n): i for i, n in enumerate(order)}
     regions = regions_of(order)
-    ancestors: list[int] = []
-    for n in order:
-        bits = 0
-        for p in n._preds:
-            i = pos[id(p)]
-            bits |= ancestors[i] | (1 << i)
-        ancestors.append(bits)
+    reach = Reach()
+    if graph._ordered:  # the order is that of the indices
+        for n in order:
+            reach.append([p.index for p in n._preds])
+    else:
+        pos = {id(n): i for i, n in enumerate(order)}
+        for n in order:
+            reach.append([pos[id(p)] for p in n._preds])
     spaces: dict[Hashable, _Space] = {}
     # (first position, second position, space) -> [lo, hi, first's mode, second's mode]
     found: dict[tuple[int, int, Hashable], list[int]] = {}
     for v, rs in enumerate(regions):
         if not rs:
             continue
-        anc = ancestors[v]
+        latest: set[int] = set()
+        scan = []
+        for r in rs:
+            space = spaces.get(r[0])
+            if space is not None and not space.latest(r[1], r[2], r[3], latest):
+                scan.append(r)
+        latest.discard(-1)
+        latest.discard(v)
+        missing = set(reach.missing(v, sorted(latest, reverse=True))) if latest else ()
+        if not scan and not missing:  # no race: record the node's accesses, reads first
+            writes = None
+            for r in rs:
+                if r[3] & WRITE:
+                    writes = [r] if writes is None else [*writes, r]
+                    continue
+                space = spaces.get(r[0])
+                if space is None:
+                    space = spaces[r[0]] = _Space()
+                space.record(r[1], r[2], r[3], v, False)
+            if writes is not None:
+                for r in writes:
+                    space = spaces.get(r[0])
+                    if space is None:
+                        space = spaces[r[0]] = _Space()
+                    space.record(r[1], r[2], r[3], v, False)
+            continue
         raced = []
         for r in rs:
             space = spaces.get(r.space)
-            if space is None or space.clear(r.lo, r.hi, r.mode, anc):
+            if space is None or (r not in scan and not (missing and _meets(space, r, missing))):
                 raced.append(False)
                 continue
+            # a race, or a range where one was met: every earlier access
+            hits = [
+                (lo, hi, mode, u)
+                for lo, hi, mode, u in space.log
+                if lo < r.hi and r.lo < hi and (mode | r.mode) & WRITE and u != v
+            ]
+            apart = set(reach.missing(v, sorted({u for *_, u in hits}, reverse=True)))
             hit = False
-            for lo, hi, mode, u in space.log:  # a race, or a range where one was met: every earlier access
-                if lo < r.hi and r.lo < hi and (mode | r.mode) & WRITE and u != v and not anc >> u & 1:
+            for lo, hi, mode, u in hits:
+                if u in apart:
                     hit = True
                     lo, hi = max(lo, r.lo), min(hi, r.hi)
                     key = (u, v, r.space)
@@ -165,6 +205,13 @@ def _graph_races(graph: Graph) -> list[Race]:
     for (u, v, where), (lo, hi, mu, mv) in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         out.append(Race(order[u], order[v], memory_name(where, lo, hi), lo, hi, f"{_mode(mu)}/{_mode(mv)}"))
     return out
+
+
+def _meets(space: _Space, r: Region, nodes: set[int]) -> bool:
+    """Whether one of ``nodes`` is among the latest accesses of ``r``'s range that conflict with it."""
+    got: set[int] = set()
+    space.latest(r.lo, r.hi, r.mode, got)
+    return not got.isdisjoint(nodes)
 
 
 def find_races(graph: Graph) -> list[Race]:

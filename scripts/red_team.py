@@ -18,7 +18,12 @@ refused call must leave the executable as it was: its graph, its bindings and wh
 Counts: cases, calls, raw families (an exception not derived from ``CudaGraphError``, keyed by its type and
 the innermost ``cudagraph`` frame) with the shortest call that raised each, and broken invariants.
 
+With ``--access``, a share of the cases (``--access-share``) are access cases (``red_team_access.py``): graphs with
+declared accesses built with ``edges="auto"`` and by hand, hostile memory, edits in place, ``races()`` checked
+against a brute force; a refused call there must leave the graph as it was (nodes, edges, declarations).
+
 Usage: python scripts/red_team.py [--seconds N] [--seed S] [--json PATH] [--exec [--exec-share F]]
+                                  [--access [--access-share F]]
 """
 
 from __future__ import annotations
@@ -327,20 +332,29 @@ def _where(tb: Any) -> str:
     return f"{f.filename.split('/cudagraph/')[-1]}:{f.lineno} {f.name}"
 
 
-def replay(seed: int, dev: Any, steps: int) -> None:
+def replay(seed: int, dev: Any, steps: int, access: bool = False) -> None:
     """Run the case of ``seed`` (an executable case when ``dev`` is given), printing each call and what it raised."""
+    from red_team_access import AccessCase
     from red_team_exec import ExecCase
 
-    c = ExecCase(random.Random(seed), dev) if dev is not None else Case(random.Random(seed))
+    c: Any
+    if access:
+        c = AccessCase(random.Random(seed), dev)
+    else:
+        c = ExecCase(random.Random(seed), dev) if dev is not None else Case(random.Random(seed))
     for step in range(steps):
         label, fn = c.op()
+        before = c.snapshot() if access else None
         try:
+            c.mutated = False
             fn()
             print(f"{step} {label}: ok")
         except Exception as e:
             print(f"{step} {label}: {type(e).__name__}: {e}")
             if not isinstance(e, CudaGraphError):
                 traceback.print_exc()
+            if access:
+                c.check_refused(before)
         try:
             c.check()
         except AssertionError as e:
@@ -357,8 +371,11 @@ def main() -> int:
     ap.add_argument("--exec", action="store_true", help="also drive executables through the fake driver")
     ap.add_argument("--exec-share", type=float, default=0.5, help="the share of the cases that are executable cases")
     ap.add_argument("--replay", type=int, default=None, help="run the case of this seed, printing every call")
+    ap.add_argument("--access", action="store_true", help="also run access cases (declared accesses, auto edges)")
+    ap.add_argument("--access-share", type=float, default=0.5, help="the share of the cases that are access cases")
     ns = ap.parse_args()
     dev = None
+    from red_team_access import AccessCase
     from red_team_exec import DeviceObjects, ExecCase, relaunch_under_fake_driver
 
     if ns.exec:
@@ -366,22 +383,28 @@ def main() -> int:
             relaunch_under_fake_driver()
         dev = DeviceObjects()
     if ns.replay is not None:
-        replay(ns.replay, dev, ns.steps)
+        replay(ns.replay, dev, ns.steps, ns.access)
         return 0
     rng = random.Random(ns.seed)
     end = time.monotonic() + ns.seconds
-    cases = calls = exec_cases = exec_calls = 0
+    cases = calls = exec_cases = exec_calls = access_cases = 0
     raw: dict[str, dict[str, Any]] = {}
     passed: dict[str, dict[str, Any]] = {}
     broken: dict[str, dict[str, Any]] = {}
     while time.monotonic() < end:
         case_seed = rng.randrange(1 << 62)
-        is_exec = dev is not None and rng.random() < ns.exec_share
+        is_access = ns.access and rng.random() < ns.access_share
+        is_exec = dev is not None and rng.random() < ns.exec_share and not is_access
         case_rng = random.Random(case_seed)
         cases += 1
         exec_cases += is_exec
+        access_cases += is_access
+        c: Any
         try:
-            c = ExecCase(case_rng, dev) if is_exec and dev is not None else Case(case_rng)
+            if is_access:
+                c = AccessCase(case_rng, dev)
+            else:
+                c = ExecCase(case_rng, dev) if is_exec and dev is not None else Case(case_rng)
         except Exception as e:  # (the definition an executable case starts from is built from valid values)
             fam = broken.setdefault(f"{type(e).__name__}: {e} @ {_where(e.__traceback__)}", {"count": 0})
             fam["count"] += 1
@@ -391,19 +414,25 @@ def main() -> int:
             label, fn = c.op()
             calls += 1
             exec_calls += is_exec
+            before = c.snapshot() if is_access else None
             try:
+                c.mutated = False
                 fn()
             except CudaGraphError:
-                pass
+                if is_access:
+                    c.check_refused(before)
             except RecursionError:
                 raise
             except Exception as e:
+                if is_access:
+                    c.check_refused(before)
                 key = f"{type(e).__name__} @ {_where(e.__traceback__)}"
                 fam = (passed if is_exec and _hostile_own(e) else raw).setdefault(key, {"count": 0, "example": None})
                 fam["count"] += 1
                 if fam["example"] is None:
                     fam["example"] = {
-                        "op": label, "seed": case_seed, "exec": is_exec, "step": step, "message": str(e)[:300]
+                        "op": label, "seed": case_seed, "exec": is_exec, "access": is_access, "step": step,
+                        "message": str(e)[:300],
                     }  # fmt: skip
             try:
                 c.check()
@@ -416,7 +445,13 @@ def main() -> int:
                 fam = broken.setdefault(key, {"count": 0, "example": None})
                 fam["count"] += 1
                 if fam["example"] is None:
-                    fam["example"] = {"op": label, "seed": case_seed, "exec": is_exec, "step": step}
+                    fam["example"] = {
+                        "op": label,
+                        "seed": case_seed,
+                        "exec": is_exec,
+                        "access": is_access,
+                        "step": step,
+                    }
                 break
         if isinstance(c, ExecCase):
             try:
@@ -430,6 +465,7 @@ def main() -> int:
         "calls": calls,
         "exec_cases": exec_cases,
         "exec_calls": exec_calls,
+        "access_cases": access_cases,
         "raw_families": raw,
         "hostile_passed_through": passed,
         "broken_invariants": broken,

@@ -159,9 +159,20 @@ def region(obj: Any, mode: int, what: str, offset: int = 0, nbytes: int | None =
     Raises
     ------
     OperandError
-        The object is not memory (or a scalar parameter), an ``int`` address comes without ``nbytes``,
-        or the range does not fit the memory.
+        The object is not memory (or a scalar parameter), an ``int`` address comes without ``nbytes``
+        or outside 0..2**64-1, or the range does not fit the memory (or runs past 2**64).
     """
+    r = _region(obj, mode, what, offset, nbytes, opaque)
+    if r.lo < 0 or r.hi > _END:
+        raise OperandError(
+            f"{what}: the declared range [{r.lo}, {r.hi}) is outside the address space 0..2**64"
+            + (" (an int address must be in 0..2**64-1)" if r.lo < 0 else "")
+        )
+    return r
+
+
+def _region(obj: Any, mode: int, what: str, offset: int, nbytes: int | None, opaque: bool) -> Region:
+    """:func:`region` before its range is checked against the address space."""
     if isinstance(obj, Access):
         if obj.offset or obj.nbytes is not None:
             offset, nbytes = offset + obj.offset, nbytes if nbytes is not None else obj.nbytes

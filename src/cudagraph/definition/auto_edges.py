@@ -71,7 +71,7 @@ class _Segments:
         if j == i + 1:
             seg = segs[i]
             out.add(seg[0])
-            if starts[i] == lo and (j == n or starts[j] == hi):
+            if starts[i] == lo and (starts[j] == hi if j < n else hi >= _END):  # (the last range runs to 2**64)
                 seg.append(index)
                 return
         else:

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HOST_FN_ADDRESS", "callback", "launch_host_func", "register", "retire", "unregister"]
+__all__ = ["HOST_FN_ADDRESS", "callback", "launch_host_func", "prune_retired", "register", "retire", "unregister"]
 
 # key -> (callable, args, sink, weak reference to the node); the driver passes
 # the key as userData. The node is held weakly so that a callback still
@@ -59,38 +59,51 @@ def launch_host_func(stream: Any, key: int) -> int:
     return int(fn(int(stream) or None, HOST_FN_ADDRESS, key))
 
 
-# (event, keys): callables of destroyed executables whose last launches may
-# still be running; forgotten once the event has completed.
-_RETIRED: list[tuple[Any, list[int]]] = []
+# (event, keys, keep): callables of destroyed executables whose last launches may still be running, and what
+# those launches read (the nodes' operands, the bound values); forgotten once the event has completed.
+_RETIRED: list[tuple[Any, list[int], Any]] = []
 
 
 def _prune() -> None:
-    """Forget the callables of retired executables whose work has finished."""
+    """Forget the callables and the objects of retired executables whose work has finished."""
     if not _RETIRED:
         return
     from .calls import driver
 
     keep = []
     done = []
-    for event, keys in _RETIRED:
-        (err,) = driver.cuEventQuery(event)
+    for entry in _RETIRED:
+        (err,) = driver.cuEventQuery(entry[0])
         if err and driver.CUresult(int(err)).name == "CUDA_ERROR_NOT_READY":
-            keep.append((event, keys))
+            keep.append(entry)
             continue
-        driver.cuEventDestroy(event)
-        done.append(keys)
+        driver.cuEventDestroy(entry[0])
+        done.append(entry[1])
     _RETIRED[:] = keep
-    pending = {k for _, keys in keep for k in keys}
+    pending = {k for _, keys, _ in keep for k in keys}
     for keys in done:
         for k in keys:
             if k not in pending:
                 _REGISTRY.pop(k, None)
 
 
-def retire(keys: list[int], streams: Any) -> None:
-    """Forget ``keys`` once the work already queued on ``streams`` has finished."""
+def prune_retired() -> None:
+    """Release what retired executables kept for their launches, where those launches have finished."""
+    if _RETIRED:
+        with _LOCK:
+            _prune()
+
+
+def retire(keys: list[int], streams: Any, keep: Any = None) -> None:
+    """Forget ``keys``, and drop ``keep``, once the work already queued on ``streams`` has finished.
+
+    ``keep`` is what that work may still read from the host side's point of view: the objects owning the memory
+    of a destroyed executable's nodes and bound values (a launch in flight reads them after ``close``). Held
+    until an event recorded on each stream has completed (checked at the next retire or
+    :func:`prune_retired`), or dropped now where every stream is idle.
+    """
     streams = list(streams)
-    if not keys:
+    if not keys and keep is None:
         return
     if not streams:
         unregister(keys)
@@ -102,13 +115,14 @@ def retire(keys: list[int], streams: Any) -> None:
         return
     with _LOCK:
         _prune()
+        recorded = False
         for h in streams:
             err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
             if err or driver.cuEventRecord(event, h)[0]:
                 continue
-            _RETIRED.append((event, list(keys)))
-        # Keys stay registered while any retired event that names them is pending.
-        if not any(keys[0] in ks for _, ks in _RETIRED):
+            _RETIRED.append((event, list(keys), keep))
+            recorded = True
+        if not recorded:  # (no event to wait for: forgotten now, as with idle streams)
             for k in keys:
                 _REGISTRY.pop(k, None)
 

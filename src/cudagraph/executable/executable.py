@@ -24,7 +24,7 @@ from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver.c_entry import NATIVE, c_address
 from ..driver.calls import check, ensure_context, error_name, raise_error, require_driver
-from ..driver.host_callbacks import unregister
+from ..driver.host_callbacks import prune_retired, unregister
 from ..driver.streams import stream_handle
 from ..errors import DriverError, HostCallbackError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
@@ -56,12 +56,13 @@ _STICKY = {
 }
 
 
-def _destroy(state: list[Any], streams: dict[int, Any]) -> None:
+def _destroy(state: list[Any], streams: dict[int, Any], bound: tuple[dict[str, Any], dict[str, Any]]) -> None:
     exec_handle, lowered = state
     try:
         drv = require_driver()
         drv.cuGraphExecDestroy(exec_handle)  # freed by the driver once no launch is in flight
-        lowered.destroy(in_flight_on=streams.values())
+        # the nodes' operands and the bound values live on until the launches in flight have finished
+        lowered.destroy(in_flight_on=streams.values(), keep=(dict(bound[0]), dict(bound[1])))
     except Exception:
         unregister(lowered.host_keys)
 
@@ -110,6 +111,7 @@ def instantiate(
         bindings = resolve_bindings(graph, params)
     require_driver()
     ensure_context()
+    prune_retired()  # (what closed executables kept for launches that have finished since)
     flags = _flags(auto_free_on_launch, device_launch, use_node_priority)
     sink: list[Any] = []
     lowered = build(graph, bindings, sink)
@@ -203,7 +205,10 @@ class Executable(Binding, Updating):
         # until the work queued there has finished, even after close().
         self._streams: dict[int, Any] = {}
         self._state = [exec_handle, lowered]
-        self._finalizer = weakref.finalize(self, _destroy, self._state, self._streams)
+        # (the bound values and the objects they were read from: a launch in flight reads their memory)
+        self._finalizer = weakref.finalize(
+            self, _destroy, self._state, self._streams, (self._bindings, self._raw_bound)
+        )
 
     # ------------------------------------------------------------- handles
     @property

@@ -353,20 +353,23 @@ class LoweredGraph:
                 return n
         return None
 
-    def destroy(self, in_flight_on: Any = ()) -> None:
+    def destroy(self, in_flight_on: Any = (), keep: Any = None) -> None:
         """Destroy the driver graph and forget its host callbacks.
 
         Parameters
         ----------
         in_flight_on : iterable of CUstream
-            Streams on which work that may still call the host callbacks was
-            launched; the callbacks are forgotten only once that work is done.
+            Streams on which work that may still call the host callbacks, or read the memory of the nodes'
+            operands, was launched; the callbacks are forgotten, and the nodes (with ``keep``) released, only
+            once that work is done.
+        keep : object, optional
+            More that the work in flight reads (an executable's bound values).
         """
         if self.handle is not None:
             drv = require_driver()
             drv.cuGraphDestroy(self.handle)
             self.handle = None
-            retire(self.host_keys, in_flight_on)
+            retire(self.host_keys, in_flight_on, keep=(self.definition, self.nodes, self.bodies, keep))
 
 
 def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGraph:

@@ -399,6 +399,9 @@ class Executable(Binding, Updating):
         A rebind or update running in another thread finishes first (they hold
         the executable's lock, which ``close`` takes). A launch does not take
         the lock: do not close an executable while another thread launches it.
+        Launches already queued still run: the driver frees the executable after
+        them, and the nodes' operands, the definition and the bound values (with
+        the objects they were read from) are kept until they have finished.
         """
         if self._exec is not None:
             with self._lock:

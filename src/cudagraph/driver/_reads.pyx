@@ -434,6 +434,23 @@ cdef int _read_order(
     return _READ
 
 
+cdef tuple _order_and_data(const _Reads* r, Py_ssize_t n, Py_ssize_t norder, Py_ssize_t ndata):
+    """``(count, handles in order, data edges)`` of what :func:`_read_order` read: the edges whose data is not the
+    default, node by node, as ``(from, to, from_port, to_port, type)``."""
+    cdef Py_ssize_t i, e
+    handles = [<uintptr_t>r.nodes[r.order[i]] for i in range(norder)]
+    data_edges = []
+    if ndata:
+        for i in range(n):
+            for e in range(r.edge_at[i], r.edge_at[i + 1]):
+                if r.data[e].from_port or r.data[e].to_port or r.data[e].type:
+                    data_edges.append(
+                        (<uintptr_t>r.deps[e], <uintptr_t>r.nodes[i], r.data[e].from_port, r.data[e].to_port,
+                         r.data[e].type)
+                    )
+    return n, handles, data_edges
+
+
 def graph_order(graph):
     """The nodes of driver graph ``graph`` (a handle as an int) in the order a lift adds them, and its edges with data.
 
@@ -474,17 +491,7 @@ def graph_order(graph):
             raise MemoryError()
         if outcome == _UNKNOWN:
             raise KeyError(unknown)
-        handles = [<uintptr_t>r.nodes[r.order[i]] for i in range(norder)]
-        data_edges = []
-        if ndata:
-            for i in range(n):
-                for e in range(r.edge_at[i], r.edge_at[i + 1]):
-                    if r.data[e].from_port or r.data[e].to_port or r.data[e].type:
-                        data_edges.append(
-                            (<uintptr_t>r.deps[e], <uintptr_t>r.nodes[i], r.data[e].from_port, r.data[e].to_port,
-                             r.data[e].type)
-                        )
-        return n, handles, data_edges
+        return _order_and_data(&r, n, norder, ndata)
     finally:
         _release(&r)
 
@@ -687,17 +694,7 @@ def lift_graph(graph, add_kernel, keywords, kernel_of, other):
                 made[i] = add_kernel(khandle, grid, block, args, shared_mem=smem, after=after, name=kname)
             else:
                 made[i] = add_kernel(khandle, grid, block, args, **{keywords[0]: smem, keywords[1]: after, keywords[2]: kname})
-        handles = [<uintptr_t>r.nodes[r.order[k]] for k in range(norder)]
-        data_edges = []
-        if ndata:
-            for i in range(n):
-                for e in range(r.edge_at[i], r.edge_at[i + 1]):
-                    if r.data[e].from_port or r.data[e].to_port or r.data[e].type:
-                        data_edges.append(
-                            (<uintptr_t>r.deps[e], <uintptr_t>r.nodes[i], r.data[e].from_port, r.data[e].to_port,
-                             r.data[e].type)
-                        )
-        return n, handles, data_edges
+        return _order_and_data(&r, n, norder, ndata)
     finally:
         _release(&r)
 

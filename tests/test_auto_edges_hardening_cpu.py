@@ -156,3 +156,16 @@ def test_a_read_at_the_start_of_an_untouched_space_does_not_cover_the_rest_of_it
     w2 = g.kernel(K, 1, 32, (cg.Out(mem, offset=16, nbytes=8),), name="overlaps")
     assert w2.predecessors == (r,)
     assert g.races() == []
+
+
+def test_body_filled_after_the_conditional_settled_gets_no_edge_and_races_names_it() -> None:
+    """The documented limit: a body written to after its conditional node's edges were settled adds no edge
+    from data to that node; races() reads the bodies as they are and names what is then missing."""
+    g = cg.Graph("g", edges="auto")
+    cond = g.if_(g.condition(default=1), name="cond")
+    reader = g.kernel(K, 1, 32, (cg.In(A, nbytes=64),), name="reader")  # settles cond (it declared nothing)
+    cond.body.kernel(K, 1, 32, (cg.Out(A, nbytes=64),), name="late writer")
+    assert reader.predecessors == ()
+    (race,) = g.races()
+    assert (race.first, race.second, race.accesses) == (cond, reader, "write/read")
+    assert (race.lo, race.hi) == (A, A + 64)

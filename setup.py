@@ -15,6 +15,11 @@ the package installs without it and runs the same code paths in Python.
   before from the same sources (its last line names their hash and the ``cydriver.pxd``'s version) is
   compiled instead: a C++ compiler and ``cuda.h`` are then all it takes. Where something is missing, the
   module is skipped with a note saying what (launch attributes are then read through ctypes).
+- ``cudagraph.definition._reach`` and ``cudagraph.definition._ranges`` (Cython compiled as C++, GPU-free: no
+  ``cuda.h``, no ``cuda-bindings``): the ancestor queries, the byte ranges and the race check of edges from data
+  (see ``_reach.pyx`` and ``_ranges.pyx``; ``_ranges`` cimports ``_reach``). Cython (3.1 or later) generates their
+  C++; without Cython, a ``_reach.cpp`` and a ``_ranges.cpp`` generated before from the same sources (their last
+  lines name the sources' hash) are compiled. Otherwise both are skipped with a note, and the Python twins run.
 """
 
 from __future__ import annotations
@@ -198,6 +203,73 @@ def _reads_extensions() -> list[Extension]:
     return list(exts)
 
 
+#: The GPU-free Cython modules of edges from data (``_ranges`` cimports ``_reach``): name -> the sources whose hash
+#: stamps the C++ that Cython generates (the ``.pyx`` first, then the ``.pxd`` files it reads).
+_DEFINITION_CYTHON = {
+    "_reach": ("_reach.pyx", "_reach.pxd"),
+    "_ranges": ("_ranges.pyx", "_reach.pxd"),
+}
+
+
+def _ranges_extensions() -> list[Extension]:
+    """``cudagraph.definition._reach`` and ``_ranges`` to build, or none (with a note saying why): both or neither
+    (``_ranges`` cimports ``_reach``)."""
+    folder = HERE / "src" / "cudagraph" / "definition"
+    if not all((folder / name).is_file() for names in _DEFINITION_CYTHON.values() for name in names):
+        return []  # (a tree without the Cython modules)
+
+    def note(text: str) -> None:
+        print(
+            f"setup.py: cudagraph.definition._reach and _ranges {text}; edges from data run in Python", file=sys.stderr
+        )
+
+    def stamp(names: tuple[str, ...]) -> str:
+        digest = hashlib.sha256()
+        for name in names:
+            digest.update((folder / name).read_bytes())
+        return f"// cudagraph: {' and '.join(names)} sha256 {digest.hexdigest()}"
+
+    exts = {
+        module: Extension(
+            f"cudagraph.definition.{module}",
+            sources=[f"src/cudagraph/definition/{names[0]}"],
+            language="c++",
+            extra_compile_args=["-O2"],
+            optional=True,
+        )
+        for module, names in _DEFINITION_CYTHON.items()
+    }
+    cpps = {module: folder / f"{module}.cpp" for module in exts}
+    stamps = {module: stamp(names) for module, names in _DEFINITION_CYTHON.items()}
+    try:
+        import Cython
+        from Cython.Build import cythonize
+
+        if tuple(int(x) for x in re.findall(r"\d+", Cython.__version__)[:2]) < (3, 1):
+            raise ImportError(f"Cython {Cython.__version__} is older than 3.1 (cython.pymutex)")
+    except ImportError as e:
+        # C++ generated before from these very sources (carried to a machine without Cython): a compiler will do
+        if any(_last_line(cpps[m]) != stamps[m] for m in exts):
+            note(f"not built: {e}, and no .cpp generated from these sources (pip install 'Cython>=3.1')")
+            return []
+        for module, ext in exts.items():
+            ext.sources = [f"src/cudagraph/definition/{module}.cpp"]
+        return list(exts.values())
+    for module in exts:
+        if cpps[module].is_file() and _last_line(cpps[module]) != stamps[module]:
+            cpps[module].unlink()  # generated from other sources: generated again
+    try:
+        built = cythonize(list(exts.values()), quiet=True, include_path=[str(HERE / "src")])
+    except Exception as e:  # the modules are optional
+        note(f"not built: Cython failed ({type(e).__name__}: {e})")
+        return []
+    for module in exts:
+        if _last_line(cpps[module]) != stamps[module]:
+            with cpps[module].open("a", encoding="utf-8") as f:
+                f.write(f"\n{stamps[module]}\n")
+    return list(built)
+
+
 class _OptionalBuildExt(build_ext):
     """``build_ext`` where an optional extension that fails to build, for whatever reason the compiler or the
     tools give, is left out with a note (setuptools' own ``optional`` lets some failures through: a compiler
@@ -245,5 +317,7 @@ setup(
         ),
         # Kernel node launch attributes, read through cuda.bindings.cydriver (see _reads.pyx)
         *_reads_extensions(),
-    ]
+        # Edges from data and the race check: ancestor queries and byte ranges (GPU-free; see _reach.pyx, _ranges.pyx)
+        *_ranges_extensions(),
+    ],
 )

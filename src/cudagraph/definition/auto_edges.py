@@ -18,6 +18,11 @@ step per range it covers and per candidate. An edit of the graph in place (``add
 ``remove_edge``, ``remove``, ``node.update``) marks the state stale, and the next node rebuilds it from
 the nodes in a topological order.
 
+Where the compiled modules ``cudagraph.definition._ranges`` and ``_reach`` are built (see
+:mod:`~cudagraph.definition.compiled_ranges`), ``_ranges.Segments``, ``_ranges.record`` and ``_reach.Reach`` keep
+the ranges and the ancestor bits in C++ arrays; :class:`_Segments`, :func:`_record` and
+:class:`~cudagraph.definition.reach.Reach` are their twins, the reference, and run without them.
+
 A conditional node's bodies are filled after it is made: its edges are inferred when the next node
 is added to its graph, or when the graph is validated, instantiated or run, or asked for races.
 """
@@ -31,6 +36,7 @@ from collections.abc import Hashable
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
+from . import compiled_ranges
 from .access import WRITE, Region, node_regions
 from .edits import watch
 from .reach import Reach
@@ -53,7 +59,8 @@ class _Segments:
     Range ``i`` is ``[starts[i], starts[i + 1])`` (the last one runs to 2**64); ``segs[i]`` is the list of its
     last writer (``-1``: none) then the nodes that read it since. Each of :meth:`read` and :meth:`write`
     collects the nodes an access conflicts with (the latest ones; ``-1`` among them stands for none) and
-    records the access: two binary searches, and one step per range it covers.
+    records the access: two binary searches, and one step per range it covers. An empty range (``lo >= hi``)
+    touches nothing.
     """
 
     __slots__ = ("starts", "segs")
@@ -64,6 +71,8 @@ class _Segments:
 
     def read(self, lo: int, hi: int, index: int, out: set[int]) -> None:
         """Add to ``out`` the last writers of ``[lo, hi)``; node ``index`` joins the readers of each of its ranges."""
+        if lo >= hi:
+            return
         starts, segs = self.starts, self.segs
         i = bisect_right(starts, lo) - 1
         n = len(starts)
@@ -90,6 +99,8 @@ class _Segments:
 
     def write(self, lo: int, hi: int, index: int, out: set[int]) -> None:
         """Add to ``out`` the last writers and the readers since of ``[lo, hi)``; node ``index`` writes it."""
+        if lo >= hi:
+            return
         starts, segs = self.starts, self.segs
         i = bisect_right(starts, lo) - 1
         n = len(starts)
@@ -117,15 +128,45 @@ class _Segments:
         segs[i:j] = new_segs
 
 
+def _record(spaces: dict[Hashable, _Segments], regions: tuple[Region, ...], index: int) -> list[int]:
+    """Record ``regions`` as node ``index``'s accesses (reads first: a range it reads and writes ends written by
+    it); return the latest other nodes they conflict with, each once, in decreasing order."""
+    found: set[int] = set()
+    writes = None
+    for r in regions:
+        space, lo, hi, mode, _ = r
+        if mode & WRITE:
+            if writes is None:
+                writes = [r]
+            else:
+                writes.append(r)
+            continue
+        seg = spaces.get(space)
+        if seg is None:
+            seg = spaces[space] = _Segments()
+        seg.read(lo, hi, index, found)
+    if writes is not None:
+        for space, lo, hi, _mode, _ in writes:
+            seg = spaces.get(space)
+            if seg is None:
+                seg = spaces[space] = _Segments()
+            seg.write(lo, hi, index, found)
+    found.discard(index)
+    found.discard(-1)
+    return sorted(found, reverse=True)
+
+
 class EdgeInference:
     """One graph's edge inference: the ranges touched per space, and the graph so far as a :class:`Reach`."""
 
-    __slots__ = ("spaces", "reach", "position", "at", "count", "pending", "stale", "__weakref__")
+    __slots__ = ("spaces", "record", "reach", "position", "at", "count", "pending", "stale", "__weakref__")
 
     def __init__(self) -> None:
         self.spaces: dict[Hashable, _Segments] = {}
-        #: The nodes inferred so far, by position in a topological order.
-        self.reach = Reach()
+        #: :func:`_record` or its compiled twin (chosen when the state is rebuilt: one kind of space in it).
+        self.record = _record
+        #: The nodes inferred so far, by position in a topological order (a :class:`Reach` or its compiled twin).
+        self.reach: Reach = compiled_ranges.new_reach()
         #: The position of each node index (``None``: the index itself), and the node at each position.
         self.position: list[int] | None = None
         self.at: list[int] = []
@@ -138,35 +179,14 @@ class EdgeInference:
     def _mark_stale(self) -> None:
         self.stale = True
 
-    def _record(self, regions: tuple[Region, ...], index: int, found: set[int]) -> None:
-        """Collect into ``found`` the latest nodes ``regions`` conflict with, and record them as node ``index``'s."""
-        spaces = self.spaces
-        writes = None
-        for r in regions:  # a node's reads first: a range it reads and writes ends written by it
-            space, lo, hi, mode, _ = r
-            if mode & WRITE:
-                if writes is None:
-                    writes = [r]
-                else:
-                    writes.append(r)
-                continue
-            seg = spaces.get(space)
-            if seg is None:
-                seg = spaces[space] = _Segments()
-            seg.read(lo, hi, index, found)
-        if writes is not None:
-            for space, lo, hi, _mode, _ in writes:
-                seg = spaces.get(space)
-                if seg is None:
-                    seg = spaces[space] = _Segments()
-                seg.write(lo, hi, index, found)
-
     def _rebuild(self, graph: GraphCore, upto: int) -> None:
         """The state after the first ``upto`` nodes of ``graph`` (in order), from their edges and accesses."""
         self.spaces = {}
+        ranges = compiled_ranges.RANGES
+        record = self.record = _record if ranges is None else ranges.record
         nodes = [n for n in graph._nodes[:upto] if n is not None]
         order = nodes if graph._ordered else _order(nodes, upto)
-        reach = self.reach = Reach()
+        reach = self.reach = compiled_ranges.new_reach()
         identity = all(n.index == i for i, n in enumerate(order)) and len(order) == upto
         position = None if identity else [-1] * upto
         if position is not None:
@@ -179,10 +199,9 @@ class EdgeInference:
                 reach.append([p.index for p in n._preds if p.index < upto])
             else:
                 reach.append(sorted(position[p.index] for p in n._preds if p.index < upto))
-        scratch: set[int] = set()
+        spaces = self.spaces
         for n in nodes:
-            self._record(node_regions(n), n.index, scratch)
-            scratch.clear()
+            record(spaces, node_regions(n), n.index)
         self.count = upto
         self.stale = False
         watch(graph, weakref.WeakMethod(self._mark_stale))
@@ -208,14 +227,11 @@ class EdgeInference:
         if self.stale or self.count != index:
             self._rebuild(graph, index)
         self.count = index + 1
-        found: set[int] = set()
-        self._record(node_regions(node), index, found)
-        found.discard(index)
-        found.discard(-1)
+        found = self.record(self.spaces, node_regions(node), index)
         given = node._preds
         position = self.position
         if position is None:
-            added = self.reach.add([p.index for p in given] if given else [], sorted(found, reverse=True))
+            added = self.reach.add([p.index for p in given] if given else [], found)
             if added:
                 nodes = graph._nodes
                 node._preds = [*given, *(nodes[c] for c in added)]

@@ -4,8 +4,8 @@
 whose shared state is guarded by the GIL, and they are initialised without a ``Py_mod_gil`` slot. On a
 free-threaded interpreter (3.13t, 3.14t) running with the GIL disabled, importing either would turn the
 GIL back on for the whole process. There they are not imported: the Python reference implementations run
-instead (and ``python -m cudagraph info`` says why). The Cython modules (``cudagraph.driver._reads``)
-declare themselves free-threading compatible and load everywhere.
+instead (and ``python -m cudagraph info`` says why). The Cython modules (``cudagraph.driver._reads``,
+``cudagraph.definition._ranges``) declare themselves free-threading compatible and load everywhere.
 """
 
 from __future__ import annotations

@@ -9,9 +9,15 @@ test. A candidate further back (rare: the latest conflicting access of a range i
 looked for by a walk back from the given nodes that stops at the first node near enough to answer by a
 bit test, skips every node whose ancestors all lie above the candidate, and remembers per candidate the
 latest node found to descend from it (the next question about it is then answered near there).
+
+:class:`Reach` is the reference; ``cudagraph.definition._ranges.Reach`` is its compiled twin (the same answers,
+over C++ arrays: see :mod:`~cudagraph.definition.compiled_ranges`), which the edge inference and the race check
+use where it is built.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 __all__ = ["WINDOW", "Reach"]
 
@@ -79,27 +85,25 @@ class Reach:
             cover = 1
             m = len(preds)
         v = len(preds)
-        seeds = given
-        out = []
+        out: list[int] = []
         for c in cands:
             k = v - c
             if k <= WINDOW:
                 if cover >> k & 1:
                     continue
                 cover |= bits[c] << k
-            elif c in seeds or self._far(c, seeds):
+            elif c in given or self._far(c, given + out if out else given):  # (c is none of out: each once)
                 continue
             out.append(c)
             if low[c] < m:
                 m = low[c]
-            seeds = [*seeds, c] if seeds is given else seeds + [c]
         out.reverse()
         preds.append(given + out if given else out)
         bits.append(cover & _MASK)
         low.append(m)
         return out
 
-    def missing(self, v: int, cands: list[int]) -> list[int]:
+    def missing(self, v: int, cands: Iterable[int]) -> list[int]:
         """The candidates (positions below ``v``) that are not ancestors of node ``v``."""
         window = self.bits[v]
         out = []

@@ -165,9 +165,13 @@ def test_the_compiled_layout_signs_kinds_and_edges_and_python_adds_the_launches(
     _compare.topology_signature(g)  # (codes the classes)
     plain = layout.signature(g._nodes, _diff.CODED_CLASSES)
     assert plain == _diff.topology_signature(build())  # kinds, order, edges: the launches come on top
-    assert _compare.topology_signature(g) == _diff.topology_signature(g) == (
-        plain,
-        LaunchSignature(((1, g.nodes[1].attrs.signature()),)),
+    assert (
+        _compare.topology_signature(g)
+        == _diff.topology_signature(g)
+        == (
+            plain,
+            LaunchSignature(((1, g.nodes[1].attrs.signature()),)),
+        )
     )
 
 

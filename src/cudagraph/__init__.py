@@ -143,7 +143,7 @@ def __dir__() -> list[str]:
 def __getattr__(name: str) -> Any:
     # The executable layer imports cuda.bindings; load it only when asked. The value is kept as a
     # module attribute: `cg.launch(...)` then costs one lookup, not this function and an import
-    # statement (about 1.1 µs per call on the CPU of bench/cpu_overhead.py).
+    # statement (bench/cpu_overhead.py).
     value = _load(name)
     globals()[name] = value
     return value

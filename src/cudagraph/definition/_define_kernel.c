@@ -5,10 +5,11 @@
  * (its `func` and `__wrapped__`), which every call the compiled path does not take goes to.
  *
  * Pure Python is at its floor for `g.kernel(k, grid, block, (buf, np.float32(2.0), np.int32(n)), after=prev)`:
- * a Python frame with twelve keywords, a type test per argument and the node's eleven slots cost about
- * 0.7 us per node. KernelMethod is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR: `g.kernel(...)` calls
- * it with the graph first and the keyword names as a tuple, no bound method, no dict) that builds that node
- * in C when the call is one the Python method takes without a message or a side table:
+ * a Python frame with twelve keywords, a type test per argument and the node's eleven slots are most of a node's
+ * define time (bench/construction.py --cpu: define). KernelMethod is a method descriptor
+ * (Py_TPFLAGS_METHOD_DESCRIPTOR: `g.kernel(...)` calls it with the graph first and the keyword names as a tuple,
+ * no bound method, no dict) that builds that node in C when the call is one the Python method takes without a
+ * message or a side table:
  *
  * - the graph, the kernel and each argument of an exact type that the Python method already accepted
  *   (types learned from its own tables after it ran: KERNEL_TYPES_SEEN, ARG_TYPES_OK, ARG_BUFFER_TYPES,
@@ -87,8 +88,7 @@ known_dim(KernelMethod *m, PyObject *value, int field)
 {
     int f = field == KW_GRID ? 0 : 1;
     /* The last size found, the same object (a launch config's own 3-tuple, or a small int): no key, no hash
-     * (CPU, g.kernel with LaunchConfig 3-tuples: 0.25-0.50 -> 0.14 us per node, as with int sizes; with the
-     * same int sizes, the two dict lookups of a node were 280 of its 1,900 instructions under callgrind). */
+     * (bench/compat.py, whose launches give LaunchConfig's 3-tuples; bench/construction.py --cpu, int sizes). */
     if (value == m->dim_in[f])
         return Py_NewRef(m->dim_out[f]);
     PyObject *found = NULL;
@@ -173,7 +173,7 @@ buffers_pass(KernelMethod *m, PyObject *args)
  * decides and names a parameter of another graph). Lookups by exact str (see cg_param_declared). This replaces
  * the Python method's PARAM_GRAPH gate, which sends every call with a parameter to the Python path while
  * several live graphs have parameters (an ExecutableCache holding the last definition while the next one is
- * built: bench/cache_cpu.py, define with a parameter in every node, 2.05 -> 0.73 µs a node). */
+ * built: bench/cache_cpu.py, define with a parameter in every node). */
 static int
 params_declared(KernelMethod *m, PyObject *self, PyObject *args)
 {

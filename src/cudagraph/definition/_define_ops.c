@@ -5,7 +5,8 @@
  * Python twins: MemoryOpBuilders.memset (cudagraph.definition.kinds.memory_ops), CopyBuilders.memcpy (kinds.copy),
  * StructureBuilders.empty and .join (kinds.structure), the Python methods this wraps (`func`, `__wrapped__`),
  * which every call the compiled path does not take goes to. Their frames (up to ten keywords, a label, the
- * operand reads, the size checks) cost about 2 us per fill or copy on the CPU; here about 0.2.
+ * operand reads, the size checks) cost most of a fill's or copy's define time (bench/cpu_overhead.py: compiled vs
+ * Python).
  *
  * The path takes a call when
  * - the graph is of a type the placer learned (KernelMethod's graphs table), `after` is None or usable there (a
@@ -111,7 +112,7 @@ property(PyObject *obj, PyObject *name)
 static int
 read_operand(OpMethod *m, PyObject *self, PyObject *obj, PyObject **addr, PyObject **keep, long long *size)
 {
-    /* A pointer parameter (a chain of 2000 fills of a parameter, CPU: 2.75 -> 0.32 us a node; of an int: 0.49) */
+    /* A pointer parameter: read here, not left to the Python path (bench/cpu_overhead.py times the fills) */
     if ((PyObject *)Py_TYPE(obj) == m->km->src[S_PARAM]) {
         if (SLOT(obj, m->km->param_at[PARAM_DTYPE]) != Py_None || !cg_param_declared(m->km, self, obj))
             return 0;

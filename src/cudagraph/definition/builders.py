@@ -40,12 +40,11 @@ class Builders(
 
 
 #: ``Graph.kernel``'s compiled path, or ``None`` (the Python method runs): the common call builds its node
-#: in C (bench/construction.py --cpu, user-style chain, N = 1000: define 1.22 -> 0.54 µs/node, dag 1.06 -> 0.49).
+#: in C (bench/construction.py --cpu, user-style chain and dag: define).
 COMPILED_KERNEL: Any = install_compiled_kernel()
 
 #: The compiled paths of ``Graph.memset``, ``memcpy``, ``empty`` and ``join`` by name (empty: the Python methods
-#: run): the common call builds its node in C (bench/cpu_overhead.py, a chain of 1000, the loop included: a fill
-#: 1725 -> 301 ns per node, a copy between Buffers 1524 -> 318, from a numpy array 3975 -> 296).
+#: run): the common call builds its node in C (bench/cpu_overhead.py: fills and copies defined, compiled vs Python).
 COMPILED_OPS: dict[str, Any] = install_compiled_ops(COMPILED_KERNEL)
 
 

@@ -43,7 +43,7 @@ DimLike = Union[int, Sequence[int]]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: Node classes met in ``after=`` (every one a :class:`Node` subclass): the builders' hot paths test a
-#: dependency with one set lookup (bench/define_tricks.py: define costs 1.40x per node without it).
+#: dependency with one set lookup (bench/define_tricks.py).
 NODE_CLASSES: set[type] = set()
 
 
@@ -210,7 +210,7 @@ class GraphCore:
         raise OperandError(f"{what}: after= must be a node or a sequence of nodes, got {type(after).__name__}")
 
     #: ``KernelMethod.place`` of the compiled ``Graph.kernel`` (``compiled_kernel.py``), or ``None``: places a
-    #: new node in C (CPU: ``g.empty(after=prev)`` 0.85 -> 0.40 µs, ``g.join(prev)`` 1.23 -> 0.71).
+    #: new node in C (bench/cpu_overhead.py: joins defined, compiled vs Python).
     _placer: ClassVar[Any] = None
     #: ``KernelMethod.validate`` of the compiled ``Graph.kernel``, or ``None``: passes runs of plain kernel nodes
     #: in :meth:`Graph.validate <cudagraph.Graph.validate>` in C.

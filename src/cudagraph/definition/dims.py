@@ -18,7 +18,7 @@ MAX_BLOCK = (1024, 1024, 64)
 # One shared (n, 1, 1) tuple per 1-D size: nodes of the same shape hold the
 # same object, so lowering compares dimensions by identity. BLOCKS holds every
 # valid 1-D block; GRIDS the 1-D grids seen (and the block sizes), all valid
-# (bench/define_tricks.py: define costs 1.9x per node when every size is checked and built).
+# (bench/define_tricks.py).
 BLOCKS: dict[int, tuple[int, int, int]] = {n: (n, 1, 1) for n in range(1, 1025)}
 GRIDS: dict[int, tuple[int, int, int]] = dict(BLOCKS)
 
@@ -34,8 +34,7 @@ def dim_tuple(n: int) -> tuple[int, int, int]:
 
 
 # (field, a 3-tuple of ints given as grid or block) -> its checked, interned value: a 3-tuple takes
-# one lookup instead of a full check (cudagraph.compat's launches give LaunchConfig's 3-tuples:
-# its node.launch chain went from 6.6x to 1.9x the time of plain g.kernel calls with int sizes, CPU).
+# one lookup instead of a full check (cudagraph.compat's launches give LaunchConfig's 3-tuples: bench/compat.py).
 DIMS_SEEN: dict[tuple[str, tuple[int, ...]], tuple[int, int, int]] = {}
 
 

@@ -636,9 +636,9 @@ class Graph(Builders, ParametrizeMixin, Drawing, RaceCheck):
         Both backends leave out of the driver graph each edge ``p -> c``
         that another predecessor of ``c`` already implies (it comes directly
         after ``p``, and neither edge can be programmatic): the order is the
-        same and the driver instantiates faster (each such edge costs it
-        about 3 µs). The definition keeps every edge; reading the driver graph
-        back shows the others only.
+        same and the driver instantiates faster (``bench/construction.py``).
+        The definition keeps every edge; reading the driver graph back shows
+        the others only.
         """
         for flag, value in (
             ("auto_free_on_launch", auto_free_on_launch),

@@ -243,7 +243,7 @@ ARG_BUFFER_TYPES: set[type] = set()
 
 #: ``torch.Tensor`` once a CUDA tensor was accepted: a tensor whose ``is_cuda`` is true is device memory, so the
 #: builders (and the compiled ``Graph.kernel``) accept it by that one read instead of :func:`check_kernel_arg`
-#: (a tensor argument defined in 1.1 µs a node instead of 4.1, CPU tensors patched to say CUDA; an int 0.9).
+#: (one read per tensor argument instead of a full check; bench/construction.py --cpu times define).
 ARG_TENSOR_TYPES: set[type] = set()
 
 

@@ -56,8 +56,8 @@ SCALAR_CODES: dict[tuple[str, int], str] = {
 
 #: ``id()`` of the one live graph that has declared parameters, 0 while none has, -1 while several have.
 #: While it is 0 or the building graph's, no kernel argument can be a parameter of another graph, so
-#: :meth:`Graph.kernel` need not look at its arguments (looking costs ~150-200 ns of a ~800 ns 3-argument
-#: kernel call in a chain-building loop on CPU; testing this gate is within the noise of that loop).
+#: :meth:`Graph.kernel` need not look at its arguments (bench/construction.py --cpu: define; testing this gate
+#: is within the noise of that loop).
 PARAM_GRAPH: list[int] = [0]
 
 #: ``id()`` of each live graph that has declared parameters -> the finalizer that forgets it.

@@ -341,8 +341,7 @@ class Parametrizing:
         ``{(node position, field): {argument index: [(byte position, value), ...]}}``, positions
         ascending. Every argument that can hold an address (an int, raw bytes) is laid end to end
         and read as one array of words, compared with each region at once: lifted kernels carry
-        structs of hundreds of bytes, and a word-by-word loop cost about a microsecond a word
-        (bench/rebind_lifted_cpu.py: 2.3 µs per node instead of 8.7 at 27 words per node).
+        structs of hundreds of bytes, which a word-by-word loop reads slowly (bench/rebind_lifted_cpu.py).
         """
         chunks: list[Any] = []
         keys: list[tuple[int, str, int]] = []

@@ -2,8 +2,9 @@
  * cudagraph.driver._native: the compiled hot loops of explicit construction and rebinding.
  *
  * Adding a kernel node (cuGraphAddNode_v2) and setting one in an executable
- * (cuGraphExecKernelNodeSetParams_v2) cost the driver 0.3-0.5 us; calling them
- * from Python through cuda.bindings or ctypes costs 1-1.5 us more. This module
+ * (cuGraphExecKernelNodeSetParams_v2) cost the driver less than calling them
+ * from Python through cuda.bindings or ctypes adds (bench/construction.py,
+ * bench/updates.py). This module
  * makes those calls from C. It links against nothing: the driver's entry
  * points arrive as addresses (resolved by the Python side from libcuda.so.1),
  * and the structures it writes are the driver's ABI (_native.h).
@@ -227,7 +228,7 @@ PyDoc_STRVAR(pointer_attribute_doc,
 
 /* One attribute through cuPointerGetAttributes, which answers an unknown address with zeros where
  * cuPointerGetAttribute fails. Through cuda.bindings (twin: ops.operands.pointer_attribute) the call
- * builds lists and objects: about 2 µs, twice a copy node (both endpoints' memory types). */
+ * builds lists and objects, twice a copy node (both endpoints' memory types; bench/node_kinds.py: memcpy). */
 static PyObject *
 pointer_attribute(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
 {

@@ -133,8 +133,8 @@ address_of(PyObject *obj, const char *what, void **out)
 /* An int's value as an unsigned 64-bit word: PyLong_AsUnsignedLongLong's value and errors (OverflowError,
  * TypeError for a non-int; no __index__, so no Python code runs). Where unsigned long has 64 bits it is
  * read by PyLong_AsUnsignedLong, which adds the digits up: PyLong_AsUnsignedLongLong goes through
- * _PyLong_AsByteArray for any value of more than one digit (every address), 12% of the lowering loop
- * (perf; lowering a user-style chain over a fake driver: 80 -> 76 ns a node). */
+ * _PyLong_AsByteArray for any value of more than one digit (every address), a visible part of the lowering
+ * loop under perf (bench/construction.py --cpu: lower). */
 static inline unsigned long long
 cg_as_u64(PyObject *v)
 {
@@ -471,8 +471,7 @@ typedef struct {
 /* The address read last in one run of packs (a KernelLoop's run, an issue() or capture() of Graph.run):
  * the object whose `handle` was read (held) and the word it gave, used again while the same object
  * comes again in that run. A cuda.core Buffer makes a new CUdeviceptr object at each read of `handle`,
- * which int() then reads: 0.07 µs of the 0.52 µs a node of lowering a user-style chain takes on the
- * H200 (lowering the same chain with int addresses instead of Buffers: 0.45 µs). So a run reads
+ * which int() then reads: a part of lowering a user-style chain (bench/construction.py: lower). So a run reads
  * each Buffer's address once, where the Python twin reads it per node: they differ only for a handle
  * that changes in the middle of a run (Python code run by the run itself). Zeroed at the start of a run;
  * cg_handle_memo_clear at its end. */

@@ -82,8 +82,7 @@ address_value(BindMethod *m, PyObject *value)
  * threading.Lock, which the executable holds otherwise. The Python paths use it as `with exe._lock:`
  * (acquire() waits with the GIL released, as threading.Lock's does, waking for signal handlers); the
  * compiled binds take it without waiting and give it back by two C calls, not by the method calls
- * `acquire(False)` and `release()` (an argument parse each): two torch tensors rebound over the fake
- * libcuda (bench/cpu_overhead.py's case), 1.96 -> 1.85 µs above a plain launch (1.80 with no lock at all). */
+ * `acquire(False)` and `release()` (an argument parse each): bench/cpu_overhead.py, two torch tensors rebound. */
 typedef struct {
     PyObject_HEAD
     PyThread_type_lock lock;
@@ -397,7 +396,7 @@ static PyObject *str_bind_many; /* "_bind_many" (interned when the type is made 
 /* bind_fast, and where it leaves the value (a parametrized pointer's tensor or array, a plan of pointers at
  * offsets), the fast path of the class's compiled _bind_many with that one name: its twin,
  * Binding._bind_many, does for one name what this method's, Binding._bind_one, does (the same checks,
- * writes and plan). One torch tensor rebound over the fake libcuda: 2.74 -> 1.05 µs above a plain launch. */
+ * writes and plan) (bench/cpu_overhead.py, one torch tensor rebound). */
 static int
 bind_one(BindMethod *m, PyObject *exe, PyObject *name, PyObject *value, Py_ssize_t *count, cg_then_launch *then)
 {

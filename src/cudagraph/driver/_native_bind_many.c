@@ -120,7 +120,7 @@ same_ints(PyObject *a, PyObject *b)
  * (cg_tensor_key_is) instead of built into a tuple, hashed and looked up from a Python frame; equal items make
  * equal tuples, so a match is the twin's `key in passed`. NULL (declined, no exception set) for no match or a
  * read that fails. May run Python code (the reads); the comparisons run none. (bench/rebind_lifted_cpu.py, two
- * torch tensors rebound: 2.76 -> 2.36 µs above a plain launch through the getters.) */
+ * torch tensors rebound.) */
 static PyObject *
 torch_address(BindManyMethod *m, PyObject *t, PyObject *owner, Py_ssize_t passed_at, int grad)
 {
@@ -166,7 +166,7 @@ same_plain(PyObject *a, PyObject *b)
  * that reader makes of it, (type(v), typestr, shape, strides[, v.device.id]) read from its exact dict
  * __cuda_array_interface__ with the reader's defaults, is one of the layouts that passed: compared item by
  * item with each key, as torch_address does, instead of a Python frame building, hashing and looking it up
- * (bench/cpu_overhead.py, fresh CAI objects for two names: 2.50 -> 1.77 µs above a plain launch). NULL
+ * (bench/cpu_overhead.py, fresh CAI objects for two names). NULL
  * (declined, no exception set) for no match, an item of another type, or a read that fails. May run Python
  * code (the attribute reads); the comparisons run none. */
 static PyObject *
@@ -268,8 +268,7 @@ done:
 
 /* The address of a plain pointer's tensor or array `value` (its reader torch_reader or one of cai_readers)
  * whose layout is one the ValueCheck `check` (held) remembers as resolved (ValueCheck.convert's twin), held, or
- * NULL (declined). May run Python code. (A fresh array for one g.param name over the fake libcuda: 4.0 -> 1.1
- * µs above a plain launch.) */
+ * NULL (declined). May run Python code. (bench/cpu_overhead.py, a fresh array for one g.param name.) */
 static PyObject *
 plain_array_address(BindManyMethod *m, PyObject *check, PyObject *value)
 {

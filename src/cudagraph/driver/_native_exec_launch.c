@@ -129,8 +129,8 @@ bind_params(PyObject *exe, PyObject *kwnames, PyObject *const *kwvalues, Py_ssiz
             r = out == NULL ? -1 : 1;
         }
     } else {
-        /* the names and values as the call has them: a dict is made only for the twin (two torch tensors
-         * rebound over the fake libcuda: 1.85 -> 1.78 µs above a plain launch) */
+        /* the names and values as the call has them: a dict is made only for the twin (bench/cpu_overhead.py,
+         * two torch tensors rebound) */
         r = cg_bind_many_fast(found, exe, kwnames, kwvalues, skip, &count, then);
         if (r == 0) {
             PyObject *params = PyDict_New();

@@ -16,8 +16,8 @@
  * released once around them, as it is around each call by cuda.bindings (a call may wait for room
  * in the queue behind a host function that needs the GIL). Beside another thread that runs Python, each
  * release hands the GIL over for that thread's switch interval (5 ms): a batch costs one, not one per
- * node (H200, bench/materializers.py: a 200-kernel g.run beside a busy thread 26.5 ms, a
- * cuda.core.launch loop 970 ms; bench/cpu_overhead.py, fake driver: 137 -> 102 ns a kernel alone). The
+ * node (bench/materializers.py: g.run beside a busy thread, against a cuda.core.launch loop;
+ * bench/cpu_overhead.py: Graph.run alone). The
  * batch holds each launch's LaunchKernel (and so its kernel, whose module the function lives in) and
  * argument tuple until it is launched, since Python code may run in between (packing, a release). A
  * node that is not one the compiled path takes ends the run: the batch is issued first, and the caller

@@ -7,8 +7,8 @@
  * cudagraph.frontends.launch.launch; StreamLauncher.issue, cudagraph.ops.kinds.kernel_issue.issue_kernel
  * called on each node; StreamLauncher.capture, the Python loop of cudagraph.materialize.capture.
  *
- * cuda.bindings' cuLaunchKernel converts its eleven arguments on every call (about 1 us above the
- * driver); here a call is the function pointer. Everything that is not the common case (a target,
+ * cuda.bindings' cuLaunchKernel converts its eleven arguments on every call (bench/cpu_overhead.py:
+ * against cuda.core.launch); here a call is the function pointer. Everything that is not the common case (a target,
  * configuration or kernel not learned yet, arguments whose types have no learned kinds, launch
  * attributes) is declined (-1, or the index of the node) and handled by the Python path, which
  * checks and names every error, learns, and registers what this side reads:

@@ -140,9 +140,8 @@ cg_launcher_enter(StreamLauncher *self)
  * launch queue, that is for earlier work, and a host function among it needs the GIL. A launch into a
  * capturing stream only records a node and never waits: it keeps the GIL, as the explicit loop keeps it
  * for cuGraphAddNode, since each release hands it to any other Python thread that is busy, for that
- * thread's whole switch interval (H200: a 1000-kernel capture took about 3 ms alone and 3.7 to 4.8 s
- * beside one thread running Python while it released the GIL per launch; kept, bench/materializers.py
- * times a 200-kernel capture at 0.73 ms alone and 27 ms beside it, cuda.core's at 940 ms). */
+ * thread's whole switch interval (bench/materializers.py: a capture alone and beside a busy thread, against
+ * cuda.core's). */
 int
 cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, unsigned int smem, void *stream,
                  int release)
@@ -162,7 +161,7 @@ cg_launcher_call(StreamLauncher *self, LaunchKernel *lk, const unsigned int *d, 
 /* The LaunchKernel registered for `kernel` (a new reference), or NULL (no exception set). A kernel object is
  * registered under its id() and found by identity; an exact int handle names its kernel by value (each call
  * may pass a new int object): registered under -(handle + 1), which no id() is, and found by value
- * (bench/cpu_overhead.py, fake driver, int(str) kernel: 2355 -> 433 ns a launch). */
+ * (bench/cpu_overhead.py: a kernel given as a new int handle object per call). */
 LaunchKernel *
 cg_launcher_kernel(StreamLauncher *self, PyObject *kernel)
 {
@@ -280,7 +279,7 @@ attr_is(PyObject *obj, PyObject *name, PyObject *expected)
 }
 
 /* The entry remembering `config`, or NULL: two places per config (_two_way.h), so launches that alternate between
- * two configurations sharing a place stay compiled (bench/cpu_overhead.py, fake driver: 1320 -> 350 ns a launch). */
+ * two configurations sharing a place stay compiled (bench/cpu_overhead.py: two LaunchConfigs in turn). */
 static ConfigEntry *
 config_entry(StreamLauncher *self, PyObject *config)
 {

@@ -11,8 +11,7 @@
  *     code, and only the dtype (and requires_grad) is read through torch's getters;
  *   - else through the seven getters themselves (data_ptr(), dtype, shape, stride(), is_cuda, get_device(),
  *     requires_grad).
- * Two torch tensors rebound by exe.launch(s, x=, out=) on the CPU: 2.36 -> 1.70 µs above a plain launch
- * (bench/rebind_lifted_cpu.py, getters -> DLPack), 1.73 -> 1.26 over the fake libcuda (bench/cpu_overhead.py).
+ * DLPack is the faster of the two (bench/rebind_lifted_cpu.py, getters against DLPack; bench/cpu_overhead.py).
  *
  * The DLPack structures below are the ABI of DLPack 1.x (dlpack.h: DLDevice, DLDataType, DLTensor,
  * DLPackExchangeAPIHeader, DLPackExchangeAPI), declared here with the fields read.

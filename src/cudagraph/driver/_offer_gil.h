@@ -28,9 +28,8 @@ cg_monotonic_ns(void)
 
 /* The period of cg_offer_gil, in ns: twice sys.getswitchinterval() (10 ms by default). A thread waiting for the
  * GIL asks for it only after a whole interval without a switch, and a release wakes it and restarts that wait:
- * offers at the interval itself could keep it waiting for the whole loop (a 300,000-node lowering over a driver
- * that does nothing: one 30 ms wait at 5 ms, none above 7 ms at twice that). Runs Python code (the sys
- * function). */
+ * offers at the interval itself could keep it waiting for the whole loop (bench/build_beside_thread.py --cpu:
+ * the thread's longest wait). Runs Python code (the sys function). */
 static inline long long
 cg_offer_period_ns(void)
 {

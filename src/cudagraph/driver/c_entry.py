@@ -1,11 +1,12 @@
 """Driver entry points called without ``cuda.bindings``, for the hot loops.
 
-The ``cuda.bindings`` wrapper costs about 1.4 µs per call above the driver
-itself (it converts the dependency list and the parameter object on every
-call). Explicit construction adds thousands of kernel nodes that differ only in
-a few fields of one prepared ``CUgraphNodeParams``, and rebinding sets
-thousands of kernel nodes of an executable with prepared parameters. Two ways
-around the wrapper live here:
+The ``cuda.bindings`` wrapper costs more per call than the driver itself (it
+converts the dependency list and the parameter object on every call;
+``bench/construction.py --cpu`` reports its ``cuGraphAddNode``). Explicit
+construction adds thousands of kernel nodes that differ only in a few fields
+of one prepared ``CUgraphNodeParams``, and rebinding sets thousands of kernel
+nodes of an executable with prepared parameters. Two ways around the wrapper
+live here:
 
 - :data:`NATIVE`, the compiled module ``cudagraph.driver._native`` (built by
   ``pip install``; see ``_native.c``), which takes the driver's entry points as

@@ -161,8 +161,8 @@ class GraphReader:
         """``(from, to)``: the edges into each node of ``nodes``, node by node, each node's in its dependencies' order.
 
         One ``cuGraphNodeGetDependencies_v2`` call a node: ``cuGraphGetEdges_v2``
-        takes time quadratic in the graph's size (0.05 µs a node at 1,000 nodes,
-        2.5 at 30,000 on an H200, against 0.03-0.07 for this). The edge data
+        takes time quadratic in the graph's size, this linear (the lift of
+        ``bench/materializers.py``). The edge data
         (programmatic ports) is read too, as the driver refuses a query that
         would drop it; the edges whose data is not the default are appended to
         ``data_edges`` when it is given, as ``(from, to, from_port, to_port, type)``.

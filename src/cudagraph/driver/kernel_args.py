@@ -37,8 +37,7 @@ _HEADER = object.__basicsize__
 def _value_after_header(t: type, dtype: np.dtype[Any]) -> bool:
     """Whether instances of the numpy scalar type ``t`` hold their value's bytes right after the object header
     (numpy's ``PyXxxScalarObject``: ``PyObject_HEAD`` then ``obval``), so the compiled packer copies them from
-    there instead of through the buffer protocol (bench/construction.py --cpu, user-style chain: lower 0.120-0.128
-    -> 0.111-0.118 µs/node; the packing 646 -> 376 instructions a node under callgrind).
+    there instead of through the buffer protocol (bench/construction.py --cpu, user-style chain: lower).
 
     Checked on two instances of different values: the bytes there must be their buffer's.
     """
@@ -240,7 +239,7 @@ class KernelInfo:
         for a, off, size in zip(args, self.offsets, self.sizes):
             t = type(a)
             conv: Callable[[Any], Any] | None = None
-            if t is Param:  # read from the bindings (instantiate + close, a pointer in every node: 8.2 -> 0.9 µs)
+            if t is Param:  # read from the bindings (bench/cache_cpu.py: instantiate + close, a parameter per node)
                 code, kind, python = f"{size}s", b"M", False
             elif t is int:
                 code, kind = "Q", b"P"
@@ -251,7 +250,7 @@ class KernelInfo:
                 # (not a subclass: struct would pack what its __float__ or __index__ says, not its bytes)
                 code = _STRUCT_CODES.get((a.dtype.kind, a.dtype.itemsize), "")
                 kind = b"N" if _VALUE_AFTER_HEADER.get(t) else b"S"
-            elif is_torch_tensor(t):  # cg.launch given a tensor: 0.916x cuda.core's given data_ptr() (H100)
+            elif is_torch_tensor(t):  # cg.launch given a tensor (bench/launch_targets.py)
                 code, kind, conv = "Q", b"T", _tensor_address
             elif buffer_like(a):
                 code, kind, conv = "Q", b"H", _buffer_address

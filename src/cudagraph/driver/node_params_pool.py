@@ -1,10 +1,10 @@
 """Reused ``CUgraphNodeParams`` structures for adding nodes to a driver graph.
 
-Making a ``CUgraphNodeParams`` through ``cuda.bindings`` costs about 14 µs on
-the CPU machine (it makes a wrapper for every member of the struct's union):
-most of the time of adding a fill, copy, host, event or empty node (a chain
-of memset nodes over a fake driver: 16.0 -> 2.4 µs a node with reused
-structures), and a fixed cost of every lowering for its kernel nodes.
+Making a ``CUgraphNodeParams`` through ``cuda.bindings`` is slow (it makes a
+wrapper for every member of the struct's union): most of the time of adding a
+fill, copy, host, event or empty node without reused structures
+(``bench/node_kinds.py``: lower), and a fixed cost of every lowering for its
+kernel nodes.
 
 A construction :func:`take` s one, zeroed with its type set, fills it, makes
 the one driver call that reads it (``cuGraphAddNode`` copies what it reads),

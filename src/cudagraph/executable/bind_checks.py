@@ -114,10 +114,10 @@ def _torch_tensor(t: Any) -> tuple[int, Any]:
 
     Its dtype fixes its element size, and ``is_cuda`` with ``get_device()`` say
     what ``device.type`` and ``device.index`` do for a CUDA tensor (the only
-    kind a full check passes), in fewer and cheaper reads: 0.54 µs per tensor
-    with the look-up of the key instead of 1.12 (bench/rebind_lifted_cpu.py where
-    torch is importable). The key's first item, a ``torch.dtype``, sets it apart
-    from the other readers' keys, which start with a type.
+    kind a full check passes), in fewer and cheaper reads
+    (bench/rebind_lifted_cpu.py where torch is importable). The key's first
+    item, a ``torch.dtype``, sets it apart from the other readers' keys, which
+    start with a type.
     """
     return t.data_ptr(), (t.dtype, t.shape, t.stride(), t.is_cuda, t.get_device())
 
@@ -254,7 +254,7 @@ class MemoryCheck:
 
         if read is None:
             return full(value)
-        # 0.49 µs instead of 4.8 (a fresh CuPy-like array; Buffer: 0.22 vs 0.84)
+        # a layout seen before skips the full check (bench/cpu_overhead.py: fresh CAI arrays rebound)
         return remembered_address(self.passed, read, value, full)
 
 
@@ -302,9 +302,8 @@ class ValueCheck:
         read = _PLAIN_READERS.get(reader(t))
         if read is None:
             return _pointer(self.param, value)
-        # An array (CuPy's kind) or a tensor of a layout that resolved: 1.1 µs above a plain launch instead of 4.0
-        # (one name over the fake libcuda, bench/cpu_overhead.py, where the compiled _bind_many reads it in C; 4.9
-        # instead of 6.6 here, without the compiled module)
+        # An array (CuPy's kind) or a tensor of a layout that resolved: no full check (bench/cpu_overhead.py, a
+        # fresh array on a g.param; the compiled _bind_many reads it in C, this is the path without it)
         return remembered_address(self.passed, read, value, lambda v: _pointer(self.param, v))
 
     def same(self, v: Any, bound: Any) -> bool:

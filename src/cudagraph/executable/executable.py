@@ -39,8 +39,7 @@ from .profile import ProfileResult, profile_executable
 from .updating import UpdateResult, Updating
 
 #: The executable's lock: the compiled ``ExecLock`` (a ``threading.Lock`` that the compiled binds take
-#: and give back by C calls: two torch tensors rebound, 1.96 -> 1.80 µs above a plain launch over the
-#: fake libcuda, bench/rebind_lifted_cpu.py's case), else ``threading.Lock``, its twin.
+#: and give back by C calls: bench/cpu_overhead.py, two torch tensors rebound), else ``threading.Lock``, its twin.
 _new_lock: Any = NATIVE.ExecLock if NATIVE is not None else threading.Lock
 
 __all__ = ["Executable", "UpdateResult", "instantiate"]
@@ -287,7 +286,7 @@ class Executable(Binding, Updating):
         if params:
             if len(params) == 1:
                 self.bind(**params)  # the compiled method's case
-            else:  # Binding.bind's path for several names, no re-packing (bench/rebind_lifted_cpu.py: 3.15 -> 2.87 µs)
+            else:  # Binding.bind's path for several names, no re-packing (bench/rebind_lifted_cpu.py)
                 self._bind_many(params)
         if new_stream:
             self._last_handle = handle
@@ -438,9 +437,7 @@ def _install_compiled_bind() -> None:
     functools.update_wrapper(method, Executable.bind)
     method.__qualname__ = "Executable.bind"  # an attribute of Executable (the Python twin is Binding.bind)
     setattr(Executable, "bind", method)  # noqa: B010 - replacing a method mypy knows by its Python signature
-    # Several names (launch(s, x=, out=)): 2.78 -> 1.76 µs a step, fresh arrays (bench/rebind_lifted_cpu.py;
-    # 2.26 once its driver calls released the GIL, 2.21 releasing it once per call);
-    # on the H200 with torch tensors 6.3-7.3 -> 4.6-5.2 µs above a plain launch (bench/rebind_lifted.py)
+    # Several names in C (launch(s, x=, out=)): bench/rebind_lifted_cpu.py, bench/rebind_lifted.py
     many = _bind_many_method()
     functools.update_wrapper(many, Binding._bind_many)
     many.__qualname__ = "Executable._bind_many"
@@ -452,10 +449,9 @@ def _bind_many_method(read_torch: bool = True, torch_dlpack: bool = True) -> Any
     ``torch_dlpack=False``: read in C through torch's getters, not DLPack's C exchange API; as
     ``bench/rebind_lifted_cpu.py`` times them against each other)."""
     in_c: dict[str, Any] = {"torch_reader": _torch_tensor, "torch_reads": TORCH_READS} if read_torch else {}
-    # through DLPack's C exchange API, not torch's getters: 2.36 -> 1.70 µs above a launch, two tensors (CPU)
+    # through DLPack's C exchange API, not torch's getters (bench/rebind_lifted_cpu.py)
     in_c["torch_dlpack"] = torch_dlpack
-    # tensors read in C: 2.76 -> 2.36 µs above a launch, two tensors rebound (bench/rebind_lifted_cpu.py);
-    # fresh __cuda_array_interface__ objects: 2.50 -> 1.77 µs, two names (bench/cpu_overhead.py)
+    # tensors read in C (bench/rebind_lifted_cpu.py); fresh __cuda_array_interface__ objects (bench/cpu_overhead.py)
     in_c["cai_readers"] = (_cai, _cai_device)
     return NATIVE.BindManyMethod(
         Binding._bind_many, Executable, BindPlan, PatchPlan, ValueCheck, MemoryCheck, READERS, BUFFER_TYPES, **in_c
@@ -477,11 +473,9 @@ def _install_compiled_launch() -> None:
     address = c_address("cuGraphLaunch")
     if NATIVE is None or not address:
         return
-    # On the CPU's fake driver (bench/cpu_overhead.py): exe.launch(s) 279 -> 84 ns (cuda.core Graph.launch 147,
-    # bare cuda.bindings cuGraphLaunch 229), on a new __cuda_stream__ object per call 796 -> 208 ns; rebinding a
-    # Buffer parameter then launching 1049 -> 482 ns. On the H200 beside a busy Python thread, a rebinding launch
-    # of a lifted transformer 9.29 -> 5.17 ms a step in one run, 2.56 -> 3.07 in another (a release hands the
-    # GIL over only when the busy thread wakes in time: one release bounds it at one; bench/rebind_lifted.py).
+    # A launch with no Python frame (bench/cpu_overhead.py: graph launch, against cuda.core and bare cuda.bindings);
+    # a rebinding launch releases the GIL once, which bounds what a busy Python thread beside it costs
+    # (bench/rebind_lifted.py).
     method = NATIVE.LaunchMethod(Executable.launch, Executable, address)
     functools.update_wrapper(method, Executable.launch)
     method.__qualname__ = "Executable.launch"

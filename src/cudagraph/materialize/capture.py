@@ -139,8 +139,8 @@ def _replay(rp: _Replay, graph: Graph, entry: tuple[int, ...], raw: list[int]) -
 
 
 def _leaves(graph: Graph) -> list[Node]:
-    """``graph.leaves()``, from C where the compiled ``Layout`` reads the nodes (``Layout.sinks``: a 1000-node
-    chain, CPU, 52 -> 6 ns a node; the Python twin walks every predecessor list)."""
+    """``graph.leaves()``, from C where the compiled ``Layout`` reads the nodes (``Layout.sinks``; the Python twin
+    walks every predecessor list; bench/cpu_overhead.py: capture backend)."""
     layout = compiled_layout()
     if layout is not None:
         out = layout.sinks(graph._nodes)

@@ -3,12 +3,11 @@
 An edge ``p -> c`` is left out of the driver graph when another predecessor
 ``q`` of ``c`` has ``p`` among its own predecessors and the edges ``p -> q`` and
 ``q -> c`` are plain (full) dependencies: ``p -> q -> c`` already orders ``p``
-before ``c``. Each such edge costs the driver about 3 µs in
-``cuGraphInstantiate`` on an H200 (a 1,000-kernel chain with every fourth node
-after its two predecessors: 2.8 against 2.1 µs per node without those edges,
-``bench/construction.py``'s user-style chain), so the local check pays for
-itself many times over; it looks one level up only, which catches the common
-``after=[prev, prev2]`` and costs nothing for a node with one predecessor.
+before ``c``. Each such edge costs the driver time in ``cuGraphInstantiate``,
+far more than the local check costs (``bench/construction.py``'s user-style
+chain, every fourth node after its two predecessors); it looks one level up
+only, which catches the common ``after=[prev, prev2]`` and costs nothing for a
+node with one predecessor.
 
 Programmatic edges (a kernel node with launch attributes, see
 ``Graph.kernel(programmatic=...)``) do not order completion, so a node whose

@@ -1,13 +1,12 @@
 """The node kinds whose parameters the compiled construction loop writes itself (``KernelLoop.simple``).
 
-Adding a fill, a 1-D copy or an empty node through ``cuda.bindings`` costs a
-few µs of setters per node (fake driver, CPU: a fill's parameters about 2 µs,
-a copy's 3 µs before its two memory-type queries, an empty node's 1 µs); the
-compiled loop writes the same bytes from the node's slots in well under 0.1 µs
-(``tests/test_native_simple_cpu.py`` compares them byte for byte with the
-kinds' own :meth:`~cudagraph.ops.kinds.base.KindOps.params`). Which node class
-is written as what comes from the kinds' ``compiled`` attribute, not from a
-list here.
+Adding a fill, a 1-D copy or an empty node through ``cuda.bindings`` costs
+several Python setter calls per node (a copy's on top of its two memory-type
+queries); the compiled loop writes the same bytes from the node's slots
+(``bench/node_kinds.py``: lower; ``tests/test_native_simple_cpu.py`` compares
+them byte for byte with the kinds' own
+:meth:`~cudagraph.ops.kinds.base.KindOps.params`). Which node class is written
+as what comes from the kinds' ``compiled`` attribute, not from a list here.
 """
 
 from __future__ import annotations
@@ -61,8 +60,7 @@ def compiled_layout() -> Any:
     """The compiled ``Layout`` that reads the definition's nodes (signatures, diffs, sinks), or ``None``.
 
     It also diffs fills and 1-D copies where :func:`cudagraph.definition.diff.node_state` records their
-    states as the tuples of the slots the compiled module reads, in its order (a per-node update of a
-    chain of fills, fake driver, CPU: 0.75 -> 0.21 µs a node).
+    states as the tuples of the slots the compiled module reads, in its order (bench/node_kinds.py: update).
     """
     if NATIVE is None:
         return None
@@ -71,7 +69,7 @@ def compiled_layout() -> Any:
     pairs = ((memset_cls, "memset_node"), (memcpy_cls, "memcpy_node"))
     if all(_diff.state_fields(cls) == NATIVE_SLOTS[role] for cls, role in pairs):
         layout.simple(memset_cls, memcpy_cls)
-    layout.params(Param)  # a rebuilt definition's Params (bench/cache_cpu.py: cache.get 1.34 -> 0.25 µs a node)
+    layout.params(Param)  # a rebuilt definition's Params (bench/cache_cpu.py: cache.get)
     return layout
 
 

@@ -82,7 +82,7 @@ __all__ = [
 _KERNEL_TYPES = ("CUkernel", "CUfunction", "CUDADispatcher", "RawKernel", "Function")  # + Numba, CuPy kernels
 #: Kernel types already accepted (by type name, or a cuda.core type): the hot path of ``Graph.kernel``
 #: tests membership only, and its compiled twin (``cudagraph.definition._define``) reads this same set.
-#: Filled as types are seen (bench/define_tricks.py: define costs 1.38x per node without it).
+#: Filled as types are seen (bench/define_tricks.py).
 KERNEL_TYPES_SEEN: set[type] = set()
 # Argument types every value of which passes check_kernel_arg (one set lookup each on the hot path).
 _ARG_TYPES_OK = ARG_TYPES_OK
@@ -111,8 +111,7 @@ def plain_kernel_passes(node: KernelNode, seen: set[int]) -> bool:
     without building a message (``seen``: see :func:`~cudagraph.definition.operands.kernel_args_pass`).
 
     ``True`` only when it passes (and the node needs no whole-tree checks); ``False``: ``_check`` decides.
-    :meth:`Graph.validate <cudagraph.Graph.validate>` asks this first (bench/construction.py --cpu, user-style
-    chain: validate 3.65 -> 0.34 µs/node).
+    :meth:`Graph.validate <cudagraph.Graph.validate>` asks this first (bench/construction.py --cpu: validate).
     """
     kernel = node.kernel
     t = type(kernel)
@@ -348,7 +347,7 @@ class KernelBuilders(GraphCore):
         else:
             # One set lookup per argument; a type not seen yet (or memory whose
             # location is per object: Buffers, tensors) is checked by _kernel_field.
-            # Costs ~170 ns per 3-argument node (~730 -> ~905 ns, 2-core CPU, Python 3.11).
+            # (Its cost is part of define in bench/define_tricks.py.)
             ok = _ARG_TYPES_OK
             for a in args:
                 t = type(a)
@@ -395,7 +394,7 @@ class KernelBuilders(GraphCore):
             node._preds = [after]  # type: ignore[list-item]
         else:
             # A list or tuple of this graph's nodes is taken with no message built (bench/construction.py
-            # --cpu, user-style chain, every fourth node with two dependencies: define 1.36 -> 1.15 µs/node).
+            # --cpu, user-style chain: every fourth node has two dependencies).
             deps = self._dep_list(after)
             if deps is None:
                 deps = self._deps(after, self._what("kernel", name))
@@ -413,7 +412,7 @@ class KernelBuilders(GraphCore):
         else:
             node.attrs = self._launch_attrs(node, launch, name)
         nodes.append(node)
-        if nodes[i] is not node:  # another thread added a node meanwhile: take its position (test ~20 ns of ~800)
+        if nodes[i] is not node:  # another thread added a node meanwhile: take its position (a cheap test)
             node.index = nodes.index(node, i)
         if declared:
             declare(self, node, declared)

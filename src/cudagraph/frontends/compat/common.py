@@ -256,7 +256,7 @@ def add_kernel(g: Graph, after: Any, config: Any, kernel: Any, args: tuple[Any, 
         k, a = _kernel(kernel, kernel_args(args), call)
     if c.cluster is None and not c.cooperative and not c.pdl:
         # Only the keywords that differ from the defaults: fewer keywords for the compiled Graph.kernel to
-        # match (CPU, compat GraphBuilder chain: 0.90 -> 0.85 µs/node through the Python function).
+        # match (bench/compat.py: GraphBuilder build).
         if c.smem:
             return g.kernel(k, c.grid, c.block, a, shared_mem=c.smem, after=after)  # type: ignore[no-any-return]
         return g.kernel(k, c.grid, c.block, a, after=after)  # type: ignore[no-any-return]

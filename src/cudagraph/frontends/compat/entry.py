@@ -141,7 +141,7 @@ def _compiled_launch(twin: Any) -> Any:
     return compiled
 
 
-# The compiled path of launch into a builder (bench/compat.py, H200: GraphBuilder build 1.72 -> 0.36 µs/node),
+# The compiled path of launch into a builder (bench/compat.py: GraphBuilder build),
 # where the Python twin's frames cost more than the node itself.
 _COMPILED = _compiled_launch(launch)
 if _COMPILED is not None:

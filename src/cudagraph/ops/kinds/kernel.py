@@ -607,7 +607,7 @@ def native_rebind() -> bool:
 
 
 # Resolved once: every kernel-node update of the Python paths costs one call through it
-# (a rebind of prepared structures is about 1 µs per node, that call included).
+# (part of each node's rebind of prepared structures; bench/updates.py).
 try:
     _SET_KERNEL = require_driver().cuGraphExecKernelNodeSetParams
     _SET_KERNEL_ADDR = c_address("cuGraphExecKernelNodeSetParams_v2")

@@ -287,6 +287,33 @@ def test_info_without_gpu_or_driver(capsys):
     assert out.endswith("No NVIDIA driver: the driver library (libcuda) could not be loaded.\n")
 
 
+def test_info_names_each_optional_compiled_module_and_its_state(capsys, monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def no_ranges(name, *a):
+        if name == "cudagraph.definition._ranges":
+            raise ImportError("not built")
+        return real(name, *a)
+
+    monkeypatch.setattr(importlib, "import_module", no_ranges)
+    assert cli.cmd_info(SimpleNamespace(), fake_driver(load_error=OSError("nope")), "13.3.1") == 0
+    lines = [ln for ln in capsys.readouterr().out.split("\n") if ln.startswith("compiled cudagraph.")]
+    names = [ln.split(" ")[1] for ln in lines]
+    assert names == [
+        "cudagraph.definition._define",
+        "cudagraph.driver._reads",
+        "cudagraph.definition._ranges",
+        "cudagraph.definition._reach",
+    ]
+    assert lines[2].endswith("): not built (it needs a C/C++ compiler at install; see setup.py's notes)")
+    monkeypatch.setenv("CUDAGRAPH_NO_C_ENTRY", "1")
+    assert cli.cmd_info(SimpleNamespace(), fake_driver(load_error=OSError("nope")), "13.3.1") == 0
+    lines = [ln for ln in capsys.readouterr().out.split("\n") if ln.startswith("compiled cudagraph.")]
+    assert len(lines) == 4 and all(ln.endswith("): off (CUDAGRAPH_NO_C_ENTRY is set)") for ln in lines)
+
+
 def test_info_on_this_machine_exits_zero():
     r = run_cli("info")
     assert r.returncode == 0, r.stderr

@@ -53,6 +53,8 @@ def cmd_info(args: argparse.Namespace, drv: Any = None, bindings: str | None = N
     except ImportError:
         print("cuda-core: not installed (pip install cuda-core)")
     print(f"compiled module: {env.native_status()}")
+    for name, what, status in env.compiled_statuses():
+        print(f"compiled {name} ({what}): {status}")
     if drv is None and bindings is not None:
         drv = calls.driver
     if drv is None:

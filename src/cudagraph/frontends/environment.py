@@ -11,6 +11,7 @@ each branch is tested with a fake.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any
@@ -164,6 +165,39 @@ def native_status() -> str:
     except Exception as exc:  # pragma: no cover - cuda-bindings missing
         return f"not loaded ({type(exc).__name__}: {exc})"
     return "loaded" if NATIVE is not None else "not built (python setup.py build_ext --inplace, or pip install .)"
+
+
+#: The optional compiled modules beside ``cudagraph.driver._native``: (module, what it speeds up, whether it is
+#: hand-written C, which a GIL-disabled interpreter does not load).
+_OTHER_COMPILED: tuple[tuple[str, str, bool], ...] = (
+    ("cudagraph.definition._define", "the common builder calls", True),
+    ("cudagraph.driver._reads", "launch attributes and graph reads of a lift", False),
+    ("cudagraph.definition._ranges", "edges from data and races()", False),
+    ("cudagraph.definition._reach", "edges from data and races()", False),
+)
+
+
+def compiled_statuses() -> list[tuple[str, str, str]]:
+    """Each optional compiled module other than ``cudagraph.driver._native``: ``(module, what it speeds up,
+    status)``, the status being ``loaded``, ``off (...)`` or ``not built (...)`` with the reason. Without one, the
+    Python code it accelerates runs instead."""
+    out = []
+    for name, what, hand_written in _OTHER_COMPILED:
+        refusal = hand_written_c_refusal() if hand_written else None
+        if os.environ.get("CUDAGRAPH_NO_C_ENTRY"):
+            status = "off (CUDAGRAPH_NO_C_ENTRY is set)"
+        elif refusal is not None:
+            status = refusal
+        else:
+            try:
+                importlib.import_module(name)
+                status = "loaded"
+            except ImportError:
+                status = "not built (it needs a C/C++ compiler at install; see setup.py's notes)"
+            except Exception as exc:  # built against another cuda-bindings: the Python path runs
+                status = f"not loaded ({type(exc).__name__}: {exc})"
+        out.append((name, what, status))
+    return out
 
 
 #: (feature, minimum driver version, minimum compute capability, device attribute that must be non-zero)

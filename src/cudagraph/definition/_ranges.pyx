@@ -293,27 +293,24 @@ cdef class Segments:
             _read(self.t, i, j, lo, hi, to_end, index, False)
         return 0
 
-    def read(self, lo, hi, Py_ssize_t index, set out):
-        """Add to ``out`` the last writers of ``[lo, hi)``; node ``index`` joins the readers of each of its ranges."""
+    cdef _touch(self, lo, hi, bint write, Py_ssize_t index, set out):
+        """:meth:`read` (``write`` false) or :meth:`write` of ``[lo, hi)`` by node ``index``, under the lock."""
         cdef uint64_t l = 0, h = 0  # (set by _bounds)
         cdef Nodes found
         if lo >= hi:
             return
         cdef bint to_end = _bounds(lo, hi, &l, &h)
         with self.lock:
-            self._access(l, h, to_end, False, index, found)
+            self._access(l, h, to_end, write, index, found)
         _give(found, out)
+
+    def read(self, lo, hi, Py_ssize_t index, set out):
+        """Add to ``out`` the last writers of ``[lo, hi)``; node ``index`` joins the readers of each of its ranges."""
+        self._touch(lo, hi, False, index, out)
 
     def write(self, lo, hi, Py_ssize_t index, set out):
         """Add to ``out`` the last writers and the readers since of ``[lo, hi)``; node ``index`` writes it."""
-        cdef uint64_t l = 0, h = 0  # (set by _bounds)
-        cdef Nodes found
-        if lo >= hi:
-            return
-        cdef bint to_end = _bounds(lo, hi, &l, &h)
-        with self.lock:
-            self._access(l, h, to_end, True, index, found)
-        _give(found, out)
+        self._touch(lo, hi, True, index, out)
 
 
 def record(dict spaces, regions, Py_ssize_t index):

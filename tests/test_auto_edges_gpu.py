@@ -94,6 +94,12 @@ def test_an_auto_edge_program_gives_what_it_gives_run_eagerly(gpu, kernels, stre
     for i, (a, b) in enumerate(zip(got, want)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"buffer {i}")
     assert any(not np.array_equal(a, s) for a, s in zip(got, start))  # the program did something
+    # The profile: the critical path, weighted by each node's measured GPU time, is shorter than the nodes
+    # one after another (the branches the declarations leave parallel are parallel in the graph).
+    profile = g.profile(stream, repeats=3)
+    assert len(profile.nodes) == NODES
+    assert len(profile.critical_path) < NODES
+    assert profile.critical_path_us < sum(t.median_us for t in profile.nodes)
 
 
 def test_a_needed_edge_removed_by_hand_is_named_by_races(gpu, kernels, stream):

@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CODED_CLASSES",
+    "KERNEL_LAYOUT_CLASSES",
+    "LAUNCH_ATTR_CLASSES",
     "bodies_of",
+    "only_class",
     "changed_nodes",
     "describe_launch_diff",
     "describe_topology_diff",
@@ -51,6 +54,26 @@ __all__ = [
     "type_code",
     "with_launches",
 ]
+
+#: The node classes whose nodes carry launch attributes in ``attrs`` (a
+#: :class:`~cudagraph.definition.kinds.kernel.LaunchAttrs`, ``None`` for a plain launch): the kinds whose spec
+#: declares ``programmatic_edges``, since that field records a node's programmatic edges
+#: (:meth:`Graph.add_edge <cudagraph.Graph.add_edge>`). The generic loops test ``type(node) in`` this set,
+#: never a class.
+LAUNCH_ATTR_CLASSES: frozenset[type[Node]] = frozenset(c for c in NODE_CLASSES if c.programmatic_edges)
+#: Those of them that hold no nested graph (the kernel): :func:`topology_signature`'s fast path.
+_FLAT_LAUNCHES: frozenset[type[Node]] = frozenset(c for c in LAUNCH_ATTR_CLASSES if not c.body_fields)
+
+
+def only_class(classes: frozenset[type[Node]]) -> type[Node] | None:
+    """The one class of ``classes``, or ``None`` when it has none or several.
+
+    A hot loop keyed off a set of classes tests a node's class as ``t is one or (one is None and t in
+    classes)``: one identity test while a single kind has the capability (the common case, as fast as naming
+    the class), the set otherwise.
+    """
+    return next(iter(classes)) if len(classes) == 1 else None
+
 
 _SLOTS_CACHE: dict[type, tuple[str, ...]] = {}
 
@@ -166,14 +189,15 @@ def topology_signature(graph: Graph, _bodies: dict[int, Any] | None = None) -> A
     """
     out: list[Any] = []
     append = out.append
-    kernel = _FAST_KERNEL  # the most common kind, which holds no body: no lookup
+    launches = _FLAT_LAUNCHES  # kernels, the most common kind, which holds no body: no body lookup
+    one = only_class(launches)
     body_slots = _BODY_SLOTS
     nested = False
     attributed: list[Any] | None = None
     for n in graph._nodes:
         t = type(n)
         append(t)
-        if t is kernel:
+        if t is one or (one is None and t in launches):
             if n.attrs is not None:  # type: ignore[attr-defined]
                 if attributed is None:
                     attributed = []
@@ -184,6 +208,10 @@ def topology_signature(graph: Graph, _bodies: dict[int, Any] | None = None) -> A
                 slots = _body_slots(t)
             if slots:
                 nested = True
+                if t in LAUNCH_ATTR_CLASSES and n.attrs is not None:  # type: ignore[attr-defined]  # (with bodies)
+                    if attributed is None:
+                        attributed = []
+                    attributed.append(n)
                 bodies = bodies_of(n)
                 if _bodies is None:
                     _bodies = {}
@@ -347,8 +375,10 @@ def node_state(node: Node) -> tuple[Any, ...]:
 
 #: The layout of a kernel node's state that :func:`diff_states` tests field by field.
 _KERNEL_LAYOUT = ("kernel", "grid", "block", "shared_mem", "args", "attrs")
-#: The kind whose state has that layout (KernelNode), found by its slots; else the fast test is never taken.
-_FAST_KERNEL: type | None = next((c for c in NODE_CLASSES if _slots(c) == _KERNEL_LAYOUT), None)
+#: The kinds whose state has that layout, found by their slots: kernel launches (the kernel kind), whose nodes
+#: the fast paths of :func:`diff_states` and of :meth:`Graph.validate <cudagraph.Graph.validate>` read field by
+#: field. The generic loops test ``type(node) in`` this set, never a class.
+KERNEL_LAYOUT_CLASSES: frozenset[type[Node]] = frozenset(c for c in NODE_CLASSES if _slots(c) == _KERNEL_LAYOUT)
 
 
 def diff_states(
@@ -384,15 +414,16 @@ def diff_states(
     states : list of tuple
         The states of ``graph``'s nodes.
     """
-    nodes: list[Any] = graph._nodes  # Any: the kernel test below reads KernelNode fields
+    nodes: list[Any] = graph._nodes  # Any: the fast test below reads a kernel node's fields
     states = old_states[: len(nodes)]
     changed: list[Node] = []
-    kernel: Any = _FAST_KERNEL
+    fast = KERNEL_LAYOUT_CLASSES
+    one = only_class(fast)
     is_ = operator.is_
     pairs = zip(nodes, old_states) if positions is None else ((nodes[i], old_states[i]) for i in positions)
     try:
         for n, s in pairs:
-            if type(n) is kernel:
+            if type(n) is one or (one is None and type(n) in fast):
                 a = n.args
                 sa = s[4]
                 if n.kernel is s[0] and n.grid is s[1] and n.block is s[2] and n.shared_mem is s[3] and n.attrs is s[5]:
@@ -537,7 +568,7 @@ def _graph_diffs(old: Graph, new: Graph, _path: str) -> Iterator[str | tuple[Gra
             continue
         pa = {p.index for p in a._preds}
         pb = {p.index for p in b._preds}
-        launched = type(a) is _FAST_KERNEL and (a.attrs is not None or b.attrs is not None)  # type: ignore[attr-defined]
+        launched = type(a) in LAUNCH_ATTR_CLASSES and (a.attrs is not None or b.attrs is not None)  # type: ignore[attr-defined]
         for i in sorted(pb - pa):
             yield f"edge added{where}: #{i} -> {b.label}" + (_port_text(b, i) if launched else "")
         for i in sorted(pa - pb):

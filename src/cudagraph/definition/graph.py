@@ -21,11 +21,11 @@ from .auto_graph import AutoBuilders
 from .builders import Builders
 from .capture_accessor import CaptureAccessor
 from .core import MAX_NESTING, After, DimLike
-from .diff import is_flat
+from .diff import KERNEL_LAYOUT_CLASSES, is_flat, only_class
 from .drawing import Drawing
 from .edge_lists import drop_entry
 from .edits import before_edit
-from .kinds.kernel import KERNEL_TYPES_VALID, PROGRAMMATIC_PORTS, KernelNode, LaunchAttrs, plain_kernel_passes
+from .kinds.kernel import KERNEL_TYPES_VALID, PROGRAMMATIC_PORTS, LaunchAttrs, plain_kernel_passes
 from .node import Node, bodies_of, child_graphs
 from .operands import ARG_TYPES_VALID
 from .param import Param, param_dtype
@@ -466,19 +466,23 @@ class Graph(Builders, ParametrizeMixin, Drawing, RaceCheck):
     def _validate_steps(self) -> Generator[tuple[Graph, Node], bool, bool]:
         """The checks of :meth:`validate` on this graph; yields each body to check, is sent its result.
 
-        Where the compiled module is built, runs of plain kernel nodes are passed by its ``validate``
+        A node of a kind whose fields are a kernel launch's (:data:`~cudagraph.definition.diff.KERNEL_LAYOUT_CLASSES`)
+        and without launch attributes is asked :func:`~cudagraph.definition.kinds.kernel.plain_kernel_passes` first;
+        where the compiled module is built, runs of plain kernel nodes are passed by its ``validate``
         (:attr:`_validator`, this loop's compiled twin), which hands back each node it does not pass.
         """
         special = self._special > 0
         seen: set[int] = set()  # memory objects among kernel arguments, checked once each
-        kernel_node, fast, nodes = KernelNode, self._validator, self._nodes
+        launches, fast, nodes = KERNEL_LAYOUT_CLASSES, self._validator, self._nodes
+        one = only_class(launches)
         # The tables fast reads, as tuples made again whenever they grew (they only grow).
         learned = -1
         kernel_types: tuple[type, ...] = ()
         arg_types: tuple[type, ...] = ()
         walk = enumerate(nodes)
         for i, n in walk:
-            if fast is not None and type(n) is kernel_node:
+            launch = type(n) is one or (one is None and type(n) in launches)
+            if fast is not None and launch:
                 if learned != len(KERNEL_TYPES_VALID) + len(ARG_TYPES_VALID):
                     learned = len(KERNEL_TYPES_VALID) + len(ARG_TYPES_VALID)
                     kernel_types, arg_types = tuple(KERNEL_TYPES_VALID), tuple(ARG_TYPES_VALID)
@@ -500,7 +504,7 @@ class Graph(Builders, ParametrizeMixin, Drawing, RaceCheck):
                         ours = False
                     if not ours:
                         raise ForeignNodeError(self._foreign_dependency(n, p))
-            if type(n) is not kernel_node or n.attrs is not None or not plain_kernel_passes(n, seen):  # type: ignore[attr-defined]
+            if not launch or n.attrs is not None or not plain_kernel_passes(n, seen):  # type: ignore[attr-defined,arg-type]
                 special = n._check() or special
             if n.body_fields:
                 for b in bodies_of(n):

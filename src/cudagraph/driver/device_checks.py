@@ -1,6 +1,7 @@
 """What a definition asks of the machine's devices, checked before anything of it is added to a driver graph.
 
-- a kernel node's ``device=`` names a device the driver has;
+- a kernel node's ``device=`` names a device the driver has (a node of a kind carrying launch attributes:
+  :data:`~cudagraph.definition.diff.LAUNCH_ATTR_CLASSES`);
 - a kernel node inside a conditional body (at any depth) runs on the current device: a conditional
   node, its handle and every kernel of its bodies share one context (``CUDA_CONDITIONAL_NODE_PARAMS``);
 - an allocation's device and peers exist, and each peer can access the resident device's memory;
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from ..definition.diff import is_flat
+from ..definition.diff import LAUNCH_ATTR_CLASSES, is_flat
 from ..definition.node import bodies_of
-from ..definition.nodes import AllocNode, AllocOffset, KernelNode
+from ..definition.nodes import AllocNode, AllocOffset
 from ..errors import UnsupportedError
 from .alloc_placement import check_peers, resident_device
 from .calls import check, require_driver
@@ -74,12 +75,13 @@ def check_devices(graph: Graph, current: int | None = None) -> None:
         The message names the node, the device and the rule.
     """
     now = _Current(current)
+    launches = LAUNCH_ATTR_CLASSES
     stack: list[tuple[Graph, bool]] = [(graph, False)]
     while stack:  # an explicit stack: bodies may nest deeper than recursion goes
         g, in_conditional = stack.pop()
         for n in g._nodes:
             t = type(n)
-            if t is KernelNode:
+            if t in launches:
                 _check_kernel(n, in_conditional, now)
             elif t is AllocNode and not cast(AllocNode, n).default_memory:
                 check_peers(n, now())

@@ -12,10 +12,10 @@ declared here, once, as a slot; the compiled ``Executable.bind``
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..definition.graph import Graph
-from ..definition.nodes import ChildGraphNode, KernelNode, Node
+from ..definition.nodes import Node
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
@@ -26,6 +26,7 @@ from ..ops.node_update import set_node_params
 from ..ops.registry import ops_for
 
 if TYPE_CHECKING:
+    from ..definition.nodes import ChildGraphNode, KernelNode
     from .bind_checks import ValueCheck
     from .bind_plan import BindPlan
     from .patch_plan import PatchPlan, PreparedNode
@@ -173,20 +174,20 @@ class _NodeSetter:
         )
 
     def write_kernel(self, node: Node, driver_node: Any) -> None:
-        assert isinstance(node, KernelNode)
-        up = self.prepared if self.prepared is not None else PreparedKernel(node, self.bindings)
+        # (called by the ops of a kernel launch for its own nodes)
+        up = self.prepared if self.prepared is not None else PreparedKernel(cast("KernelNode", node), self.bindings)
         self.exe._writer.write_prepared(up, node, driver_node)
 
     def set_child_graph(self, node: Node, driver_node: Any) -> None:
         """Lower the body of ``node`` afresh and give it to ``driver_node``."""
-        assert isinstance(node, ChildGraphNode)
+        child = cast("ChildGraphNode", node)  # (called by the child-graph kind's ops for its own nodes)
         exe = self.exe
         drv = require_driver()
         body = create_graph(node)
         try:
             lowering = Lowering(exe._context(), self.bindings, exe._sink)
             with PACKING_LOCK, lowering.state.constructing():
-                lowering.lower_graph(node.body, body, track=False)
+                lowering.lower_graph(child.body, body, track=False)
             exe._lowered.host_keys.extend(lowering.host_keys)
             (err,) = drv.cuGraphExecChildGraphNodeSetParams(exe._exec, driver_node, body)
             if err:

@@ -21,11 +21,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.bindings import all_params
-from ..definition.nodes import KernelNode, Node
+from ..definition.nodes import Node
 from ..definition.parametrize import param_memory
 from ..driver.kernel_args import _STRUCT_CODES
 from ..errors import OperandError
 from ..ops.kinds.kernel import PreparedKernel, native_rebind
+from ..ops.registry import LAUNCHES
 from .base import _UNSET, ExecutableBase
 from .bind_checks import BUFFER_TYPES, ValueCheck, value_check
 from .bind_plan import BindPlan
@@ -302,7 +303,7 @@ class Binding(ExecutableBase):
         """
         current = self._overrides.get(id(node), node)
         dnode = self._lowered.all_nodes[id(node)][1]
-        if type(current) is not KernelNode:
+        if type(current) not in LAUNCHES:
             return current, dnode, None, False
         up = self._updaters.get(id(node))
         if up is not None:

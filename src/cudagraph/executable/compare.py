@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..definition import diff as _diff
 from ..definition.condition import Condition
 from ..definition.diff import bodies_of, same_value
-from ..definition.nodes import AllocOffset, KernelNode, Node
+from ..definition.nodes import AllocOffset, Node
 
 if TYPE_CHECKING:
     from ..definition.graph import Graph
@@ -101,7 +101,8 @@ def topology_signature(graph: Graph) -> Any:
         if sig is not None:
             if not getattr(graph, "_attributed", True):
                 return sig
-            attributed = [n for n in graph._nodes if type(n) is KernelNode and n.attrs is not None]
+            launches = _diff.LAUNCH_ATTR_CLASSES
+            attributed = [n for n in graph._nodes if type(n) in launches and n.attrs is not None]  # type: ignore[attr-defined]
             return _diff.with_launches(sig, attributed) if attributed else sig
     return _diff.topology_signature(graph)
 

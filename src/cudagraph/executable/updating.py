@@ -27,11 +27,18 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..definition.bindings import all_params, body_uses_params, resolve_bindings
-from ..definition.diff import describe_launch_diff, describe_topology_diff, has_bodies, node_state, same_value
+from ..definition.diff import (
+    LAUNCH_ATTR_CLASSES,
+    describe_launch_diff,
+    describe_topology_diff,
+    has_bodies,
+    node_state,
+    same_value,
+)
 from ..definition.graph import Graph
 from ..definition.kinds.kernel import LAUNCH_KEYWORDS, check_launch_attrs, launch_signature
 from ..definition.node import rebuilt_node
-from ..definition.nodes import KernelNode, Node
+from ..definition.nodes import Node
 from ..driver.calls import raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
 from ..errors import DefinitionError, DriverError, OperandError
@@ -40,7 +47,7 @@ from ..ops.compiled_kinds import add_simple_kinds
 from ..ops.kinds.base import exec_refusal
 from ..ops.kinds.kernel import KernelWriter, PreparedKernel
 from ..ops.lower_state import late_kernel_args
-from ..ops.registry import ops_for
+from ..ops.registry import LAUNCHES, ops_for
 from .base import _STALE, ExecutableBase, _instantiate_lowered
 from .compare import Correspondence, LateMove, diff_states, nodes_signature, topology_signature
 
@@ -416,14 +423,15 @@ class Updating(ExecutableBase):
     def _per_node_update(self, changed: list[Node], bindings: dict[str, Any]) -> None:
         """Set the parameters of the ``changed`` top-level nodes one by one.
 
-        Kernel nodes go through the kernel writer (runs of them through its compiled
-        loop where it is available). On a refusal the nodes already set are marked
-        stale in the recorded states (any later update sets them again) and the error
-        propagates.
+        Kernel launches (the kinds of :data:`~cudagraph.ops.registry.LAUNCHES`) go through the kernel
+        writer (runs of kernel nodes through its compiled loop where it is available). On a refusal the
+        nodes already set are marked stale in the recorded states (any later update sets them again) and
+        the error propagates.
         """
         self._context()
         writer = self._writer
         driver_nodes = self._lowered.driver_nodes
+        launches = LAUNCHES
         done = 0
         try:
             with PACKING_LOCK:
@@ -437,7 +445,7 @@ class Updating(ExecutableBase):
                         break
                     n = changed[done]
                     dnode = driver_nodes[n.index]
-                    if type(n) is not KernelNode or not writer.write(n, dnode, bindings):  # type: ignore[arg-type]
+                    if type(n) not in launches or not writer.write(n, dnode, bindings):  # type: ignore[arg-type]
                         self._set_node(n, dnode, bindings, self._late_kernel(n, bindings))
                     done += 1
         finally:
@@ -448,9 +456,9 @@ class Updating(ExecutableBase):
                     states[n.index] = _STALE
 
     def _late_kernel(self, node: Node, bindings: dict[str, Any]) -> PreparedKernel | None:
-        """The parameters of a kernel node given allocations or conditions as arguments, with their values in
+        """The parameters of a kernel launch given allocations or conditions as arguments, with their values in
         this executable (the lowered graph's addresses and handles); ``None`` for any other node."""
-        if type(node) is not KernelNode:
+        if type(node) not in LAUNCHES:
             return None
         state = self._lowered.state
         late = None if state is None else late_kernel_args(state, node)
@@ -594,7 +602,7 @@ class Updating(ExecutableBase):
                 f"exe[node].update(): {exec_refusal(node, how)}; change the definition and call "
                 "exe.update(graph) (reinstantiate_if_needed=True where an update cannot take it)"
             )
-        if type(current) is KernelNode:
+        if type(current) in LAUNCH_ATTR_CLASSES:
             launch = [k for k in LAUNCH_KEYWORDS if k in changes]
             if launch:
                 raise DefinitionError(
@@ -604,13 +612,13 @@ class Updating(ExecutableBase):
                     f"(node.update({launch[0]}=...)) and call exe.update(graph, reinstantiate_if_needed=True)"
                 )
         new = rebuilt_node(current, changes)
-        if type(new) is KernelNode and new.attrs is not None:  # type: ignore[attr-defined]
+        if type(new) in LAUNCH_ATTR_CLASSES and new.attrs is not None:  # type: ignore[attr-defined]
             check_launch_attrs(new)  # type: ignore[arg-type]  # the kept cluster against a new grid
         with self._lock:
             if self._exec is None:  # closed by another thread meanwhile
                 self._require_open()
             up = None
-            if type(new) is KernelNode:
+            if type(new) in LAUNCHES:
                 up = self._late_kernel(new, self._bindings) or PreparedKernel(new, self._bindings)  # type: ignore[arg-type]
             self._set_node(new, dnode, self._bindings, up)
             self.update_calls += 1
@@ -630,8 +638,9 @@ def _index_of(node: Node) -> int:
 def _launch_changed(old_states: list[Any], changed: list[Node]) -> bool:
     """Whether a kernel node among ``changed`` launches otherwise than its recorded state says (other launch
     attributes, or another type of incoming edge): what ``cuGraphExecKernelNodeSetParams`` cannot set."""
+    launches = LAUNCH_ATTR_CLASSES
     for n in changed:
-        if type(n) is KernelNode:
+        if type(n) in launches:
             s = old_states[n.index]
             a = n.attrs  # type: ignore[attr-defined]
             if len(s) == 6 and a is not s[5] and launch_signature(a) != launch_signature(s[5]):
@@ -644,7 +653,8 @@ def _launch_diffs_in_place(old_states: list[Any], old_nodes: list[Node]) -> list
     nodes lowered (``old_nodes``) and their recorded states (``old_states``, in the same order; their
     definition edited in place since: a node's place there may have moved, or it may have been removed)."""
     out: list[str] = []
+    launches = LAUNCH_ATTR_CLASSES
     for n, s in zip(old_nodes, old_states):
-        if type(n) is KernelNode and len(s) == 6 and n.attrs is not s[5]:  # type: ignore[attr-defined]
+        if type(n) in launches and len(s) == 6 and n.attrs is not s[5]:  # type: ignore[attr-defined]
             out.extend(describe_launch_diff(n, s[5], n.attrs))  # type: ignore[attr-defined]
     return out

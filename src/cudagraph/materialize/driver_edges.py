@@ -10,7 +10,8 @@ only, which catches the common ``after=[prev, prev2]`` and costs nothing for a
 node with one predecessor.
 
 Programmatic edges (a kernel node with launch attributes, see
-``Graph.kernel(programmatic=...)``) do not order completion, so a node whose
+``Graph.kernel(programmatic=...)``; the kinds of
+:data:`~cudagraph.definition.diff.LAUNCH_ATTR_CLASSES`) do not order completion, so a node whose
 incoming edges may be programmatic is neither reduced nor used as the
 intermediate ``q``. Reachability through plain edges is unchanged: every edge
 left out is redundant in the graph of plain edges, and removing any set of
@@ -23,18 +24,19 @@ compiled ``KernelLoop`` and ``StreamLauncher.capture`` apply it through
 
 from __future__ import annotations
 
+from ..definition.diff import LAUNCH_ATTR_CLASSES
 from ..definition.node import Node
-from ..definition.nodes import KernelNode
 
 __all__ = ["driver_preds", "plain_in"]
 
 
 def plain_in(node: Node) -> bool:
-    """Whether every edge into ``node`` is a plain dependency: not a kernel node, or an exact
-    :class:`KernelNode` without launch attributes (the only kind whose edges may be programmatic)."""
-    if type(node) is KernelNode:
-        return node.attrs is None
-    return not isinstance(node, KernelNode)
+    """Whether every edge into ``node`` is a plain dependency: a node of a kind that has no programmatic edges
+    (its spec's ``programmatic_edges``), or a node of exactly a kind of
+    :data:`~cudagraph.definition.diff.LAUNCH_ATTR_CLASSES` without launch attributes."""
+    if type(node) in LAUNCH_ATTR_CLASSES:
+        return node.attrs is None  # type: ignore[attr-defined]
+    return not node.programmatic_edges
 
 
 def driver_preds(node: Node) -> list[Node]:

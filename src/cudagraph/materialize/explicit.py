@@ -1,24 +1,25 @@
 """Explicit construction: a definition becomes a ``CUgraph`` via ``cuGraphAddNode``.
 
 :meth:`Lowering.lower_graph` walks the nodes in topological order. Runs of
-kernel nodes, of any mix of kernels, go to the kernel loop (the compiled
-``KernelLoop``, or its Python twin
-:class:`~cudagraph.materialize.kernel_loop.KernelLoopTwin`), which keeps one
-prepared kernel ``CUgraphNodeParams``, points it at each node's kernel, writes
-only the fields that differ from the previous kernel node and packs arguments
-only when the argument objects change. Every other node is added through its kind's ops
-(:mod:`cudagraph.ops.registry`): its parameters, or its own lowering for kinds
-that need more than one add.
+kernel launches (the kinds of :data:`cudagraph.ops.registry.LAUNCHES`), of any
+mix of kernels, go to the kernel loop (the compiled ``KernelLoop``, or its
+Python twin :class:`~cudagraph.materialize.kernel_loop.KernelLoopTwin`), which
+keeps one prepared kernel ``CUgraphNodeParams``, points it at each node's
+kernel, writes only the fields that differ from the previous kernel node and
+packs arguments only when the argument objects change; a launch the loop hands
+back is added with its kind's ops (late operands, launch attributes). Every
+other node is added through its kind's ops (:mod:`cudagraph.ops.registry`):
+its parameters, or its own lowering for kinds that need more than one add.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from ..definition.bindings import node_params_uses
 from ..definition.graph import Graph
-from ..definition.nodes import KernelNode, Node
+from ..definition.nodes import Node
 from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
@@ -28,10 +29,16 @@ from ..driver.kernel_args import PACKING_LOCK, for_node, kernel_info
 from ..driver.node_params_pool import give, take
 from ..errors import OperandError
 from ..ops.compiled_kinds import add_simple_kinds
+from ..ops.kinds.base import KindOps
 from ..ops.lower_state import LowerState
-from ..ops.registry import KERNEL, ops_for
+from ..ops.registry import KERNEL as KERNEL  # (unused here: tests reach the kernel kind's ops as explicit.KERNEL)
+from ..ops.registry import LAUNCHES, ops_for
 from .driver_edges import driver_preds
 from .kernel_loop import KernelLoopTwin, driver_deps
+
+if TYPE_CHECKING:
+    from ..definition.nodes import KernelNode
+    from ..ops.kinds.kernel import KernelOps
 
 __all__ = ["DriverNodes", "Lowering", "LoweredGraph", "lower", "node_params_uses"]
 
@@ -120,14 +127,16 @@ class Lowering:
             else:
                 add_simple_kinds(loop, self.ctx, self.bindings)  # fills, copies and empty nodes in the same C loop
             i, total = 0, len(order)
+            launches = LAUNCHES
             while i < total:
                 i = loop.run(order, i, raw)  # the kernel nodes it can add, in a row, of any kernel it knows
                 if loop.rc:
                     raise_error(drv.CUresult(loop.rc), "cuGraphAddNode", order[i])
                 if i == total:
                     break
-                node = order[i]
-                if type(node) is KernelNode:
+                node: Any = order[i]
+                launch = launches.get(type(node))
+                if launch is not None:
                     try:
                         info = kernel_info(node.kernel)
                     except OperandError as exc:
@@ -135,7 +144,7 @@ class Lowering:
                     if node.kernel is not loop.kernel:  # a kernel seen first: the loop learns it
                         use_kernel(loop, node.kernel, info)
                         continue  # the loop may take it now
-                    self._add_kernel(loop, node, info, handle, kp, dn, raw)
+                    self._add_kernel(loop, launch, node, info, handle, kp, dn, raw)
                 else:
                     self._add_node(loop, node, handle, dn, raw)
                 i += 1
@@ -151,13 +160,21 @@ class Lowering:
         return nodes
 
     def _add_kernel(
-        self, loop: Any, node: KernelNode, info: Any, handle: Any, kp: Any, dn: list[Any], raw: list[int]
+        self,
+        loop: Any,
+        ops: KernelOps,
+        node: KernelNode,
+        info: Any,
+        handle: Any,
+        kp: Any,
+        dn: list[Any],
+        raw: list[int],
     ) -> None:
-        """A kernel node the loop handed back (``kp`` points at its kernel): late operands, launch attributes,
-        argument types not seen yet or unusual dimensions."""
+        """A kernel launch the loop handed back (``kp`` points at its kernel), added with its kind's ``ops``:
+        late operands, launch attributes, argument types not seen yet or unusual dimensions."""
         args = node.args
         if args is not loop.args:
-            self._pack(info, node, handle)
+            self._pack(ops, info, node, handle)
             loop.args = args
         attrs = node.attrs
         if attrs is None and loop.put(node, raw):
@@ -173,11 +190,11 @@ class Lowering:
             v13 = BINDINGS_MAJOR >= 13
             r = raw_add(handle, deps, None, len(preds), kp) if v13 else raw_add(handle, deps, len(preds), kp)
         else:
-            r = KERNEL.add_with_attrs(self, node, attrs, handle, deps, len(preds), kp, info)
+            r = ops.add_with_attrs(self, node, attrs, handle, deps, len(preds), kp, info)
         self._record(node, r, dn, raw)
 
     def _add_node(self, loop: Any, node: Node, handle: Any, dn: list[Any], raw: list[int]) -> None:
-        """Any node but a kernel: its kind's lowering, or its parameters added through the loop or ``add``."""
+        """Any node but a kernel launch: its kind's lowering, or its parameters added through the loop or ``add``."""
         ops = ops_for(node)
         make = require_driver().CUgraphNode
         if ops.lowers:
@@ -202,6 +219,10 @@ class Lowering:
         (:mod:`cudagraph.driver.node_params_pool`): given back once the node is added."""
         return take(node_type)
 
+    def ops_for(self, node: Node) -> KindOps:
+        """The ops of ``node``'s kind (:func:`cudagraph.ops.registry.ops_for`), for a kind's lowering."""
+        return ops_for(node)
+
     @staticmethod
     def _record(node: Node, r: Any, dn: list[Any], raw: list[int]) -> None:
         """Keep the driver node of ``r`` (``(CUresult, CUgraphNode)``); raise if the driver refused."""
@@ -210,13 +231,13 @@ class Lowering:
         dn[node.index] = r[1]
         raw[node.index] = int(r[1])
 
-    def _pack(self, info: Any, node: KernelNode, handle: Any) -> None:
-        """Pack ``node``'s arguments into ``info``'s buffer (late operands get their values now)."""
+    def _pack(self, ops: KernelOps, info: Any, node: KernelNode, handle: Any) -> None:
+        """Pack ``node``'s arguments into ``info``'s buffer (late operands get their values now, from ``ops``)."""
         try:
             info.pack(node.args, node, self.bindings)
         except OperandError:
             # Graph allocations and conditions get their values only now.
-            late = KERNEL.late_args(self, node, handle)
+            late = ops.late_args(self, node, handle)
             if late is None:
                 raise
             info.pack(late, node, self.bindings)

@@ -18,7 +18,8 @@ prepared parameters at each node's kernel itself: a definition interleaving
 kernels is added in one pass. The interface, as ``Lowering.lower_graph`` uses it:
 
 ``run(order, start, raw) -> int``
-    Add ``order[start:]`` while each node is a ``KernelNode`` without launch
+    Add ``order[start:]`` while each node is a kernel launch (the twin: of a kind of
+    :data:`cudagraph.ops.registry.LAUNCHES`; the compiled loop: a ``KernelNode``) without launch
     attributes of a known kernel whose arguments it can pack; return the
     index of the first node not added (after the call, ``kernel`` is that
     node's kernel if the loop knows it). ``raw[i]`` is the driver handle (int)
@@ -54,10 +55,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..definition.nodes import KernelNode
 from ..driver.calls import require_driver
 from ..driver.compat import BINDINGS_MAJOR
 from ..errors import OperandError
+from ..ops.registry import LAUNCHES
 from .driver_edges import driver_preds
 
 __all__ = ["KernelLoopTwin", "driver_deps"]
@@ -201,7 +202,8 @@ class KernelLoopTwin:
         if start >= len(order):
             return start
         first = order[start]
-        if type(first) is not KernelNode or first.attrs is not None or id(first.kernel) not in self._known:
+        launches = LAUNCHES  # the kinds this loop adds (a kernel node's fields), by exact class
+        if type(first) not in launches or first.attrs is not None or id(first.kernel) not in self._known:
             return start  # nothing to add: return before setting up the loop
         # put() and write_dims() inlined: this is the whole per-node cost of the cuda.bindings path
         # besides the call itself (the construction benchmark reports it without the compiled module).
@@ -209,12 +211,11 @@ class KernelLoopTwin:
         last_grid, last_block, last_smem = self._grid, self._block, self._smem
         known_kernels = self._known
         cur = self._cur
-        kernel_node = KernelNode
         total = len(order)
         i = start
         while i < total:
             node = order[i]
-            if type(node) is not kernel_node or node.attrs is not None:
+            if type(node) not in launches or node.attrs is not None:
                 break
             kernel = node.kernel
             if cur is None or kernel is not cur.kernel:
@@ -256,9 +257,9 @@ class KernelLoopTwin:
         return i
 
     def put(self, node: Any, raw: list[int]) -> bool:
-        """Add the kernel node ``node`` with the prepared parameters (its arguments already packed)."""
+        """Add the kernel launch ``node`` with the prepared parameters (its arguments already packed)."""
         self.rc = 0
-        if type(node) is not KernelNode or not self.write_dims(node):
+        if type(node) not in LAUNCHES or not self.write_dims(node):
             return False
         preds = driver_preds(node)
         n = len(preds)
@@ -282,7 +283,7 @@ class KernelLoopTwin:
 
     def write_dims(self, node: Any) -> bool:
         """Write the node's grid, block and shared memory where they differ from the last node's."""
-        if type(node) is not KernelNode:
+        if type(node) not in LAUNCHES:
             return False
         k = self._k
         try:

@@ -5,6 +5,12 @@ family module declares its ``(node class, ops)`` pairs in ``OPS`` and
 registers nothing itself, so the table does not depend on what was imported
 before. Adding a node kind means adding its pairs to a family module (or a
 new module to :data:`FAMILIES`).
+
+The generic loops read what a kind can do from its ops, never from its
+class: :func:`ops_for` for one node, and for the batched kernel paths the
+per-class table :data:`LAUNCHES` (the kinds whose ops declare
+:attr:`~cudagraph.ops.kinds.base.KindOps.launches`), so that a kind
+declaring the same capability takes the same path with no edit of a loop.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from .kinds.base import KindOps
 from .kinds.kernel import KernelOps
 from .kinds.opaque import OpaqueOps
 
-__all__ = ["FAMILIES", "KERNEL", "LIFTS", "OPAQUE", "OPS", "build", "ops_for"]
+__all__ = ["FAMILIES", "KERNEL", "LAUNCHES", "LIFTS", "OPAQUE", "OPS", "build", "launch_kinds", "ops_for"]
 
 #: The family modules whose ``OPS`` make up the table, in the order they are read.
 FAMILIES: tuple[ModuleType, ...] = (kernel, copy, memset, host, events, structure, control, memory, memop, opaque)
@@ -52,11 +58,32 @@ def _lifts(table: dict[type[Node], KindOps]) -> dict[str, KindOps]:
     return out
 
 
+def launch_kinds(table: dict[type[Node], KindOps]) -> dict[type[Node], KernelOps]:
+    """The entries of ``table`` whose ops declare :attr:`~cudagraph.ops.kinds.base.KindOps.launches`.
+
+    Raises
+    ------
+    ValueError
+        Ops declaring ``launches`` are not a :class:`~cudagraph.ops.kinds.kernel.KernelOps` (the interface
+        the batched kernel paths call).
+    """
+    out: dict[type[Node], KernelOps] = {}
+    for cls, ops in table.items():
+        if ops.launches:
+            if not isinstance(ops, KernelOps):
+                raise ValueError(f"{cls.__name__}: ops declaring launches must be a KernelOps, not {ops!r}")
+            out[cls] = ops
+    return out
+
+
 #: node class -> its ops (exact classes; see :func:`ops_for` for subclasses).
 OPS: dict[type[Node], KindOps] = build(FAMILIES)
 #: driver node type name -> the ops whose ``lift`` reads it.
 LIFTS: dict[str, KindOps] = _lifts(OPS)
-#: The kernel kind's ops, for the loops' inline kernel fast paths.
+#: node class (exact) -> its ops, for the kinds the batched kernel paths take (:func:`launch_kinds`): the
+#: loops' fast paths test ``type(node) in LAUNCHES`` (one lookup) and call the ops found there.
+LAUNCHES: dict[type[Node], KernelOps] = launch_kinds(OPS)
+#: The kernel kind's ops, which lifting calls for the kernel nodes it reads in bulk (``materialize.lift``).
 KERNEL: KernelOps = OPS[KernelNode]  # type: ignore[assignment]
 #: The ops of opaque nodes, which lifting makes for driver nodes no kind reads.
 OPAQUE: OpaqueOps = OPS[OpaqueNode]  # type: ignore[assignment]

@@ -152,6 +152,11 @@ class Builder(Protocol):
         """Add every node of ``graph`` (a body) to the driver graph ``handle``."""
         ...
 
+    def ops_for(self, node: Node) -> KindOps:
+        """The ops of ``node``'s kind (:func:`cudagraph.ops.registry.ops_for`, which a kind's module cannot
+        import: the registry imports every family)."""
+        ...
+
 
 class StreamRun(Protocol):
     """One run of nodes on streams (eager or under capture), as :meth:`KindOps.issue` sees it."""
@@ -230,6 +235,16 @@ class KindOps:
     #: node is fixed once instantiated (graph allocations and frees), and a changed one needs a new
     #: instantiation.
     exec_update: ClassVar[str | None] = "node"
+    #: Nodes of this kind are kernel launches, with a kernel node's fields (``kernel``, ``grid``, ``block``,
+    #: ``shared_mem``, ``args``, ``attrs``), which the batched kernel paths take: explicit construction's kernel
+    #: loop (the ops' ``late_args`` and ``add_with_attrs`` for the nodes it hands back), an executable's kernel
+    #: writer and its prepared kernel parameters (bind, ``exe[node].update``). Such ops are a
+    #: :class:`~cudagraph.ops.kinds.kernel.KernelOps`; the registry lists them in
+    #: :data:`~cudagraph.ops.registry.LAUNCHES`.
+    launches: ClassVar[bool] = False
+    #: The driver holds a node of this kind as a kernel node (``CU_GRAPH_NODE_TYPE_KERNEL``): before CUDA 12.4,
+    #: the only kind a conditional body may hold.
+    driver_kernel: ClassVar[bool] = False
 
     def params(self, node: Any, env: ParamsEnv) -> Any:
         """Fresh ``CUgraphNodeParams`` for ``node``.

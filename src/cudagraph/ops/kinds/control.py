@@ -17,7 +17,6 @@ from ...definition.nodes import (
     ConditionalNode,
     IfElseNode,
     IfNode,
-    KernelNode,
     Node,
     SetConditionNode,
     SwitchNode,
@@ -53,8 +52,9 @@ def _fmt(version: int) -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
-def _check_driver_support(node: ConditionalNode) -> None:
-    """Raise :class:`UnsupportedError` when the running driver cannot build ``node``."""
+def _check_driver_support(node: ConditionalNode, builder: Builder) -> None:
+    """Raise :class:`UnsupportedError` when the running driver cannot build ``node`` (before CUDA 12.4, a body
+    may hold only kinds the driver holds as kernel nodes: their ops' ``driver_kernel``, read through ``builder``)."""
     version = driver_version()
     need = _MIN_DRIVER[node.kind]
     if version < need:
@@ -71,7 +71,7 @@ def _check_driver_support(node: ConditionalNode) -> None:
     while stack:
         g = stack.pop()
         for n in g._nodes:
-            if type(n) not in (KernelNode, SetConditionNode):
+            if not builder.ops_for(n).driver_kernel:
                 raise UnsupportedError(
                     f"{n.label} in the body of {node.label}: this CUDA {_fmt(version)} driver allows only "
                     f"kernel nodes in conditional bodies (CUDA 12.4 and newer allow {BODY_KIND_NAMES})",
@@ -114,7 +114,7 @@ class ConditionalOps(_GraphOnlyOps):
         drv = require_driver()
         state = builder.state
         state.register_graph(node.graph, handle)
-        _check_driver_support(node)
+        _check_driver_support(node, builder)
         h = state.condition_handle(node.cond, node)
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
@@ -155,6 +155,7 @@ class SetConditionOps(_GraphOnlyOps):
     """A kernel node launching the built-in predicate kernel for ``node.dtype``."""
 
     __slots__ = ()
+    driver_kernel = True
 
     def lower(self, builder: Builder, node: SetConditionNode, handle: Any, deps: Any, ndeps: int) -> Any:
         drv = require_driver()

@@ -162,6 +162,8 @@ class KernelOps(KindOps):
 
     __slots__ = ()
     capturable = True
+    launches = True
+    driver_kernel = True
 
     # ---------------------------------------------------------------- explicit construction
     def late_args(self, builder: Builder, node: KernelNode, handle: Any) -> tuple[Any, ...] | None:

@@ -36,9 +36,9 @@ KernelLoop.simple              cudagraph.materialize.explicit.Lowering._add_node
 set_kernel_node                cudagraph.ops.kinds.kernel.KernelWriter.write
 rebind                         cudagraph.ops.kinds.kernel.KernelWriter.write_plan
 patch                          cudagraph.executable.patch_plan.run_patches
-BindMethod                     cudagraph.executable.executable.Executable.bind
+BindMethod                     cudagraph.executable.binding.Binding.bind
 BindManyMethod                 cudagraph.executable.binding.Binding._bind_many
-LaunchMethod                   cudagraph.executable.executable.Executable.launch
+LaunchMethod                   cudagraph.executable.executable.PythonExecutable.launch
 Layout.signature               cudagraph.definition.diff.topology_signature
 Layout.diff                    cudagraph.definition.diff.diff_states
 Layout.sinks                   cudagraph.definition.graph.Graph.leaves
@@ -154,9 +154,9 @@ PYTHON_TWINS: Final[MappingProxyType[str, str]] = MappingProxyType(
         "set_kernel_node": "cudagraph.ops.kinds.kernel:KernelWriter.write",
         "rebind": "cudagraph.ops.kinds.kernel:KernelWriter.write_plan",
         "patch": "cudagraph.executable.patch_plan:run_patches",
-        "BindMethod": "cudagraph.executable.executable:Executable.bind",
+        "BindMethod": "cudagraph.executable.binding:Binding.bind",
         "BindManyMethod": "cudagraph.executable.binding:Binding._bind_many",
-        "LaunchMethod": "cudagraph.executable.executable:Executable.launch",
+        "LaunchMethod": "cudagraph.executable.executable:PythonExecutable.launch",
         "Layout.signature": "cudagraph.definition.diff:topology_signature",
         "Layout.diff": "cudagraph.definition.diff:diff_states",
         "Layout.sinks": "cudagraph.definition.graph:Graph.leaves",

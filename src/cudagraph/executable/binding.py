@@ -8,10 +8,10 @@ anything else (several names at once, pointers at offsets into a parameter's
 memory, copies and fills) through a
 :class:`~cudagraph.executable.patch_plan.PatchPlan`. New values are checked and
 converted by each parameter's :class:`~cudagraph.executable.bind_checks.ValueCheck`.
-With the compiled module, ``Executable.bind`` itself is replaced by the compiled
-``BindMethod`` (see ``_install_compiled_bind`` in :mod:`cudagraph.executable.executable`),
-which takes the one-pointer case before :meth:`Binding.bind` here, its Python twin, and
-``Executable._bind_many`` by ``BindManyMethod``, which takes the common case of several
+With the compiled module, ``Executable.bind`` is the compiled ``BindMethod`` (see
+``_compiled_bind`` in :mod:`cudagraph.executable.executable`), which takes the
+one-pointer case before :meth:`Binding.bind` here, its Python twin, and
+``Executable._bind_many`` is ``BindManyMethod``, which takes the common case of several
 names (pointers whose values need no Python-level check, through a prepared plan)
 before :meth:`Binding._bind_many`, its twin.
 """

@@ -14,7 +14,7 @@ import os
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, cast, overload
 
 from ..definition.bindings import resolve_bindings
 from ..definition.diff import is_flat
@@ -42,7 +42,9 @@ from .updating import UpdateResult, Updating
 #: and give back by C calls: bench/cpu_overhead.py, two torch tensors rebound), else ``threading.Lock``, its twin.
 _new_lock: Any = NATIVE.ExecLock if NATIVE is not None else threading.Lock
 
-__all__ = ["Executable", "UpdateResult", "instantiate"]
+__all__ = ["Executable", "PythonExecutable", "UpdateResult", "instantiate"]
+
+_Self = TypeVar("_Self", bound="PythonExecutable")
 
 _STICKY = {
     "CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -122,35 +124,13 @@ def instantiate(
     return Executable(graph, lowered, exec_handle, sink, bindings, flags)
 
 
-class Executable(Binding, Updating):
-    """An instantiated graph, ready to launch.
+class PythonExecutable(Binding, Updating):
+    """:class:`Executable`'s state and its methods in Python: the reference implementation.
 
-    Made by :meth:`Graph.instantiate`. It keeps the definition's nodes (and so
-    every operand: buffers, kernels, callables, events) alive until it is
-    closed. Use it as a context manager, or call :meth:`close`; it is also
-    destroyed when garbage-collected.
-
-    Parameters bound at instantiation can be rebound with :meth:`bind` or
-    ``launch(stream, name=value)``: only the nodes that use a changed
-    parameter are updated, and a value equal to the bound one costs no driver
-    call. ``exe[node]`` is a view of one node (:class:`ExecutableNode`);
-    :meth:`update` applies a changed definition of the same topology.
-
-    Binding and updating take a lock, so concurrent calls from several
-    threads are serialized; ``launch`` without parameters takes none. A
-    rebind makes its driver calls with the GIL released once, around all of
-    them: other threads run meanwhile, and a busy one costs the rebind one
-    hand-over of the GIL (its switch interval), not one per node. With the
-    compiled module, a rebinding ``launch`` on the stream of the last launch
-    makes the launch in that same release.
-
-    Attributes
-    ----------
-    graph : Graph
-        The definition it was made from (or last updated from).
-    update_calls : int
-        Number of driver calls made to update nodes so far (rebinds, node
-        updates, whole-graph updates).
+    :class:`Executable` is this class with, where the compiled module is built, its per-step methods
+    (``bind``, ``_bind_many``, ``launch``) compiled: each takes the calls it can and hands every other
+    call to the method of this class it wraps (``.func``), whose behaviour, errors and docstring are
+    the executable's.
     """
 
     __slots__ = ()  # the state is declared, in slots, by ExecutableBase
@@ -252,7 +232,7 @@ class Executable(Binding, Updating):
             if view is not None:
                 return view(node, self)
         self.driver_node(node)
-        return ExecutableNode(self, node)
+        return ExecutableNode(cast(Executable, self), node)  # (every instance is an Executable)
 
     # -------------------------------------------------------------- running
     def launch(self, stream: Any = None, **params: Any) -> None:
@@ -384,7 +364,7 @@ class Executable(Binding, Updating):
         -------
         ProfileResult
         """
-        return profile_executable(self, stream, repeats)
+        return profile_executable(cast(Executable, self), stream, repeats)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """Jupyter shows the picture of the definition the executable was made from."""
@@ -408,7 +388,7 @@ class Executable(Binding, Updating):
                     self._exec = None
                     self._finalizer()
 
-    def __enter__(self) -> Executable:
+    def __enter__(self: _Self) -> _Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -419,29 +399,27 @@ class Executable(Binding, Updating):
         return f"<Executable of Graph {self.graph.name!r}: {len(self._lowered.nodes)} nodes, {state}>"
 
 
-def _install_compiled_bind() -> None:
-    """Make :meth:`Executable.bind` and ``Executable._bind_many`` the compiled methods when they are built.
+def _compiled_bind() -> tuple[Any, Any]:
+    """The compiled ``bind`` (``_native_bind.c``) and ``_bind_many`` (``_native_bind_many.c``) of
+    :class:`Executable`, or ``(None, None)`` where the compiled module is not built.
 
-    ``bind`` (``_native_bind.c``) rebinds one pointer parameter through a prepared
-    plan in C and calls the Python method (:meth:`Binding.bind
-    <cudagraph.executable.binding.Binding.bind>`, its twin) for everything else, so
-    behaviour, errors and the docstring are the Python method's. ``_bind_many``
-    (``_native_bind_many.c``), which ``launch`` and ``bind`` call for several names,
-    does the same for pointers whose new values need no Python-level check (the
-    layout of an array already checked, an address bound, a Buffer), its twin
+    ``bind`` rebinds one pointer parameter through a prepared plan in C and calls the Python method
+    (:meth:`Binding.bind <cudagraph.executable.binding.Binding.bind>`, its twin) for everything else, so
+    behaviour, errors and the docstring are the Python method's. ``_bind_many``, which ``launch`` and
+    ``bind`` call for several names, does the same for pointers whose new values need no Python-level
+    check (the layout of an array already checked, an address bound, a Buffer), its twin
     ``Binding._bind_many`` taking every other call.
     """
     if NATIVE is None:
-        return
-    method = NATIVE.BindMethod(Executable.bind, Executable, BindPlan, BUFFER_TYPES)
-    functools.update_wrapper(method, Executable.bind)
-    method.__qualname__ = "Executable.bind"  # an attribute of Executable (the Python twin is Binding.bind)
-    setattr(Executable, "bind", method)  # noqa: B010 - replacing a method mypy knows by its Python signature
+        return None, None
+    bind = NATIVE.BindMethod(PythonExecutable.bind, PythonExecutable, BindPlan, BUFFER_TYPES)
+    functools.update_wrapper(bind, PythonExecutable.bind)
+    bind.__qualname__ = "Executable.bind"  # an attribute of Executable (the Python twin is Binding.bind)
     # Several names in C (launch(s, x=, out=)): bench/rebind_lifted_cpu.py, bench/rebind_lifted.py
     many = _bind_many_method()
     functools.update_wrapper(many, Binding._bind_many)
     many.__qualname__ = "Executable._bind_many"
-    setattr(Executable, "_bind_many", many)  # noqa: B010 - as above
+    return bind, many
 
 
 def _bind_many_method(read_torch: bool = True, torch_dlpack: bool = True) -> Any:
@@ -454,35 +432,85 @@ def _bind_many_method(read_torch: bool = True, torch_dlpack: bool = True) -> Any
     # tensors read in C (bench/rebind_lifted_cpu.py); fresh __cuda_array_interface__ objects (bench/cpu_overhead.py)
     in_c["cai_readers"] = (_cai, _cai_device)
     return NATIVE.BindManyMethod(
-        Binding._bind_many, Executable, BindPlan, PatchPlan, ValueCheck, MemoryCheck, READERS, BUFFER_TYPES, **in_c
+        Binding._bind_many,
+        PythonExecutable,
+        BindPlan,
+        PatchPlan,
+        ValueCheck,
+        MemoryCheck,
+        READERS,
+        BUFFER_TYPES,
+        **in_c,
     )
 
 
-_install_compiled_bind()
+def _compiled_launch() -> Any:
+    """The compiled ``launch`` of :class:`Executable` (``_native_exec_launch.c``), or ``None`` where the
+    compiled module is not built or the driver's ``cuGraphLaunch`` is not found.
 
-
-def _install_compiled_launch() -> None:
-    """Make :meth:`Executable.launch` the compiled method (``_native_exec_launch.c``) when it is built.
-
-    It launches on the stream of the executable's last launch with the driver's
-    ``cuGraphLaunch`` itself, rebinding parameters first through ``bind`` or
-    ``_bind_many`` as the Python method (its twin, ``launch.func``) does, and
-    hands every other call to that method: behaviour, errors and the docstring
-    are the Python method's.
+    It launches on the stream of the executable's last launch with the driver's ``cuGraphLaunch``
+    itself, rebinding parameters first through ``bind`` or ``_bind_many`` as the Python method (its
+    twin, ``launch.func``) does, and hands every other call to that method: behaviour, errors and the
+    docstring are the Python method's.
     """
     address = c_address("cuGraphLaunch")
     if NATIVE is None or not address:
-        return
+        return None
     # A launch with no Python frame (bench/cpu_overhead.py: graph launch, against cuda.core and bare cuda.bindings);
     # a rebinding launch releases the GIL once, which bounds what a busy Python thread beside it costs
     # (bench/rebind_lifted.py).
-    method = NATIVE.LaunchMethod(Executable.launch, Executable, address)
-    functools.update_wrapper(method, Executable.launch)
-    method.__qualname__ = "Executable.launch"
-    setattr(Executable, "launch", method)  # noqa: B010 - replacing a method mypy knows by its Python signature
+    launch = NATIVE.LaunchMethod(PythonExecutable.launch, PythonExecutable, address)
+    functools.update_wrapper(launch, PythonExecutable.launch)
+    launch.__qualname__ = "Executable.launch"
+    return launch
 
 
-_install_compiled_launch()
+_COMPILED_BIND, _COMPILED_BIND_MANY = _compiled_bind()
+_COMPILED_LAUNCH = _compiled_launch()
+
+
+class Executable(PythonExecutable):
+    """An instantiated graph, ready to launch.
+
+    Made by :meth:`Graph.instantiate`. It keeps the definition's nodes (and so
+    every operand: buffers, kernels, callables, events) alive until it is
+    closed. Use it as a context manager, or call :meth:`close`; it is also
+    destroyed when garbage-collected.
+
+    Parameters bound at instantiation can be rebound with :meth:`bind` or
+    ``launch(stream, name=value)``: only the nodes that use a changed
+    parameter are updated, and a value equal to the bound one costs no driver
+    call. ``exe[node]`` is a view of one node (:class:`ExecutableNode`);
+    :meth:`update` applies a changed definition of the same topology.
+
+    Binding and updating take a lock, so concurrent calls from several
+    threads are serialized; ``launch`` without parameters takes none. A
+    rebind makes its driver calls with the GIL released once, around all of
+    them: other threads run meanwhile, and a busy one costs the rebind one
+    hand-over of the GIL (its switch interval), not one per node. With the
+    compiled module, a rebinding ``launch`` on the stream of the last launch
+    makes the launch in that same release.
+
+    Attributes
+    ----------
+    graph : Graph
+        The definition it was made from (or last updated from).
+    update_calls : int
+        Number of driver calls made to update nodes so far (rebinds, node
+        updates, whole-graph updates).
+    """
+
+    __slots__ = ()
+
+    # The per-step methods compiled where the compiled module is built (see _compiled_bind and
+    # _compiled_launch), else the Python methods of PythonExecutable, which the compiled ones call for
+    # every case they do not take.
+    if _COMPILED_BIND is not None:
+        bind = _COMPILED_BIND
+        _bind_many = _COMPILED_BIND_MANY
+    if _COMPILED_LAUNCH is not None:
+        launch = _COMPILED_LAUNCH
+
 
 try:
     _LAUNCH = require_driver().cuGraphLaunch

@@ -23,6 +23,7 @@ import pytest
 
 import cudagraph as cg
 import cudagraph.materialize.explicit as _explicit
+import cudagraph.ops.registry as _registry
 from cudagraph.definition.nodes import KernelNode, Node
 from cudagraph.driver import c_entry as _c_entry
 from cudagraph.driver.graph_reader import KERNEL_PARAMS
@@ -415,7 +416,7 @@ def test_edges_a_direct_predecessor_implies_are_left_out(fake_driver, monkeypatc
         assert n == len(deps)
         return fake_driver.add_other(handle, deps, n, None)  # recorded as the driver would be called
 
-    monkeypatch.setattr(type(_explicit.KERNEL), "add_with_attrs", add_with_attrs)
+    monkeypatch.setattr(type(_registry.LAUNCHES[cg.KernelNode]), "add_with_attrs", add_with_attrs)
 
     def k(name: str, after: Any = None, **kw: Any) -> Any:
         return g.kernel(K1, 1, 32, (Buffer(0xA000), np.float32(1), np.int32(2)), after=after, name=name, **kw)

@@ -31,7 +31,6 @@ from ..errors import OperandError
 from ..ops.compiled_kinds import add_simple_kinds
 from ..ops.kinds.base import KindOps
 from ..ops.lower_state import LowerState
-from ..ops.registry import KERNEL as KERNEL  # (unused here: tests reach the kernel kind's ops as explicit.KERNEL)
 from ..ops.registry import LAUNCHES, ops_for
 from .driver_edges import driver_preds
 from .kernel_loop import KernelLoopTwin, driver_deps

@@ -32,7 +32,7 @@ from cudagraph.ops.kinds.memset import MemsetOps
 
 SRC = Path(cg.__file__).parent
 
-#: The generic modules of the issue: they test no node class and call the kernel kind's ops through the registry.
+#: The generic loops' modules: they test no node class and call the kernel kind's ops through the registry.
 GENERIC = (
     "definition/diff.py",
     "definition/graph.py",

@@ -56,3 +56,44 @@ def test_one_kernel_writer_per_executable():
         "write_plan",
         "write_prepared",
     }
+
+
+def test_the_compiled_methods_are_the_class_bodys_and_carry_the_python_methods_docs():
+    """``Executable``'s class body names what ``bind``, ``_bind_many`` and ``launch`` are: the compiled methods
+    where the compiled module is built, else the Python methods of ``PythonExecutable``; nothing is set on the
+    class after it is made."""
+    from cudagraph.driver.c_entry import NATIVE
+    from cudagraph.executable import executable
+
+    python = executable.PythonExecutable
+    if NATIVE is None:
+        assert executable._COMPILED is None
+        assert not {"bind", "_bind_many", "launch"} & set(vars(Executable))
+        assert Executable.launch is python.launch and Executable.bind is binding.Binding.bind
+        return
+    bind, many, launch = executable._COMPILED
+    assert vars(Executable)["bind"] is bind and vars(Executable)["_bind_many"] is many
+    assert vars(Executable)["launch"] is launch
+    assert type(bind).__name__ == "BindMethod" and bind.func is python.bind is binding.Binding.bind
+    assert type(many).__name__ == "BindManyMethod" and many.func is binding.Binding._bind_many
+    assert launch is python.launch or (type(launch).__name__ == "LaunchMethod" and launch.func is python.launch)
+    for name in ("bind", "launch"):
+        assert getattr(Executable, name).__doc__ == getattr(python, name).__doc__
+        assert getattr(Executable, name).__qualname__ == f"Executable.{name}" or name == "launch"
+
+
+def test_the_api_pages_show_bind_and_launch_with_their_docstrings():
+    """The API pages are read from the source (griffe): ``Executable``'s ``bind`` and ``launch`` are the Python
+    methods there, with their signatures and docstrings (the class body's assignment of the compiled ones is
+    not mistaken for attributes without documentation)."""
+    griffe = __import__("pytest").importorskip("griffe")
+    from pathlib import Path
+
+    import cudagraph
+
+    src = Path(cudagraph.__file__).parent.parent
+    module = griffe.load("cudagraph.executable.executable", search_paths=[str(src)])
+    members = module["Executable"].all_members
+    for name in ("bind", "launch"):
+        assert members[name].kind.value == "function", name
+        assert members[name].docstring is not None and members[name].docstring.value, name

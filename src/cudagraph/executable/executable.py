@@ -465,8 +465,17 @@ def _compiled_launch() -> Any:
     return launch
 
 
-_COMPILED_BIND, _COMPILED_BIND_MANY = _compiled_bind()
-_COMPILED_LAUNCH = _compiled_launch()
+def _compiled_methods() -> tuple[Any, Any, Any] | None:
+    """``(bind, _bind_many, launch)`` of :class:`Executable` where the compiled module is built (``launch``
+    the Python method where the driver's ``cuGraphLaunch`` is not found), else ``None``."""
+    bind, many = _compiled_bind()
+    if bind is None:
+        return None
+    launch = _compiled_launch()
+    return bind, many, PythonExecutable.launch if launch is None else launch
+
+
+_COMPILED = _compiled_methods()
 
 
 class Executable(PythonExecutable):
@@ -502,14 +511,12 @@ class Executable(PythonExecutable):
 
     __slots__ = ()
 
-    # The per-step methods compiled where the compiled module is built (see _compiled_bind and
-    # _compiled_launch), else the Python methods of PythonExecutable, which the compiled ones call for
-    # every case they do not take.
-    if _COMPILED_BIND is not None:
-        bind = _COMPILED_BIND
-        _bind_many = _COMPILED_BIND_MANY
-    if _COMPILED_LAUNCH is not None:
-        launch = _COMPILED_LAUNCH
+    # The per-step methods compiled where the compiled module is built (see _compiled_methods), else the
+    # Python methods of PythonExecutable, which the compiled ones call for every case they do not take.
+    # (One tuple assignment: the API pages, read from the source, show the Python methods' signatures and
+    # docstrings, which the compiled ones carry.)
+    if _COMPILED is not None:
+        bind, _bind_many, launch = _COMPILED
 
 
 try:

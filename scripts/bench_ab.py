@@ -50,9 +50,10 @@ def build(tree: Path) -> None:
         print(f"bench_ab: the build in {tree} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
 
 
-def run(tree: Path, bench: str, out: Path, tag: str) -> float:
-    """Run ``bench`` of ``tree`` once; its output goes to ``out/<bench>.<tag>.txt`` (and ``.json``). Seconds taken."""
-    args, writes_json = BENCHES[bench]
+def run(tree: Path, bench: str, args: tuple[str, ...], out: Path, tag: str) -> float:
+    """Run ``bench`` of ``tree`` once with ``args``; its output goes to ``out/<bench>.<tag>.txt`` (and ``.json``).
+    Seconds taken."""
+    writes_json = BENCHES[bench][1]
     cmd = [sys.executable, f"bench/{bench}.py", *args]
     if writes_json:
         cmd += ["--json", str(out / f"{bench}.{tag}.json")]
@@ -122,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-build", action="store_true", help="use the trees' compiled modules as they are")
     ap.add_argument("--cpu", action="store_true", help="no GPU: construction.py --cpu only (over a fake driver)")
     opts = ap.parse_args(argv)
+    args = {name: spec[0] for name, spec in BENCHES.items()}
     if opts.cpu:
-        BENCHES["construction"] = (("--cpu", "--quick"), True)
+        args["construction"] = ("--cpu", "--quick")
         opts.bench = ["construction"]
     trees = {"old": opts.old.resolve(), "new": opts.new.resolve()}
     for name, tree in trees.items():
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(opts.rounds):
             order = ("old", "new") if r % 2 == 0 else ("new", "old")  # who goes first alternates too
             for name in order:
-                took = run(trees[name], bench, opts.out, f"{name}{r}")
+                took = run(trees[name], bench, args[bench], opts.out, f"{name}{r}")
                 print(f"bench_ab: {bench} {name} round {r}: {took:.0f} s", flush=True)
     lines = []
     for bench in opts.bench:

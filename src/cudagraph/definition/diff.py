@@ -70,7 +70,7 @@ def only_class(classes: frozenset[type[Node]]) -> type[Node] | None:
 
     A hot loop keyed off a set of classes tests a node's class as ``t is one or (one is None and t in
     classes)``: one identity test while a single kind has the capability (the common case, as fast as naming
-    the class), the set otherwise.
+    the class), the set otherwise (``bench/cache_cpu.py``: ``cache.get(g)``, which diffs every node).
     """
     return next(iter(classes)) if len(classes) == 1 else None
 

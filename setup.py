@@ -157,6 +157,15 @@ def _reads_extensions() -> list[Extension]:
         optional=True,
     )
     cpp = HERE / _READS_CPP
+    generated, bindings = _stamped(cpp), _bindings_version()
+    if generated is not None and generated == (bindings or generated):
+        # C++ generated before from these very sources against this cuda-bindings (or carried to a machine without
+        # it): a compiler will do, Cython is not run again
+        include = _cuda_include(generated)
+        if include is None:
+            return []
+        ext.sources, ext.include_dirs = [_READS_CPP], [include]
+        return [ext]
     try:
         import Cython
         from Cython.Build import cythonize
@@ -165,17 +174,8 @@ def _reads_extensions() -> list[Extension]:
             _note(f"not built: Cython {Cython.__version__} is older than 3.1 (freethreading_compatible)")
             return []
     except ImportError:
-        # C++ generated before from these very sources (carried to a machine without Cython): a compiler will do
-        generated = _stamped(cpp)
-        if generated is None:
-            _note("not built: no Cython (pip install 'Cython>=3.1') and no _reads.cpp generated from these sources")
-            return []
-        include = _cuda_include(generated)
-        if include is None:
-            return []
-        ext.sources, ext.include_dirs = [_READS_CPP], [include]
-        return [ext]
-    bindings = _bindings_version()
+        _note("not built: no Cython (pip install 'Cython>=3.1') and no _reads.cpp generated from these sources")
+        return []
     if bindings is None:
         _note("not built: no cuda-bindings with cuda/bindings/cydriver.pxd to cimport")
         return []

@@ -93,16 +93,37 @@ def refusal_classes(exc: BaseException) -> set[str]:
     return {c.__name__ for c in type(exc).__mro__ if c.__name__ in names}
 
 
-def test_edge_refusals_have_cuda_cores_classes(graph_api, gpu):
-    from cuda.core._utils.cuda_utils import CUDAError
-
-    gd, other = graph_api.GraphDefinition(), graph_api.GraphDefinition()
+def edge_refusals(G: Any) -> list[BaseException | None]:
+    """What ``G``'s ``succ.add`` raises (``None``: nothing) for an edge to the node itself, to a node of another
+    definition and to a destroyed node; no edge is added by any of them."""
+    gd, other = G.GraphDefinition(), G.GraphDefinition()
     a, b, c = gd.empty(), gd.empty(), other.empty()
     b.destroy()
+    raised: list[BaseException | None] = []
     for call in (lambda: a.succ.add(a), lambda: a.succ.add(c), lambda: a.succ.add(b)):
-        with pytest.raises(CUDAError):
+        try:
             call()
-    assert len(gd.edges()) == 0
+            raised.append(None)
+        except Exception as e:
+            raised.append(e)
+    assert len(gd.edges()) == 0 and len(other.edges()) == 0
+    return raised
+
+
+def test_edge_refusals_are_caught_as_cuda_core_catches_them(gpu):
+    import cuda.core.graph
+
+    import cudagraph
+
+    theirs = edge_refusals(cuda.core.graph)
+    ours = edge_refusals(cudagraph.compat)
+    # an edge to another definition's node: cuda.core refuses it itself (ValueError), the others reach the driver
+    assert theirs[1] is not None and refusal_classes(theirs[1]) == {"ValueError"}
+    assert theirs[0] is not None and refusal_classes(theirs[0]) == {"CUDAError"}
+    assert theirs[2] is not None, "cuda.core accepts an edge to a destroyed node"
+    for mine, reference in zip(ours, theirs):
+        assert isinstance(mine, cudagraph.errors.CudaGraphError)
+        assert refusal_classes(reference) <= refusal_classes(mine), (mine, reference)
 
 
 def test_builder_states_raise_cuda_cores_classes(graph_api, k):
@@ -140,7 +161,8 @@ def test_every_build_mode_completes(graph_api, k, gpu, stream, mode):
 
 def test_debug_dot_print_with_every_flag(graph_api, gpu, tmp_path):
     gd = graph_api.GraphDefinition()
-    gd.empty().empty()
+    a, b = gd.empty(), gd.empty()
+    a.succ.add(b)
     options = graph_api.GraphDebugPrintOptions(
         **{f: True for f in graph_api.GraphDebugPrintOptions.__dataclass_fields__}
     )

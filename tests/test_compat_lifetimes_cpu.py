@@ -98,16 +98,20 @@ def test_destroying_a_conditional_releases_and_invalidates_its_bodies(kind):
 
         refs.append(weakref.ref(fn))
         inner.append(body.callback(fn))
+    nested_node, nested = conditional(bodies[0], "if")  # a body's body goes with it
+    inner.append(nested[0].callback(fn))
     del fn
-    assert all(b.is_valid for b in bodies) and all(n.is_valid for n in inner)
+    assert all(b.is_valid for b in bodies + nested) and all(n.is_valid for n in inner)
     assert not any(released(r) for r in refs)
     node.destroy()
-    assert not any(b.is_valid for b in bodies) and not any(n.is_valid for n in inner)
-    assert all(int(b.handle) == 0 for b in bodies)  # cuda.core's null handle of a body whose node is gone
+    assert not any(b.is_valid for b in bodies + nested) and not any(n.is_valid for n in inner)
+    assert all(int(b.handle) == 0 for b in bodies + nested)  # cuda.core's null handle of a body whose node is gone
     hashes = [hash(b) for b in bodies]
     assert [hash(b) for b in bodies] == hashes and len(set(bodies)) == len(bodies)
-    del node, bodies, inner, body
+    del node, nested_node, inner, body
+    # the program still holds the bodies: what their nodes kept goes all the same, as under cuda.core
     assert all(released(r) for r in refs)
+    assert all(b.nodes() == set() for b in bodies + nested)
 
 
 @pytest.mark.parametrize("kind", ["if", "if_else", "while", "switch"])

@@ -51,7 +51,7 @@ class Adjacency(MutableSet["GraphNode"]):
             raise OperandError(f"{what}: expected a GraphNode of the definition, got {got}")
         if self._owner._node is None or value._node is None:
             raise OperandError(f"{what}: the entry point has no edges")
-        if value._def is not self._owner._def:  # (cuda.core leaves it to the driver: CUDAError)
+        if value._def is not self._owner._def:  # (cuda.core: ValueError; this refusal is one)
             raise ForeignDriverRefusal(f"{what}: {value._node.label} is a node of another GraphDefinition")
         return value._node
 

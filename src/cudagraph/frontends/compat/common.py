@@ -72,11 +72,11 @@ def _cuda_core_error() -> tuple[type[BaseException], ...]:
     return (CUDAError,)
 
 
-#: The refusals of what cuda.core leaves to the driver (an edge to itself, to a destroyed node or across
-#: definitions; a switch of no branch; a condition of another graph; freeing address 0): cuda.core raises its
-#: ``CUDAError`` there. compat refuses before the driver sees the graph, with a
-#: :class:`~cudagraph.errors.DefinitionError` (a ``ValueError``) that is also cuda.core's ``CUDAError`` when
-#: cuda.core is installed, so that ``except CUDAError`` in a ported program still catches it.
+#: The refusals of what cuda.core leaves to the driver (an edge to itself or to a destroyed node; a switch of no
+#: branch; a condition of another graph; freeing address 0): cuda.core raises its ``CUDAError`` there. compat
+#: refuses before the driver sees the graph, with a :class:`~cudagraph.errors.DefinitionError` (a ``ValueError``)
+#: that is also cuda.core's ``CUDAError`` when cuda.core is installed, so that ``except CUDAError`` in a ported
+#: program still catches it.
 DriverRefusal: type[DefinitionError] = type(
     "DriverRefusal",
     (DefinitionError, *_cuda_core_error()),
@@ -86,7 +86,8 @@ DriverRefusal: type[DefinitionError] = type(
         "CUDAError when cuda.core is installed).",
     },
 )
-#: :data:`DriverRefusal` for a node or condition of another definition (also a ForeignNodeError).
+#: :data:`DriverRefusal` for a node or condition of another definition (also a ForeignNodeError). cuda.core refuses
+#: an edge to another definition's node itself, with a ``ValueError``: this class is one too.
 ForeignDriverRefusal: type[DefinitionError] = type(
     "ForeignDriverRefusal",
     (DriverRefusal, ForeignNodeError),

@@ -120,6 +120,7 @@ class GraphNode:
         if node is not None and self.is_valid:
             self._def._g.remove(node)
             self._def._wrappers.pop(id(node), None)
+            self._def._release_bodies(node)
 
     def _executable_view(self, exe: Any) -> ExecutableGraphNode:  # exe[node]: see Executable.__getitem__
         return executable_view(self, exe)
@@ -384,6 +385,23 @@ class GraphDefinition:
                 return False
             d = d._parent
         return True
+
+    def _release_bodies(self, owner: Node) -> None:
+        """Detach the body views of the destroyed node ``owner`` (and theirs, all the way down): each is left
+        empty, with a null handle, so what its nodes kept alive goes once no program object names those nodes, as
+        cuda.core's destroyed bodies release theirs."""
+        for view in list(self._children.values()):
+            if view._owner is owner:
+                view._detach()
+
+    def _detach(self) -> None:
+        for view in list(self._children.values()):
+            view._detach()
+        self._children.clear()
+        self._wrappers.clear()
+        self._g = Graph("GraphDefinition")
+        self._owner = None
+        self._handles = None
 
     def _wrap(self, node: Node) -> GraphNode:
         w = self._wrappers.get(id(node))

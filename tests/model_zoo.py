@@ -426,6 +426,20 @@ def _modules() -> SimpleNamespace:
                 out += [state[k] for k in sorted(state) if torch.is_tensor(state[k])]
             return out
 
+    class ConvBnRelu(nn.Module):
+        """Two convolutions with batch norm (eval) and ReLU, then global pooling and a linear head: what Inductor
+        fuses into Triton kernels around its convolutions."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16)
+            self.c2, self.b2 = nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32)
+            self.head = nn.Linear(32, 10)
+
+        def forward(self, x: Any) -> Any:
+            x = F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))))
+            return self.head(x.mean(dim=(2, 3)))
+
     return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, type)})
 
 
@@ -479,6 +493,38 @@ def _mlp(norm: str, act: str, dim: int = 64) -> Callable[[Any], tuple[Any, Any]]
         ), _randn(BATCH, 32, dim)
 
     return factory
+
+
+def _inductor(inner: Callable[[Any], tuple[Any, Any]]) -> Callable[[Any], tuple[Any, Any]]:
+    """``inner``'s model compiled by ``torch.compile`` (Inductor: Triton kernels), compiled here on its first input
+    (the compile is not counted as warm-up time)."""
+
+    def factory(torch: Any) -> tuple[Any, Any]:
+        try:
+            import triton  # noqa: F401
+        except ImportError as exc:
+            raise ZooSkip(f"needs Triton ({exc})") from exc
+        model, make_input = inner(torch)
+        compiled = torch.compile(model.cuda().eval())
+        with torch.no_grad():
+            compiled(make_input(0))
+        torch.cuda.synchronize()
+        return compiled, make_input
+
+    return factory
+
+
+def _triton_matmul(torch: Any) -> tuple[Any, Any]:
+    try:
+        import zoo_triton
+    except ImportError as exc:
+        raise ZooSkip(f"needs Triton ({exc})") from exc
+    model = zoo_triton.TritonMatmul().cuda()
+    make_input = _randn(256, 256, dtype="float16")
+    with torch.no_grad():
+        model(make_input(0))  # (compiled here: Triton's first launch raises the kernel's shared-memory limit)
+    torch.cuda.synchronize()
+    return model, make_input
 
 
 def _batchnorm_eval(torch: Any) -> tuple[Any, Any]:
@@ -631,6 +677,10 @@ ZOO: list[Entry] = [
     Entry("resnet18_fp16_autocast", _autocast(_torchvision("resnet18"), "float16")),
     Entry("sdpa_block_bf16_autocast", _autocast(_hand("SdpaBlock", _randn(BATCH, 32, 64)), "bfloat16")),
     Entry("layernorm_gelu_mlp_bf16_autocast", _autocast(_mlp("LayerNorm", "GELU"), "bfloat16")),
+    # Triton kernels: Inductor's, and one that needs more than 48 KiB of dynamic shared memory
+    Entry("inductor_layernorm_gelu_mlp", _inductor(_mlp("LayerNorm", "GELU")), note="torch.compile, Triton kernels"),
+    Entry("inductor_conv_bn_relu", _inductor(_hand("ConvBnRelu", _images(64))), note="torch.compile, Triton kernels"),
+    Entry("triton_matmul_96k_smem", _triton_matmul, note="a Triton kernel with 96 KiB of dynamic shared memory"),
     # whole training steps
     Entry("train_mlp_adamw", _train_mlp, kind="training", note="AdamW(capturable=True), foreach"),
     Entry("train_cnn_adamw_fused", _train_cnn, kind="training", note="AdamW(capturable=True, fused=True)"),

@@ -197,7 +197,12 @@ class _Lowered:
         for body in graph._descendants():
             self.all_nodes.update({id(n): (n, f"{self.handle}/{body.name}/node{n.index}") for n in body.nodes})
         self.destroyed = False
+        self.handed_out = 0
         _Lowered.made.append(self)
+
+    def hand_out(self) -> str:
+        self.handed_out += 1
+        return self.handle
 
     def destroy(self) -> None:
         self.destroyed = True
@@ -242,6 +247,7 @@ def test_handles_are_built_once_per_change_and_kept_until_the_definition_goes(mo
         emb.child_graph._wrap(hidden).handle  # noqa: B018  (a driver that copies child graphs)
     made = list(lowered)
     assert not any(m.destroyed for m in made)  # the handles given out stay valid
+    assert all(m.handed_out for m in made)  # each given out as a graph a program may copy
     del gd, a, b, cond, inner, child, deep, emb, hidden
     gc.collect()
     assert all(m.destroyed for m in made)

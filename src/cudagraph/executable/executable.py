@@ -198,9 +198,10 @@ class PythonExecutable(Binding, Updating):
 
     @property
     def graph_handle(self) -> Any:
-        """The driver ``CUgraph`` it was instantiated from."""
+        """The driver ``CUgraph`` it was instantiated from. What its nodes refer to stays alive while the driver
+        holds it or a copy made of it (``cuGraphClone``, a child graph node), even after :meth:`close`."""
         self._require_open()
-        return self._lowered.handle
+        return self._lowered.hand_out()
 
     @property
     def bindings(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
 from ..driver.device_checks import check_devices_of
+from ..driver.driver_holds import hold
 from ..driver.host_callbacks import retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, for_node, kernel_info
 from ..driver.node_params_pool import give, take
@@ -315,7 +316,8 @@ class LoweredGraph:
     nodes : list of Node
         The definition's nodes at lowering time (they keep the operands alive).
     host_keys : list of int
-        Registered host callbacks, forgotten by :meth:`destroy`.
+        Registered host callbacks, forgotten by :meth:`destroy` (those of a graph :meth:`hand_out` gave out: once
+        the driver has let go of every copy).
     all_nodes : dict
         ``id(node) -> (node, CUgraphNode)`` at every depth (see :class:`Lowering`).
     param_users : dict
@@ -333,6 +335,7 @@ class LoweredGraph:
         "_lowering",
         "param_users",
         "state",
+        "handed_out",
     )
 
     def __init__(self, handle: Any, definition: Graph, driver_nodes: Sequence[Any], lowering: Lowering) -> None:
@@ -348,6 +351,18 @@ class LoweredGraph:
         self.param_users = lowering.param_users
         # Graph allocations' addresses, read again when a node using one is set on the executable.
         self.state = lowering.state
+        self.handed_out = False
+
+    def hand_out(self) -> Any:
+        """The driver graph's handle, for a program to keep or copy (``cuGraphClone``, a child graph node made
+        from it): what its nodes refer to (the definition, its nodes, bodies and their operands, the host
+        callbacks) is kept until the driver has let go of the graph and of every copy
+        (:func:`~cudagraph.driver.driver_holds.hold`), not only until :meth:`destroy`."""
+        if not self.handed_out and self.handle is not None:
+            keys, self.host_keys = self.host_keys, []
+            hold(self.handle, (self.definition, self.nodes, self.bodies, self.state), lambda: unregister(keys))
+            self.handed_out = True
+        return self.handle
 
     @property
     def all_nodes(self) -> dict[int, tuple[Node, Any]]:

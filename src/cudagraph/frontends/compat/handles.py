@@ -5,7 +5,10 @@ cuda.core adds each node to a driver graph as it is made; a compat definition is
 definition as it is now (explicit lowering, as ``instantiate()`` does) and keeps that driver graph: the
 same handles are given until the definition is edited (a node added, updated or removed, an edge added or
 removed, at any depth), then the next request builds it again. Every driver graph built stays valid until
-the definition is collected, so a handle given out earlier never dangles.
+the definition is collected, so a handle given out earlier never dangles; what its nodes refer to (events,
+kernels, callbacks, memory owners) stays alive while the driver holds a copy of it (``cuGraphClone``, a child
+graph node made from it), as cuda.core keeps it with CUDA user objects
+(:meth:`~cudagraph.materialize.explicit.LoweredGraph.hand_out`).
 """
 
 from __future__ import annotations
@@ -85,7 +88,9 @@ class DriverGraphs:
             The node is inside a child graph that this driver copies when it is embedded (one without
             ``CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE``): no handle of the built graph names it.
         """
-        entry = self.current().all_nodes.get(id(node))
+        lowered = self.current()
+        lowered.hand_out()  # (a node's handle reaches its graph: cuGraphNodeGetContainingGraph)
+        entry = lowered.all_nodes.get(id(node))
         if entry is None or entry[0] is not node:
             raise UnsupportedError(
                 f"compat GraphNode.handle: {node.label} is inside a child graph that this driver copies when it is "
@@ -118,7 +123,7 @@ def definition_handle(definition: Any) -> Any:
             "handle",
             "the driver graph of a body read through its node; take the handle of the definition it belongs to",
         )
-    return _graphs_of(definition).current().handle
+    return _graphs_of(definition).current().hand_out()
 
 
 def node_handle(node: Any) -> Any:

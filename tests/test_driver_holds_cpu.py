@@ -106,3 +106,15 @@ def test_the_poll_after_a_collection_never_waits_for_the_lock(drv):
         assert ref() is not None
     gc.collect()
     assert ref() is None
+
+
+def test_bindings_that_refuse_the_arguments_keep_the_owners_and_raise_nothing(drv, monkeypatch):
+    monkeypatch.setattr(driver_holds, "_FOREVER", [])
+
+    def refuse(*args: Any) -> Any:
+        raise TypeError("an argument of another type")
+
+    monkeypatch.setattr(drv, "cuUserObjectCreate", refuse)
+    owner = Owner()
+    driver_holds.hold("graph", owner)
+    assert driver_holds._FOREVER == [owner]

@@ -93,11 +93,18 @@ def hold(graph: Any, owners: Any, on_release: Callable[[], None] | None = None) 
             libc.free(sem)
         _FOREVER.append(owners)  # (on_release never runs: what it would forget stays too)
         return
-    err, obj = drv.cuUserObjectCreate(
-        sem, drv.CUhostFn(libc.sem_post_address), 1, drv.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC
-    )
+    try:
+        err, obj = drv.cuUserObjectCreate(
+            sem, drv.CUhostFn(libc.sem_post_address), 1, drv.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC
+        )
+    except Exception:  # (bindings without the call, or taking other arguments: kept for good, as refused)
+        err, obj = 1, None
     if not err:
-        (err,) = drv.cuGraphRetainUserObject(graph, obj, 1, drv.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)
+        try:
+            flag = drv.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE
+            (err,) = drv.cuGraphRetainUserObject(graph, obj, 1, flag)
+        except Exception:
+            err = 1
         if err:  # (the graph did not take the reference: release it, the destructor posts)
             drv.cuUserObjectRelease(obj, 1)
             _FOREVER.append(owners)

@@ -154,6 +154,9 @@ def test_nodes_read_back_what_they_were_built_with():
     assert (copy.dst, copy.src.alloc, copy.size) == (0x2000, a.node, 64) and free.dptr.alloc is a.node
     assert emb.child_graph.graph is emb.node.body and (rec.event, wait.event, cb.callback) == (ev, ev, fn)
     assert [n.cond_type for n in nodes] == ["if", "if", "while", "switch"]
+    from cuda.core.typing import GraphConditionalType  # (cuda-core is installed beside the tests)
+
+    assert all(isinstance(n.cond_type, GraphConditionalType) for n in nodes)  # cuda.core's enum, as it gives
     assert all(n.condition == c and hash(n.condition) == hash(c) for n, c in zip(nodes, conds))
     assert conds[0] != conds[1]
     k = gd.launch(LaunchConfig(grid=(4, 2), block=64, shmem_size=128), K)

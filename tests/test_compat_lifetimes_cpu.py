@@ -220,3 +220,18 @@ def test_an_alloc_address_of_a_node_gone_is_forgotten():
     del a, node
     assert released(ref)
     assert isinstance(AllocAddress, type)
+
+
+def test_a_destroyed_node_refuses_edges_and_updates_as_cuda_core_does():
+    gd = compat.GraphDefinition()
+    a, b = gd.empty(), gd.empty()
+    b.destroy()
+    for edit in (lambda: a.succ.add(b), lambda: b.pred.add(a)):
+        with pytest.raises(RuntimeError, match="GraphNode has been destroyed") as info:
+            edit()
+        assert isinstance(info.value, ValueError) and isinstance(info.value, CudaGraphError)  # (earlier versions)
+    assert gd.edges() == set()
+    node = gd.memset(0x1000, 1, 4)
+    node.destroy()
+    with pytest.raises(RuntimeError, match="GraphNode has been destroyed"):
+        node.update(value=2)

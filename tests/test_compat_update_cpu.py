@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
-from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError, UnsupportedError
+from cudagraph.errors import DefinitionError, NodeNotFoundError, OperandError, StateError, UnsupportedError
 from cudagraph.frontends.compat import definition as compat_definition
 from cudagraph.frontends.compat import exec_views
 from cudagraph.frontends.compat.lifetimes import OWNERS
@@ -146,7 +146,7 @@ def test_a_destroyed_node_is_not_updated():
     gd = compat.GraphDefinition()
     k = gd.launch(CFG, K, np.int32(1))
     k.destroy()
-    with pytest.raises(OperandError, match=r"compat KernelNode.update: the node was destroyed"):
+    with pytest.raises(StateError, match=r"compat KernelNode.update: GraphNode has been destroyed"):
         k.update(args=(np.int32(2),))
 
 

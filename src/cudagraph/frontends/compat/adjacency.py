@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, MutableSet
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OperandError
-from .common import DriverRefusal, ForeignDriverRefusal
+from .common import DestroyedRefusal, DriverRefusal, ForeignDriverRefusal
 
 if TYPE_CHECKING:
     from .definition import GraphNode
@@ -85,10 +85,13 @@ class Adjacency(MutableSet["GraphNode"]):
             return
         me: Any = self._owner._node  # (not None: _other refused the entry point)
         g = self._owner._def._g
-        # What cuda.core leaves to the driver, which refuses it (cuda.core: CUDAError), checked before any edge changes.
+        # What cuda.core refuses (a destroyed node: RuntimeError; itself: the driver's CUDAError), checked before any
+        # edge changes.
         for n in (me, *nodes):
             if n.graph is not g:
-                raise DriverRefusal(f"{self._what('')}: {n.label} was destroyed (it is no longer in the definition)")
+                raise DestroyedRefusal(
+                    f"{self._what('')}: {n.label}: GraphNode has been destroyed (it is no longer in the definition)"
+                )
         if any(n is me for n in nodes):
             raise DriverRefusal(f"{self._what('')}: {me.label} cannot depend on itself")
         present = self._nodes()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import operator
 import os
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from ...definition.drawing import check_path
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...driver.calls import require_driver
-from ...errors import DefinitionError, ForeignNodeError, OperandError
+from ...errors import DefinitionError, ForeignNodeError, OperandError, StateError
 from ...executable.executable import instantiate as instantiate_executable
 from ..launch import _config, _kernel
 from .lifetimes import AllocAddress, operand, record_addresses
@@ -29,6 +30,7 @@ DRIVER_KERNEL_TYPES = frozenset({"Kernel", "CUkernel", "CUfunction"})
 
 __all__ = [
     "DRIVER_KERNEL_TYPES",
+    "DestroyedRefusal",
     "DriverRefusal",
     "ForeignDriverRefusal",
     "GraphCompleteOptions",
@@ -38,6 +40,7 @@ __all__ = [
     "add_callback",
     "add_conditional",
     "check_python_callback",
+    "core_str_enum",
     "is_c_function",
     "condition_of",
     "instantiate",
@@ -93,6 +96,33 @@ ForeignDriverRefusal: type[DefinitionError] = type(
     (DriverRefusal, ForeignNodeError),
     {"__module__": __name__, "__doc__": "A node or condition of another definition (a DriverRefusal)."},
 )
+
+
+#: An edge to or from a destroyed node: cuda.core 1.2 raises ``RuntimeError("GraphNode has been destroyed")``. This
+#: refusal is that :class:`~cudagraph.errors.StateError` and a :data:`DriverRefusal` too (a ``ValueError``, and
+#: cuda.core's ``CUDAError``), so that a program catching what other cuda.core versions raise catches it as well.
+DestroyedRefusal: type[StateError] = type(
+    "DestroyedRefusal",
+    (StateError, DriverRefusal),
+    {"__module__": __name__, "__doc__": "An edge to or from a destroyed node (a StateError and a DriverRefusal)."},
+)
+
+
+@functools.cache
+def _core_enum(name: str) -> Any:
+    try:
+        from cuda.core import typing as core_typing
+
+        return getattr(core_typing, name)
+    except Exception:  # no cuda.core, or one without the enum: plain strings
+        return None
+
+
+def core_str_enum(name: str, value: str) -> str:
+    """``value`` as a member of cuda.core's string enum ``cuda.core.typing.<name>`` (a ``str`` that equals
+    ``value``) where cuda.core has it, else ``value`` itself."""
+    enum = _core_enum(name)
+    return value if enum is None else enum(value)  # type: ignore[no-any-return]
 
 
 @dataclasses.dataclass

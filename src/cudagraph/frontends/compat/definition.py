@@ -16,7 +16,7 @@ from ...definition.core import check_size
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...driver.calls import require_driver
-from ...errors import DefinitionError, OperandError
+from ...errors import DefinitionError, OperandError, StateError
 from .adjacency import Adjacency
 from .common import (
     DriverRefusal,
@@ -129,7 +129,7 @@ class GraphNode:
         """Apply builder keywords to the node in the definition (all or nothing); keep ``owners`` alive."""
         node = self._node
         if node is None or not self.is_valid:
-            raise OperandError(f"compat {type(self).__name__}.update: the node was destroyed")
+            raise StateError(f"compat {type(self).__name__}.update: GraphNode has been destroyed")
         node.update(**changes)
         keep(node, *owners)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .common import GraphCondition
+from .common import GraphCondition, core_str_enum
 from .definition import KINDS, GraphNode
 from .lifetimes import AllocAddress
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
@@ -293,9 +293,10 @@ class ConditionalNode(GraphNode):
 
     @property
     def cond_type(self) -> str:
-        """``"if"`` (if and if/else nodes), ``"while"`` or ``"switch"``, as cuda.core's ``GraphConditionalType``."""
+        """``"if"`` (if and if/else nodes), ``"while"`` or ``"switch"``: cuda.core's ``GraphConditionalType`` member
+        (a ``str``) where cuda.core has it."""
         kind = self._node.kind  # type: ignore[union-attr]
-        return "if" if kind.startswith("if") else kind.rstrip("_")
+        return core_str_enum("GraphConditionalType", "if" if kind.startswith("if") else kind.rstrip("_"))
 
 
 class IfNode(ConditionalNode):

@@ -343,7 +343,7 @@ CASES: list[tuple[str, Any, str]] = [
     (
         "mode bogus",
         lambda gb, s: compat.GraphBuilder().begin_building("fast"),
-        "begin_building: mode: unsupported build mode 'fast'",
+        "Unsupported build mode: 'fast' (compat GraphBuilder.begin_building: mode",
     ),
     ("begin twice", lambda gb, s: gb.begin_building(), "compat GraphBuilder.begin_building: the GraphBuilder is build"),
     ("complete early", lambda gb, s: gb.complete(), "compat GraphBuilder.complete: the GraphBuilder is building"),
@@ -351,7 +351,7 @@ CASES: list[tuple[str, Any, str]] = [
     (
         "split 1",
         lambda gb, s: gb.split(1),
-        "compat GraphBuilder.split: count: invalid split count: expected an int >= 2, got 1",
+        "Invalid split count: expecting >= 2, got 1 (compat GraphBuilder.split: count)",
     ),
     ("split str", lambda gb, s: gb.split("2"), "compat GraphBuilder.split: count: expected an int >= 2, got str"),
     ("split huge", lambda gb, s: gb.split(2**70), "compat GraphBuilder.split: count: at most 65536 builders at once"),
@@ -361,7 +361,11 @@ CASES: list[tuple[str, Any, str]] = [
         "mode: expected 'relaxed', 'global' or 'thread_local', got ndarray",
     ),
     ("dot fd", lambda gb, s: s["ended"].debug_dot_print(1), "debug_dot_print: path must be a str or a path-like"),
-    ("join one", lambda gb, s: compat.GraphBuilder.join(gb), "join: graph_builders: expected at least two builders"),
+    (
+        "join one",
+        lambda gb, s: compat.GraphBuilder.join(gb),
+        "Must join with at least two graph builders (compat GraphBuilder.join: graph_builders: got 1)",
+    ),
     ("join int", lambda gb, s: compat.GraphBuilder.join(gb, 3), "join: graph_builders[1]: expected a compat Graph"),
     ("join twice", lambda gb, s: compat.GraphBuilder.join(gb, gb), "graph_builders[1]: the same builder as graph_bui"),
     ("join other", lambda gb, s: compat.GraphBuilder.join(gb, building()), "graph_builders[1]: a builder of another"),

@@ -183,7 +183,6 @@ def test_debug_dot_print_writes_the_dot(tmp_path):
         (lambda gd: gd.deallocate(0x1000), "compat GraphNode.deallocate: dptr: int; only the dptr of an allocate()"),
         (lambda gd: gd.embed(cg.Graph("x")), "compat GraphNode.embed: child: Graph; only a compat GraphDefinition"),
         (lambda gd: gd.memset(0x1000, 300, 4), "compat GraphNode.memset: value: an int fills bytes: expected 0..255"),
-        (lambda gd: gd.memset(0x1000, np.float64(1), 4), "compat GraphNode.memset: value: a fill value of 8 bytes"),
         (lambda gd: gd.memset(0x1000, "a", 4), "compat GraphNode.memset: value: expected an int or a buffer"),
         (lambda gd: gd.while_loop(1), "compat GraphNode.while_loop: condition: expected a GraphCondition"),
         (lambda gd: gd.debug_dot_print("x", options=1), "compat GraphDefinition.debug_dot_print: options"),
@@ -207,6 +206,13 @@ def test_unsupported_signatures_are_refused_by_name_and_add_nothing(call, text):
         call(gd)
     assert text in str(info.value)
     assert len(gd.graph) == 1 and len(gd.nodes()) == 1
+
+
+def test_a_fill_value_of_another_size_is_a_value_error_as_cuda_cores():
+    gd = compat.GraphDefinition()
+    with pytest.raises(DefinitionError, match=r"compat GraphNode.memset: value: a fill value of 8 bytes") as info:
+        gd.memset(0x1000, np.float64(1), 4)
+    assert isinstance(info.value, ValueError) and len(gd.graph) == 0
 
 
 def test_a_config_the_kernel_cannot_take_adds_nothing():

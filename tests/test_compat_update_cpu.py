@@ -97,7 +97,9 @@ def test_memcpy_and_memset_updates_keep_what_is_omitted():
     assert (f.value, f.element_size, f.width, f.height, f.pitch) == (0xBEEF, 2, 4, 3, 8)
     f.update(pitch=16)
     assert f.pitch == 16 and f.width == 4
-    with pytest.raises(OperandError, match=r"compat MemsetNode.update: value: a fill value of 8 bytes"):
+    with pytest.raises(
+        DefinitionError, match=r"compat MemsetNode.update: value: a fill value of 8 bytes"
+    ):  # (ValueError)
         f.update(value=np.float64(1.0))
     assert (f.value, f.element_size) == (0xBEEF, 2)
 
@@ -124,7 +126,7 @@ def test_callback_event_and_child_updates():
     rec.update(e2)
     wait.update(e2)
     assert (cb.callback, rec.event, wait.event) == (second, e2, e2)
-    with pytest.raises(DefinitionError, match=r"compat HostCallbackNode.update: user_data: only with a ctypes"):
+    with pytest.raises(DefinitionError, match=r"user_data is only supported .*\(compat HostCallbackNode.update\)"):
         cb.update(first, user_data=b"x")
     assert cb.callback is second
 
@@ -320,7 +322,7 @@ def test_an_executable_updates_from_a_definition_or_an_ended_builder(monkeypatch
         exe.update(gd)
     assert got == [gd.graph]
     gb = compat.GraphBuilder().begin_building()
-    with pytest.raises(DefinitionError, match=r"the GraphBuilder has not finished building; end_building\(\) first"):
+    with pytest.raises(DefinitionError, match=r"^Graph has not finished building \(.*end_building\(\) first"):
         exe.update(gb)
     assert got == [gd.graph]  # refused before anything was read
     with pytest.raises(ValueError):  # as cuda.core's ValueError
@@ -329,7 +331,7 @@ def test_an_executable_updates_from_a_definition_or_an_ended_builder(monkeypatch
     with pytest.raises(ZeroDivisionError):
         exe.update(gb)
     assert got == [gd.graph, gb.graph]
-    with pytest.raises(OperandError, match=r"update\(\) expects a cudagraph.Graph \(or a compat GraphDefinition"):
+    with pytest.raises(OperandError, match=r"^update\(\) expects a cudagraph.Graph.*expected GraphBuilder or GraphDef"):
         exe.update("not a graph")  # type: ignore[arg-type]
 
 

@@ -119,7 +119,7 @@ def test_compat_callbacks_take_ctypes_functions():
         c.update(print)
     with pytest.raises(OperandError, match=r"fn: a ctypes function pointer for a callback made with a Python"):
         py.update(first)
-    with pytest.raises(DefinitionError, match=r"user_data: only with a ctypes function pointer"):
+    with pytest.raises(DefinitionError, match=r"user_data is only supported with a ctypes function pointer"):
         gd.callback(print, user_data=b"x")
     gb = compat.GraphBuilder().begin_building()
     gb.callback(first, user_data=b"\x01")

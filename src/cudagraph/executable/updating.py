@@ -250,9 +250,9 @@ class Updating(ExecutableBase):
         if not isinstance(graph, Graph):
             source = getattr(type(graph), "_update_source", None)  # a compat GraphDefinition or GraphBuilder
             if source is None:
-                raise OperandError(
-                    f"update() expects a cudagraph.Graph (or a compat GraphDefinition / GraphBuilder), "
-                    f"got {type(graph).__name__}"
+                raise OperandError(  # (with cuda.core's words, for a ported program matching them)
+                    "update() expects a cudagraph.Graph, or a compat GraphDefinition or GraphBuilder (as cuda.core: "
+                    f"expected GraphBuilder or GraphDefinition); got {type(graph).__name__}"
                 )
             graph = source(graph)
         new_sig = _signature if _signature is not None else topology_signature(graph)

@@ -52,9 +52,21 @@ _STATE_NAME = {_NOT_STARTED: "not started", BUILDING: "building", _ENDED: "ended
 MAX_SPLIT = 1 << 16
 
 
-def _state_error(where: str, builder: GraphBuilder) -> StateError:
-    """A call the builder's state does not allow: a ``RuntimeError``, as cuda.core raises there."""
-    return StateError(f"{where}: the GraphBuilder {_STATE_TEXT[builder._state]}")
+#: cuda.core's own first sentence for a call a builder's state refuses, by state; compat's messages start with it (a
+#: ported program may match it) and go on with compat's own words.
+_CORE_TEXT = {
+    _NOT_STARTED: "Graph has not finished building.",
+    BUILDING: "Graph has not finished building.",
+    _CLOSED: "Graph builder has been closed.",
+}
+
+
+def _state_error(where: str, builder: GraphBuilder, core: str | None = None) -> StateError:
+    """A call the builder's state does not allow: a ``RuntimeError``, as cuda.core raises there, whose message
+    starts with cuda.core's (``core``, else the one of the builder's state)."""
+    first = core if core is not None else _CORE_TEXT.get(builder._state)
+    text = f"{where}: the GraphBuilder {_STATE_TEXT[builder._state]}"
+    return StateError(text if first is None else f"{first} ({text})")
 
 
 class GraphBuilder:
@@ -127,6 +139,8 @@ class GraphBuilder:
         valid). Refused with a :class:`~cudagraph.errors.StateError` (a ``RuntimeError``).
         """
         call = "compat GraphBuilder.graph_definition"
+        if self._kind == _PRIMARY and self._state == _NOT_STARTED:
+            raise _state_error(call, self, "graph_definition is not available before begin_building().")
         if self._state == _CLOSED or self._graph is None:
             raise _state_error(call, self)
         if self._kind == _FORKED:
@@ -168,14 +182,16 @@ class GraphBuilder:
         """
         call = "GraphBuilder.begin_building"
         if self._state != _NOT_STARTED:
-            raise _state_error(f"compat {call}", self)
+            core = "Graph builder is already building." if self._state == BUILDING else None
+            raise _state_error(f"compat {call}", self, core)
         if mode is not None and type(mode) is not str:  # (compared with strings: an array's answer has no truth value)
             raise OperandError(
                 f"compat {call}: mode: expected 'relaxed', 'global' or 'thread_local', got {type(mode).__name__}"
             )
         if mode not in _MODES:
             raise DefinitionError(
-                f"compat {call}: mode: unsupported build mode {mode!r}; expected 'relaxed', 'global' or 'thread_local'"
+                f"Unsupported build mode: {mode!r} (compat {call}: mode: expected 'relaxed', 'global' or "
+                "'thread_local')"
             )
         if self._kind == _PRIMARY:
             self._graph = Graph("GraphBuilder")
@@ -231,7 +247,8 @@ class GraphBuilder:
         "Graph has not finished building")."""
         if self._state != _ENDED or self._graph is None:
             raise DefinitionError(
-                "compat Executable.update: the GraphBuilder has not finished building; end_building() first"
+                "Graph has not finished building (compat Executable.update: the GraphBuilder has not ended; "
+                "end_building() first)"
             )
         self._no_open_bodies("compat Executable.update")
         pack_graph(self._graph)
@@ -269,10 +286,10 @@ class GraphBuilder:
         except TypeError:
             raise OperandError(f"{call}: count: expected an int >= 2, got {type(count).__name__}") from None
         if n < 2:  # (a ValueError, as cuda.core's)
-            raise DefinitionError(f"{call}: count: invalid split count: expected an int >= 2, got {n}")
+            raise DefinitionError(f"Invalid split count: expecting >= 2, got {n} ({call}: count)")
         if n > MAX_SPLIT:
             raise OperandError(f"{call}: count: at most {MAX_SPLIT} builders at once, got {n}")
-        p = self._building("split")
+        p = self._building("split", "Graph builder must be building before it can be split.")
         forks = tuple(
             GraphBuilder._made(_FORKED, BUILDING, p.graph, Path(p.graph, list(p._tail)), self._owner)
             for _ in range(n - 1)
@@ -294,7 +311,7 @@ class GraphBuilder:
                 )
         if len(graph_builders) < 2:
             raise DefinitionError(  # (a ValueError, as cuda.core's)
-                f"{call}: graph_builders: expected at least two builders, got {len(graph_builders)}"
+                f"Must join with at least two graph builders ({call}: graph_builders: got {len(graph_builders)})"
             )
         first = graph_builders[0]
         for i, b in enumerate(graph_builders):
@@ -323,11 +340,12 @@ class GraphBuilder:
         return root
 
     # ------------------------------------------------------------------------------------ ops
-    def _building(self, name: str) -> Path:
-        """The path of a building builder, or the refusal of ``GraphBuilder.<name>``."""
+    def _building(self, name: str, core: str | None = None) -> Path:
+        """The path of a building builder, or the refusal of ``GraphBuilder.<name>`` (starting with ``core``, where
+        cuda.core words it its own way)."""
         p = self._path
         if self._state != BUILDING or p is None:
-            raise _state_error(f"compat GraphBuilder.{name}", self)
+            raise _state_error(f"compat GraphBuilder.{name}", self, core)
         return p
 
     def _launch(self, config: Any, kernel: Any, args: tuple[Any, ...]) -> None:

@@ -313,7 +313,9 @@ def is_c_function(fn: Any) -> bool:
 def check_python_callback(call: str, fn: Any, user_data: Any) -> None:
     """Refuse what a Python callback cannot take: ``user_data`` (cuda.core: ``ValueError``), a non-callable."""
     if user_data is not None:
-        raise DefinitionError(f"compat {call}: user_data: only with a ctypes function pointer, not a Python callable")
+        raise DefinitionError(
+            f"user_data is only supported with a ctypes function pointer, not a Python callable (compat {call})"
+        )
     if not callable(fn):
         raise OperandError(
             f"compat {call}: fn: expected a Python callable or a ctypes function pointer, got {type(fn).__name__}"
@@ -369,6 +371,8 @@ def write_dot(g: Graph, path: Any, options: Any, call: str) -> None:
         path = os.fsdecode(bytes(path))
     check_path(path, f"{call}: path")
     if options is not None and not all(hasattr(options, f) for f in _DOT_FLAGS):
-        raise unsupported(call, "options", f"{type(options).__name__}; only GraphDebugPrintOptions")
+        raise OperandError(
+            f"options must be a GraphDebugPrintOptions (compat {call}: options: got {type(options).__name__})"
+        )
     with open(path, "w") as f:
         f.write(g.to_dot())

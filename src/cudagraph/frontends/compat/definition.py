@@ -224,7 +224,8 @@ class GraphNode:
         kind = "device" if memory_type is None else getattr(memory_type, "value", memory_type)  # (an enum's value)
         if type(kind) is not str or kind not in ("device", "host", "managed"):
             raise DefinitionError(
-                f"{call}: memory_type: invalid memory type {memory_type!r}; expected 'device', 'host' or 'managed'"
+                f"{memory_type!r} is not a valid GraphMemoryType. Must be one of 'device', 'host' or 'managed' "
+                f"({call}: memory_type)"
             )
         node = self._def._g.alloc(
             n,

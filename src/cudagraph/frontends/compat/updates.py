@@ -57,7 +57,7 @@ def memset_value(call: str, value: Any) -> tuple[int, int]:
     except (ValueError, BufferError) as e:  # a released memoryview, an exporter that refuses (cuda.core: ValueError)
         raise DefinitionError(f"compat {call}: value: the {type(value).__name__} cannot be read: {e}") from None
     if len(raw) not in (1, 2, 4):
-        raise OperandError(f"compat {call}: value: a fill value of {len(raw)} bytes; expected 1, 2 or 4")
+        raise DefinitionError(f"compat {call}: value: a fill value of {len(raw)} bytes; expected 1, 2 or 4")
     return int.from_bytes(raw, "little"), len(raw)
 
 

@@ -19,6 +19,8 @@ from .common import DRIVER_KERNEL_TYPES, check_python_callback, is_c_function, k
 from .lifetimes import operand
 
 __all__ = [
+    "CLUSTERED_UPDATE",
+    "ClusteredUpdateRefusal",
     "callback_changes",
     "child_changes",
     "kernel_changes",
@@ -30,13 +32,23 @@ __all__ = [
 ]
 
 
+#: An update of a clustered or cooperative kernel node: cuda.core refuses it with ``NotImplementedError("updating
+#: clustered or cooperative kernel nodes is not supported")``; this refusal is that class (and an OperandError).
+ClusteredUpdateRefusal: type[OperandError] = type(
+    "ClusteredUpdateRefusal",
+    (OperandError, NotImplementedError),
+    {"__module__": __name__, "__doc__": "An update of a clustered or cooperative kernel node (NotImplementedError)."},
+)
+CLUSTERED_UPDATE = "updating clustered or cooperative kernel nodes is not supported"
+
+
 def owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
     """Refuse an ``*_owner`` given without its value or beside a ``Buffer`` (cuda.core takes one only beside a
     raw address)."""
     if owner is None:
         return
-    if value is None:
-        raise OperandError(f"compat {call}: {arg}_owner: given without {arg}")
+    if value is None:  # (cuda.core's words, whole: ValueError("dst_owner requires dst"))
+        raise DefinitionError(f"{arg}_owner requires {arg}")
     if type(value).__name__ == "Buffer":
         raise OperandError(f"compat {call}: {arg}_owner: must not be given when {arg} is a Buffer")
 
@@ -94,14 +106,14 @@ def kernel_changes(node: Any, config: Any, kernel: Any, args: Any, call: str) ->
     changes: dict[str, Any] = {}
     if config is not None:
         c = _config(config, call)
-        if c.cluster is not None or c.cooperative or c.pdl:
-            raise unsupported(
-                call, "config", "a cluster, cooperative or programmatic launch (cuda.core refuses it too)"
-            )
+        if c.cluster is not None or c.cooperative:
+            raise ClusteredUpdateRefusal(CLUSTERED_UPDATE)
+        if c.pdl:
+            raise unsupported(call, "config", "a programmatic launch (cuda.core refuses it too)")
         changes.update(grid=c.grid, block=c.block, shared_mem=c.smem)
     attrs = node.attrs
     if attrs is not None and (attrs.cluster is not None or attrs.cooperative):
-        raise unsupported(call, "node", f"{node.label} is a clustered or cooperative launch")
+        raise ClusteredUpdateRefusal(CLUSTERED_UPDATE)
     if kernel is not None and args is None:
         raise DefinitionError(f"compat {call}: args: a new kernel needs its arguments (args=() for none)")
     if args is not None:

@@ -83,39 +83,51 @@ def hold(graph: Any, owners: Any, on_release: Callable[[], None] | None = None) 
         Called once the driver has let go (outside the garbage collector), e.g. to forget host callbacks.
     """
     release_finished()
+    libc = _libc()
+    sem = _new_semaphore(libc)
+    if libc is None or sem is None or not _move_user_object(graph, sem, libc):
+        _FOREVER.append(owners)  # (on_release never runs: what it would forget stays too)
+        return
+    with _LOCK:
+        _HELD[sem] = (owners, on_release)
+
+
+def _new_semaphore(libc: _Libc | None) -> int | None:
+    """A semaphore at 0 in memory from ``malloc``, or ``None``."""
+    if libc is None or not libc.sem_post_address:
+        return None
+    sem = libc.malloc(_SEM_BYTES)
+    if sem and libc.sem_init(sem, 0, 0) == 0:
+        return int(sem)
+    if sem:
+        libc.free(sem)
+    return None
+
+
+def _move_user_object(graph: Any, sem: int, libc: _Libc) -> bool:
+    """Give ``graph`` a user object whose destructor posts ``sem``; ``False`` where the driver (or the bindings)
+    refused, ``sem`` then freed or left to the destructor of the object the graph did not take."""
     from .calls import require_driver
 
     drv = require_driver()
-    libc = _libc()
-    sem = libc.malloc(_SEM_BYTES) if libc is not None and libc.sem_post_address else None
-    if not sem or libc is None or libc.sem_init(sem, 0, 0) != 0:
-        if sem and libc is not None:
-            libc.free(sem)
-        _FOREVER.append(owners)  # (on_release never runs: what it would forget stays too)
-        return
     try:
         err, obj = drv.cuUserObjectCreate(
             sem, drv.CUhostFn(libc.sem_post_address), 1, drv.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC
         )
     except Exception:  # (bindings without the call, or taking other arguments: kept for good, as refused)
-        err, obj = 1, None
-    if not err:
-        try:
-            flag = drv.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE
-            (err,) = drv.cuGraphRetainUserObject(graph, obj, 1, flag)
-        except Exception:
-            err = 1
-        if err:  # (the graph did not take the reference: release it, the destructor posts)
-            drv.cuUserObjectRelease(obj, 1)
-            _FOREVER.append(owners)
-            return
+        err = 1
     if err:
         libc.sem_destroy(sem)
         libc.free(sem)
-        _FOREVER.append(owners)
-        return
-    with _LOCK:
-        _HELD[sem] = (owners, on_release)
+        return False
+    try:
+        (err,) = drv.cuGraphRetainUserObject(graph, obj, 1, drv.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)
+    except Exception:
+        err = 1
+    if err:  # (its destructor posts the semaphore, which stays allocated)
+        drv.cuUserObjectRelease(obj, 1)
+        return False
+    return True
 
 
 def _poll(wait: bool = True) -> None:

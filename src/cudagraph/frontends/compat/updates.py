@@ -19,7 +19,6 @@ from .common import DRIVER_KERNEL_TYPES, check_python_callback, is_c_function, k
 from .lifetimes import operand
 
 __all__ = [
-    "CLUSTERED_UPDATE",
     "ClusteredUpdateRefusal",
     "callback_changes",
     "child_changes",
@@ -39,7 +38,7 @@ ClusteredUpdateRefusal: type[OperandError] = type(
     (OperandError, NotImplementedError),
     {"__module__": __name__, "__doc__": "An update of a clustered or cooperative kernel node (NotImplementedError)."},
 )
-CLUSTERED_UPDATE = "updating clustered or cooperative kernel nodes is not supported"
+_CLUSTERED_UPDATE = "updating clustered or cooperative kernel nodes is not supported"
 
 
 def owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
@@ -107,13 +106,13 @@ def kernel_changes(node: Any, config: Any, kernel: Any, args: Any, call: str) ->
     if config is not None:
         c = _config(config, call)
         if c.cluster is not None or c.cooperative:
-            raise ClusteredUpdateRefusal(CLUSTERED_UPDATE)
+            raise ClusteredUpdateRefusal(_CLUSTERED_UPDATE)
         if c.pdl:
             raise unsupported(call, "config", "a programmatic launch (cuda.core refuses it too)")
         changes.update(grid=c.grid, block=c.block, shared_mem=c.smem)
     attrs = node.attrs
     if attrs is not None and (attrs.cluster is not None or attrs.cooperative):
-        raise ClusteredUpdateRefusal(CLUSTERED_UPDATE)
+        raise ClusteredUpdateRefusal(_CLUSTERED_UPDATE)
     if kernel is not None and args is None:
         raise DefinitionError(f"compat {call}: args: a new kernel needs its arguments (args=() for none)")
     if args is not None:

@@ -42,6 +42,41 @@ def per_node(fn: Any, repeats: int, nodes: int) -> float:
     return statistics.median(times) / nodes * 1e6
 
 
+def kernel_handles(graph: Any) -> list[int]:
+    """The handles (ints) of the kernel nodes of the driver graph under ``graph``."""
+    from cuda.bindings import driver as drv
+
+    from cudagraph.materialize.graph_handles import cuda_graph_handle
+
+    handle = drv.CUgraph(int(cuda_graph_handle(graph)))
+    _, _, count = drv.cuGraphGetNodes(handle, 0)
+    _, nodes, _ = drv.cuGraphGetNodes(handle, count)
+    kernel = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+    return [int(n) for n in nodes if drv.cuGraphNodeGetType(n)[1] == kernel]
+
+
+def reads_breakdown(graph: Any, repeats: int, nodes: int) -> str:
+    """Where reading the attributes goes, in µs per lifted node: the reader's answer for every kernel node
+    (``NodeReads.attributes``), the compiled reads alone (``AttributeReads.read``) and one id's reads alone
+    (the driver's cost of one ``cuGraphKernelNodeGetAttribute``, times the ids asked)."""
+    handles = kernel_handles(graph)
+    reader = node_reads.NodeReads()
+    reader.attributes(handles[0])
+    whole = per_node(lambda: [reader.attributes(h) for h in handles], repeats, nodes)
+    module = node_reads.compiled_reads()
+    if module is None:
+        return f"reader {whole:.2f} µs/node over {len(handles)} kernel nodes (no compiled reads)"
+    ids = tuple(reader.ids)
+    reads = module.AttributeReads(ids, b"".join(node_reads.UNSET.get(i, bytes(64)) for i in ids))
+    compiled = per_node(lambda: [reads.read(h) for h in handles], repeats, nodes)
+    one = module.AttributeReads(ids[:1], node_reads.UNSET.get(ids[0], bytes(64)))
+    single = per_node(lambda: [one.read(h) for h in handles], repeats, nodes)
+    return (
+        f"{len(handles)} kernel nodes, {len(ids)} ids asked: reader {whole:.2f} µs/node, compiled reads "
+        f"{compiled:.2f}, one id {single:.2f} (x{len(ids)} = {single * len(ids):.2f})"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+", help="names of the zoo (bench/zoo.py --list)")
@@ -71,6 +106,7 @@ def main() -> int:
             node_reads.NodeReads.attributes = real  # type: ignore[method-assign]
         print(f"\n== {name}: {n} nodes ({', '.join(f'{k} {c}' for k, c in sorted(kinds.items()))})")
         print(f"lift {read:.2f} µs/node; attributes not read {unread:.2f} µs/node (reading them: {read - unread:.2f})")
+        print(reads_breakdown(g, args.lifts, n))
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(args.profiled):

@@ -109,6 +109,7 @@ class NodeReads:
         "_compiled",
         "_order",
         "_seen",
+        "_last",
         "_learn",
     )
 
@@ -144,6 +145,7 @@ class NodeReads:
         # Values read before, by their bytes: nodes launched alike (most of a captured library's) share one dict,
         # so a caller may key its own work on the dict's identity (lift.py: the LaunchAttrs made from it).
         self._seen: dict[bytes, dict[int, bytes]] = {}
+        self._last: tuple[bytes, dict[int, bytes]] = (b"", {})  # (no ids read: no values)
         self._learn = prune and self._get_attr is not None and self._get_attr is driver_attr
         if self._learn and NodeReads._driver_refuses:
             self.ids = [i for i in self.ids if i not in NodeReads._driver_refuses]
@@ -225,8 +227,14 @@ class NodeReads:
         """``{id: value}`` from the 64-byte values ``raw`` of the ids asked (in order), less those ``refused``,
         which are asked no more (when pruning)."""
         if not refused:
+            # The node before's values first (one comparison of the bytes: a library's nodes come in runs launched
+            # alike), then every distinct value (hashing the bytes); bench/zoo_lift_profile.py prints the reads' cost.
+            last = self._last
+            if raw == last[0]:
+                return last[1]
             seen = self._seen.get(raw)
             if seen is not None:
+                self._last = (raw, seen)
                 return seen
         out = {attr_id: raw[64 * k : 64 * k + 64] for k, attr_id in enumerate(self.ids)}
         if refused:
@@ -235,6 +243,7 @@ class NodeReads:
             self._forget(list(refused))
         elif len(self._seen) < _SEEN_MAX:
             self._seen[raw] = out
+            self._last = (raw, out)
         return out
 
     def _attributes_bindings(self, node: int) -> dict[int, bytes]:
@@ -269,6 +278,7 @@ class NodeReads:
         elif len(self._args) == len(self.ids):
             return  # the ids asked are those laid out
         self._seen.clear()  # (values laid out for other ids)
+        self._last = (b"", {})
         base = ctypes.addressof(self._value)
         self._plain = b"".join(UNSET.get(attr_id, bytes(64)) for attr_id in self.ids).ljust(len(self._value), b"\0")
         self._args = [

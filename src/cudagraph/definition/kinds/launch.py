@@ -81,6 +81,12 @@ class LaunchAttrs:
     extra : tuple of (str, tuple)
         Other driver launch attributes, sorted by name, each with its non-default value
         (:mod:`cudagraph.definition.kinds.launch_attributes`).
+
+    Notes
+    -----
+    Once a node holds a ``LaunchAttrs`` it is never changed in place: every edit (``update``, a new or removed
+    programmatic edge) works on a :meth:`copy` and gives the node the copy. Nodes launched alike may therefore
+    hold one object (a lift gives one to every node whose driver node read the same values).
     """
 
     __slots__ = ("cluster", "cooperative", "priority", "programmatic", "smem_optin", "device", "extra")

@@ -311,7 +311,8 @@ class KernelOps(KindOps):
     def carry_attributes(self, node: KernelNode, attrs: LaunchAttrs | None) -> None:
         """Give a lifted kernel node (no programmatic edge, no attributes of its own yet) the launch attributes that
         :meth:`lift_attributes` made for another node of the same lift whose driver node read the same values and
-        whose shared memory is the same (a copy: nodes never share one)."""
+        whose shared memory is the same (the same object: a node's attributes are never changed in place, an edit
+        copies them first)."""
         carry_attributes(node, attrs)
 
     def lifted_kernel(self, handle: Any, name: str, sizes: tuple[int, ...]) -> LiftedKernel:

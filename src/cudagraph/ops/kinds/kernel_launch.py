@@ -216,7 +216,9 @@ def lift_attributes(node: KernelNode, raw: dict[int, bytes], programmatic: list[
 
 def carry_attributes(node: KernelNode, attrs: LaunchAttrs | None) -> None:
     """:meth:`KernelOps.carry_attributes <cudagraph.ops.kinds.kernel.KernelOps.carry_attributes>`."""
-    node.attrs = None if attrs is None else attrs.copy()
-    if node.attrs is not None:
+    # Shared, not copied: a node's LaunchAttrs is never changed in place (every edit copies it first), so nodes
+    # launched alike may hold one (bench/zoo_lift_profile.py prints what the attributes cost a lift).
+    node.attrs = attrs
+    if attrs is not None:
         node.graph._topo = None  # the record holds no launch attributes (see Graph.kernel)
         node.graph._attributed = True

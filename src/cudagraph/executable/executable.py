@@ -24,6 +24,7 @@ from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver.c_entry import NATIVE, c_address
 from ..driver.calls import check, ensure_context, error_name, raise_error, require_driver
+from ..driver.driver_holds import release_finished
 from ..driver.host_callbacks import prune_retired, unregister
 from ..driver.streams import stream_handle
 from ..errors import DriverError, HostCallbackError, OperandError
@@ -113,6 +114,7 @@ def instantiate(
     require_driver()
     ensure_context()
     prune_retired()  # (what closed executables kept for launches that have finished since)
+    release_finished()  # (handed-out driver graphs the driver has let go of since: their owners, host callbacks)
     flags = _flags(auto_free_on_launch, device_launch, use_node_priority)
     sink: list[Any] = []
     lowered = build(graph, bindings, sink)

@@ -361,3 +361,46 @@ def test_an_owner_without_its_value_is_cuda_cores_value_error_word_for_word():
         with pytest.raises(ValueError, match=r"^(dst_owner requires dst|src_owner requires src)$"):
             call()
     assert len(gd.graph) == 0
+
+
+def test_an_executable_view_is_made_by_the_executable_only():
+    with pytest.raises(StateError, match=r"^directly constructing an executable graph node is not supported$"):
+        compat.ExecutableGraphNode()
+    with pytest.raises(RuntimeError):  # as cuda.core's RuntimeError
+        compat.ExecutableKernelNode()
+
+
+def test_nodes_and_views_repr_as_cuda_core_does(monkeypatch):
+    import ctypes
+
+    def on_host() -> None:
+        return None
+
+    gd = compat.GraphDefinition()
+    cfunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _data: None)
+    by_ctypes, by_python = gd.callback(cfunc), gd.callback(on_host)
+    fill, copy = gd.memset(0x1000, 7, 8), gd.memcpy(0x2000, 0x1000, 8)
+    alloc = gd.allocate(64)
+    free = alloc.deallocate(alloc.dptr)
+    handles = {n.node.index: 0x100 + n.node.index for n in (by_ctypes, by_python, fill, copy, alloc, free)}
+    monkeypatch.setattr(compat_definition, "node_handle", lambda n: handles[n._node.index])
+    address = ctypes.cast(cfunc, ctypes.c_void_p).value
+    assert repr(by_ctypes) == f"<HostCallbackNode handle=0x100 cfunc=0x{address:x}>"
+    assert repr(by_python) == "<HostCallbackNode handle=0x101 callback=on_host>"
+    assert repr(fill) == "<MemsetNode handle=0x102 dptr=0x1000 value=7>"
+    assert repr(copy) == "<MemcpyNode handle=0x103 dst=0x2000 src=0x1000 size=8>"
+    assert repr(alloc) == "<AllocNode handle=0x104 dptr=0x0 size=64>"  # (no driver graph built yet: address 0)
+    assert repr(free) == "<FreeNode handle=0x105 dptr=0x0>"
+    assert repr(compat.GraphNode(gd, None)) == "<GraphNode entry>"
+    exe = _FakeExe([by_python.node])
+    exe.handle = 0xE0  # type: ignore[attr-defined]
+    view = exec_views.executable_view(by_python, exe)  # type: ignore[arg-type]
+    assert repr(view) == "<ExecutableHostCallbackNode graph=0xe0 node=0x101>"
+
+    def refused(n: Any) -> Any:
+        raise StateError("no driver graph now")
+
+    monkeypatch.setattr(compat_definition, "node_handle", refused)
+    assert repr(fill) == f"<MemsetNode {fill.node.label}>"  # (a repr never raises)
+    fill.destroy()
+    assert repr(fill) == f"<MemsetNode {fill.node.label} (destroyed)>"

@@ -16,7 +16,7 @@ from ...definition.core import check_size
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...driver.calls import require_driver
-from ...errors import DefinitionError, OperandError, StateError
+from ...errors import CudaGraphError, DefinitionError, OperandError, StateError
 from .adjacency import Adjacency
 from .common import (
     DriverRefusal,
@@ -140,8 +140,24 @@ class GraphNode:
         return hash((id(self._def), id(self._node)))
 
     def __repr__(self) -> str:
-        what = "entry" if self._node is None else self._node.label
-        return f"<{type(self).__name__} {what}>"
+        """cuda.core's form: ``<KernelNode handle=0x...>`` (with the kind's own fields after the handle, as cuda.core
+        gives them where compat holds them), ``<GraphNode entry>`` for the entry point; a destroyed node, or one whose
+        definition cannot be built into a driver graph now, by its label."""
+        node = self._node
+        if node is None:
+            return "<GraphNode entry>"
+        name = type(self).__name__
+        if not self.is_valid:
+            return f"<{name} {node.label} (destroyed)>"
+        try:
+            handle = int(self.handle)
+        except (CudaGraphError, TypeError, ValueError):  # (no driver here, a definition the driver refuses now)
+            return f"<{name} {node.label}>"
+        return f"<{name} handle=0x{handle:x}{self._repr_fields()}>"
+
+    def _repr_fields(self) -> str:
+        """What :meth:`__repr__` shows after the handle (cuda.core's fields of the kind)."""
+        return ""
 
     # ---------------------------------------------------------------------------------------- builders
     def _after(self) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...errors import DefinitionError, OperandError
+from ...errors import CudaGraphError, DefinitionError, OperandError, StateError
 from .packing import convert_for
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
 
@@ -38,9 +38,26 @@ class ExecutableGraphNode:
 
     __slots__ = ("_exe", "_node")
 
-    def __init__(self, exe: Executable, node: GraphNode) -> None:
-        self._exe = exe
-        self._node = node
+    _exe: Executable
+    _node: GraphNode
+
+    def __init__(self) -> None:
+        """Refused, as cuda.core refuses it: a view is made by ``exe[node]``.
+
+        Raises
+        ------
+        StateError
+            Always (a ``RuntimeError``), with cuda.core's sentence.
+        """
+        raise StateError("directly constructing an executable graph node is not supported")
+
+    @classmethod
+    def _of(cls, exe: Executable, node: GraphNode) -> ExecutableGraphNode:
+        """The view of ``node`` in ``exe`` (what ``exe[node]`` returns)."""
+        view = cls.__new__(cls)
+        view._exe = exe
+        view._node = node
+        return view
 
     @property
     def _view(self) -> ExecutableNode:
@@ -48,7 +65,12 @@ class ExecutableGraphNode:
         return self._exe[self._node._node]  # type: ignore[index]
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._node!r}>"
+        """cuda.core's form: ``<ExecutableKernelNode graph=0x... node=0x...>``, the executable's handle and the
+        definition node's."""
+        try:
+            return f"<{type(self).__name__} graph=0x{int(self._exe.handle):x} node=0x{int(self._node.handle):x}>"
+        except (CudaGraphError, TypeError, ValueError):  # (a closed executable, a definition the driver refuses now)
+            return f"<{type(self).__name__} {self._node!r}>"
 
 
 class _Toggled(ExecutableGraphNode):
@@ -190,4 +212,4 @@ def executable_view(node: GraphNode, exe: Executable) -> ExecutableGraphNode:
             "(kernel, memcpy, memset, host callback, event and child graph nodes do)"
         )
     exe.driver_node(inner)
-    return view(exe, node)
+    return view._of(exe, node)

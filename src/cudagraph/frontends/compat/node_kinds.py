@@ -40,6 +40,17 @@ def _given(value: Any) -> Any:
     return AllocAddress(value) if getattr(value, "kind", None) == "alloc" else value
 
 
+def _address(value: Any) -> str:
+    """An operand's address for a repr (``0x...``; ``?`` where it is not one int)."""
+    for v in (value, getattr(value, "handle", None)):
+        if isinstance(v, int):
+            return f"0x{v:x}"
+    try:
+        return f"0x{int(value.handle):x}"
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        return "?"
+
+
 class KernelNode(GraphNode):
     """A kernel launch."""
 
@@ -124,6 +135,9 @@ class MemsetNode(GraphNode):
         """Element size in bytes (1, 2 or 4)."""
         return int(self._node.element_size)  # type: ignore[union-attr]
 
+    def _repr_fields(self) -> str:
+        return f" dptr={_address(self.dptr)} value={self.value}"
+
     @property
     def width(self) -> int:
         """Elements per row."""
@@ -174,6 +188,9 @@ class MemcpyNode(GraphNode):
         """Bytes copied."""
         return int(self._node.nbytes)  # type: ignore[union-attr]
 
+    def _repr_fields(self) -> str:
+        return f" dst={_address(self.dst)} src={_address(self.src)} size={self.size}"
+
 
 class AllocNode(GraphNode):
     """A graph allocation."""
@@ -207,6 +224,9 @@ class AllocNode(GraphNode):
         """Ordinals of the other devices given access."""
         return self._node.peer_access  # type: ignore[union-attr, no-any-return]
 
+    def _repr_fields(self) -> str:
+        return f" dptr={_address(self.dptr)} size={self.bytesize}"
+
 
 class FreeNode(GraphNode):
     """A graph free."""
@@ -217,6 +237,9 @@ class FreeNode(GraphNode):
     def dptr(self) -> Any:
         """The allocation freed (its :attr:`AllocNode.dptr`, an ``int``)."""
         return AllocAddress(self._node.alloc)  # type: ignore[union-attr]
+
+    def _repr_fields(self) -> str:
+        return f" dptr={_address(self.dptr)}"
 
 
 class ChildGraphNode(GraphNode):
@@ -274,6 +297,12 @@ class HostCallbackNode(GraphNode):
     def callback(self) -> Any:
         """The Python callable; ``None`` for a ctypes function pointer (as in cuda.core)."""
         return None if self._node.kind == "host_fn" else self._node.fn  # type: ignore[union-attr]
+
+    def _repr_fields(self) -> str:
+        node: Any = self._node
+        if node.kind == "host_fn":
+            return f" cfunc=0x{node.fn_address:x}"
+        return f" callback={getattr(node.fn, '__name__', '?')}"
 
 
 class ConditionalNode(GraphNode):

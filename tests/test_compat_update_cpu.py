@@ -86,8 +86,10 @@ def test_memcpy_and_memset_updates_keep_what_is_omitted():
     assert (c.dst, c.src, c.size) == (0x2000, 0x3000, 32) and owner in OWNERS[c.node]
     with pytest.raises(DefinitionError, match=r"^dst_owner requires dst$"):  # (cuda.core's ValueError, word for word)
         c.update(dst_owner=owner)
-    with pytest.raises(DefinitionError):
+    with pytest.raises(OverflowError):  # (cuda.core's size_t)
         c.update(size=-1)
+    with pytest.raises(DefinitionError):
+        c.update(size=0)
     assert c.size == 32
 
     f = gd.memset(0x4000, np.float32(1.0), 16)
@@ -404,3 +406,17 @@ def test_nodes_and_views_repr_as_cuda_core_does(monkeypatch):
     assert repr(fill) == f"<MemsetNode {fill.node.label}>"  # (a repr never raises)
     fill.destroy()
     assert repr(fill) == f"<MemsetNode {fill.node.label} (destroyed)>"
+
+
+def test_numbers_a_c_type_cannot_hold_are_overflow_errors_and_change_nothing():
+    gd = compat.GraphDefinition()
+    fill, copy = gd.memset(0x1000, 0x11, 4), gd.memcpy(0x2000, 0x1000, 2)
+    with pytest.raises(OverflowError, match=r"compat MemsetNode.update: value: an int fills bytes: expected 0..255"):
+        fill.update(value=256)
+    with pytest.raises(OverflowError, match=r"compat MemcpyNode.update: size: a size_t cannot hold -1"):
+        copy.update(size=-1)
+    with pytest.raises(OverflowError, match=r"compat GraphNode.memcpy: size: a size_t cannot hold -3"):
+        gd.memcpy(0x2000, 0x1000, -3)
+    with pytest.raises(OperandError):  # (and compat's own class)
+        gd.memset(0x1000, -1, 4)
+    assert (fill.value, copy.size, len(gd.nodes())) == (0x11, 2, 2)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...definition.condition import Condition
+from ...definition.core import check_size
 from ...definition.drawing import check_path
 from ...definition.graph import Graph
 from ...definition.node import Node
@@ -29,6 +30,8 @@ from .packing import pack_graph
 DRIVER_KERNEL_TYPES = frozenset({"Kernel", "CUkernel", "CUfunction"})
 
 __all__ = [
+    "SizeOverflow",
+    "copy_size",
     "DRIVER_KERNEL_TYPES",
     "DestroyedRefusal",
     "DriverRefusal",
@@ -106,6 +109,26 @@ DestroyedRefusal: type[StateError] = type(
     (StateError, DriverRefusal),
     {"__module__": __name__, "__doc__": "An edge to or from a destroyed node (a StateError and a DriverRefusal)."},
 )
+
+
+#: A number outside the C type cuda.core converts it to (a negative ``size_t``, a fill byte above 255): cuda.core's
+#: ``OverflowError``, and an :class:`~cudagraph.errors.OperandError`.
+SizeOverflow: type[OperandError] = type(
+    "SizeOverflow",
+    (OperandError, OverflowError),
+    {
+        "__module__": __name__,
+        "__doc__": "A number its C type cannot hold, where cuda.core converts it (OverflowError).",
+    },
+)
+
+
+def copy_size(call: str, size: Any) -> int:
+    """A copy's ``size`` as cuda.core takes its ``size_t``: a negative one is :data:`SizeOverflow`, else
+    :func:`~cudagraph.definition.core.check_size`'s answer (no integer, 0)."""
+    if isinstance(size, int) and not isinstance(size, bool) and size < 0:
+        raise SizeOverflow(f"compat {call}: size: a size_t cannot hold {size}")
+    return check_size(size, f"compat {call}", "size")
 
 
 @functools.cache

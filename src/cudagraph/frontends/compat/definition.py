@@ -12,7 +12,6 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ...definition.core import check_size
 from ...definition.graph import Graph
 from ...definition.node import Node
 from ...driver.calls import require_driver
@@ -22,9 +21,11 @@ from .common import (
     DriverRefusal,
     GraphCompleteOptions,
     GraphCondition,
+    SizeOverflow,
     add_callback,
     add_conditional,
     add_kernel,
+    copy_size,
     instantiate,
     node_type,
     unsupported,
@@ -213,7 +214,7 @@ class GraphNode:
         call = "GraphNode.memcpy"
         owner_check(call, dst_owner, dst, "dst")
         owner_check(call, src_owner, src, "src")
-        nbytes = check_size(size, f"compat {call}", "size")
+        nbytes = copy_size(call, size)
         node = self._def._g.memcpy(operand(dst), operand(src), nbytes, after=self._after())
         keep(node, dst_owner, src_owner)
         return self._add(node)  # type: ignore[no-any-return]
@@ -323,13 +324,6 @@ def _bodies(node: Any) -> tuple[Graph, ...]:
 
 
 #: A negative ``size``: cuda.core's ``size_t`` conversion raises ``OverflowError``.
-SizeOverflow: type[OperandError] = type(
-    "SizeOverflow",
-    (OperandError, OverflowError),
-    {"__module__": __name__, "__doc__": "A negative size where cuda.core takes a size_t (an OverflowError)."},
-)
-
-
 _BUILDERS = (
     "launch",
     "empty",

@@ -12,10 +12,17 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ...definition.core import check_size
 from ...errors import DefinitionError, OperandError
 from ..launch import _config, _kernel
-from .common import DRIVER_KERNEL_TYPES, check_python_callback, is_c_function, kernel_args, unsupported
+from .common import (
+    DRIVER_KERNEL_TYPES,
+    SizeOverflow,
+    check_python_callback,
+    copy_size,
+    is_c_function,
+    kernel_args,
+    unsupported,
+)
 from .lifetimes import operand
 
 __all__ = [
@@ -55,8 +62,8 @@ def owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
 def memset_value(call: str, value: Any) -> tuple[int, int]:
     """``(value, element size)`` from an int (one byte) or a 1-, 2- or 4-byte buffer-protocol object."""
     if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value < 256:
-            raise OperandError(f"compat {call}: value: an int fills bytes: expected 0..255, got {value}")
+        if not 0 <= value < 256:  # (cuda.core: the OverflowError of its unsigned char)
+            raise SizeOverflow(f"compat {call}: value: an int fills bytes: expected 0..255, got {value}")
         return value, 1
     try:
         raw = bytes(memoryview(value).cast("B"))
@@ -142,7 +149,7 @@ def memcpy_changes(
     if src is not None:
         changes["src"] = operand(src)
     if size is not None:
-        changes["nbytes"] = check_size(size, f"compat {call}", "size")
+        changes["nbytes"] = copy_size(call, size)
     return changes, (dst_owner, src_owner)
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CudaGraphError, DefinitionError, OperandError, StateError
+from ...errors import CudaGraphError, OperandError, StateError
+from .common import DestroyedRefusal
 from .packing import convert_for
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
 
@@ -195,16 +196,18 @@ def executable_view(node: GraphNode, exe: Executable) -> ExecutableGraphNode:
     OperandError
         The entry point, or a node of a kind with no view (empty, allocation, free, conditional), as cuda.core
         refuses them (a ``TypeError`` too).
-    DefinitionError
-        The node was destroyed (a ``ValueError`` too).
+    DestroyedRefusal
+        The node was destroyed (a ``RuntimeError`` and a ``ValueError``).
     NodeNotFoundError
         A node of another definition, or added since the executable was made.
     """
     inner = node._node
     if inner is None:
         raise OperandError("compat: the entry point of a GraphDefinition is not a node of an executable")
-    if not node.is_valid:
-        raise DefinitionError(f"compat: exe[node]: {inner.label} was destroyed; it is no longer valid")
+    if not node.is_valid:  # (cuda.core's RuntimeError and sentence; a ValueError too, as cuda.core 1.2.0 raised)
+        raise DestroyedRefusal(
+            f"GraphNode has been destroyed (compat: exe[node]: {inner.label} was destroyed; it is no longer valid)"
+        )
     view = _VIEWS.get(inner.kind)
     if view is None:
         raise OperandError(

@@ -290,6 +290,14 @@ def test_devices_compare_by_ordinal_with_compat_and_cuda_core_devices(monkeypatc
     assert compat.Device(1) == Device(1) and compat.Device(0) != Device(1) and compat.Device(0) != "0"
     assert hash(compat.Device()) == hash(Device(1)) and int(compat.Device()) == 1
     assert len({compat.Device(), compat.Device(1)}) == 1
+    # cuda.core takes a Device it does not know as an ordinal (`device_id < 0`, then an index): a compat Device is one.
+    import operator
+
+    assert operator.index(compat.Device()) == 1 and ["a", "b", "c"][compat.Device(2)] == "c"
+    assert not compat.Device(0) < 0 and compat.Device(0) >= 0 and compat.Device(1) > 0 and compat.Device(1) <= 1
+    assert compat.Device(0) < compat.Device(1) and compat.Device(0) < Device(1) and not compat.Device(1) < Device(1)
+    with pytest.raises(TypeError):
+        compat.Device(0) < "1"  # noqa: B015
 
 
 # ------------------------------------------------------------------------------------------ builder states

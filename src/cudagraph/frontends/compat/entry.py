@@ -71,8 +71,41 @@ class Device:
     def __int__(self) -> int:
         return self._ordinal()
 
+    def __index__(self) -> int:
+        """The ordinal: cuda.core's calls that take ``Device | int`` (memory resources, ``cuda.core.Device(...)``)
+        take a compat ``Device`` as its ordinal."""
+        return self._ordinal()
+
+    # cuda.core reads an argument that is not its own Device as an ordinal, checking ``device_id < 0`` first: a
+    # compat Device orders as its ordinal among ints and Devices (cuda.core's own Device does not order).
+    def __lt__(self, other: object) -> bool:
+        o = _ordinal_of(other)
+        return NotImplemented if o is None else self._ordinal() < o
+
+    def __le__(self, other: object) -> bool:
+        o = _ordinal_of(other)
+        return NotImplemented if o is None else self._ordinal() <= o
+
+    def __gt__(self, other: object) -> bool:
+        o = _ordinal_of(other)
+        return NotImplemented if o is None else self._ordinal() > o
+
+    def __ge__(self, other: object) -> bool:
+        o = _ordinal_of(other)
+        return NotImplemented if o is None else self._ordinal() >= o
+
     def __repr__(self) -> str:
         return f"<compat Device {'current' if self._device_id is None else self._device_id}>"
+
+
+def _ordinal_of(value: object) -> int | None:
+    """The ordinal of an int, a compat ``Device`` or a cuda.core ``Device``; ``None`` for anything else."""
+    if isinstance(value, Device):
+        return value._ordinal()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    ordinal = getattr(value, "device_id", None) if type(value).__name__ == "Device" else None
+    return ordinal if isinstance(ordinal, int) else None
 
 
 def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:

@@ -237,3 +237,30 @@ def test_views_of_nodes_without_updates_or_destroyed_are_refused(G, k, gpu):
     with pytest.raises(ValueError if G is cg.compat else (ValueError, RuntimeError)):
         exe[kern]
     exe.close()
+
+
+def test_an_executable_keeps_the_callback_data_it_was_built_with_after_the_node_is_updated(G, stream):
+    """A ctypes callback's user_data is copied with the node: an executable made before an update of the node
+    reads the first copy (kept by the executable, not freed by the update), one made after reads the new one."""
+    import ctypes
+    import gc
+
+    seen: list[int] = []
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    def read_byte(data: int) -> None:
+        seen.append(ctypes.cast(data, ctypes.POINTER(ctypes.c_uint8))[0])
+
+    gd = G.GraphDefinition()
+    node = gd.callback(read_byte, user_data=bytes([0xA1]))
+    before = gd.instantiate()
+    node.update(read_byte, user_data=bytes([0xB2]))
+    after = gd.instantiate()
+    for _ in range(3):  # (freed memory would be reused by these)
+        junk = [bytes([0x40]) * 64 for _ in range(1000)]
+        del junk
+        gc.collect()
+    before.launch(stream)
+    after.launch(stream)
+    stream.sync()
+    assert seen == [0xA1, 0xB2]

@@ -17,6 +17,8 @@ from ..errors import DefinitionError
 from .edits import before_edit
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .core import GraphCore
     from .graph import Graph
 
@@ -25,6 +27,7 @@ __all__ = [
     "bodies_of",
     "child_graphs",
     "graph_address",
+    "kept_operands",
     "parameter_slots",
     "rebuilt_node",
     "update_definition_node",
@@ -246,6 +249,26 @@ def _set_base(node: Node, graph: GraphCore, index: int, name: str) -> None:
     node.index = index
     node.name = name
     node._preds = []
+
+
+def kept_operands(nodes: Sequence[Node]) -> list[Any]:
+    """The objects ``nodes`` keep for their driver nodes (their ``_keep``: a callback's copied data, a copy's or a
+    fill's operand owners), and those of the nodes of their bodies: what a driver graph built from them reads.
+
+    An executable holds them for as long as it runs the nodes as they were built, so that an edit of the
+    definition in place (which replaces a node's ``_keep``) frees nothing the executable still reads.
+    """
+    out: list[Any] = []
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        kept = getattr(n, "_keep", None)
+        if kept is not None:
+            out.append(kept)
+        if n.body_fields:
+            for body in bodies_of(n):
+                stack.extend(body._nodes)
+    return out
 
 
 def bodies_of(node: Node) -> list[Graph]:

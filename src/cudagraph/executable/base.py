@@ -77,6 +77,7 @@ class ExecutableBase:
         "_shared",
         "_sink",
         "_states",
+        "_kept",
         "_state",
         "_streams",
         "_updaters",
@@ -105,6 +106,7 @@ class ExecutableBase:
     _overrides: dict[int, Node]  # id(node) -> the node as changed by exe[node].update()
     _enabled: dict[int, bool]
     _states: list[Any] | None  # None until recorded (see Updating._recorded_states)
+    _kept: list[Any] | None  # the nodes' kept operands as run, recorded with the states (definition.node.kept_operands)
     _sig: _Shape | None
     _streams: dict[int, Any]
     _state: list[Any]  # [exec handle, lowered graph], shared with the finalizer

@@ -176,6 +176,7 @@ class PythonExecutable(Binding, Updating):
         # is edited in place (definition/edits.py). Bodies can be edited without their parent graph
         # knowing, so a definition with nested graphs is recorded now.
         self._states = None
+        self._kept = None
         self._sig = None
         if not is_flat(lowered.definition):  # (the capture backend inlines bodies: lowered.bodies is empty)
             self._record()

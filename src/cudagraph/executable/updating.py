@@ -37,7 +37,7 @@ from ..definition.diff import (
 )
 from ..definition.graph import Graph
 from ..definition.kinds.kernel import LAUNCH_KEYWORDS, check_launch_attrs, launch_signature
-from ..definition.node import rebuilt_node
+from ..definition.node import kept_operands, rebuilt_node
 from ..definition.nodes import Node
 from ..driver.calls import raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
@@ -179,7 +179,9 @@ class Updating(ExecutableBase):
         first use)."""
         states = self._states
         if states is None:
-            states = self._states = [node_state(n) for n in self._lowered.nodes]
+            nodes = self._lowered.nodes
+            states = self._states = [node_state(n) for n in nodes]
+            self._kept = kept_operands(nodes)  # (recorded before an edit in place replaces them)
         return states
 
     def _record(self) -> None:
@@ -502,6 +504,7 @@ class Updating(ExecutableBase):
         """
         self.graph = graph
         self._states = states if states is not None else [node_state(n) for n in graph._nodes]
+        self._kept = kept_operands(graph._nodes)  # (what it runs from now on; a later edit in place replaces them)
         self._overrides.clear()
         self._updaters.clear()
         self._shared.clear()

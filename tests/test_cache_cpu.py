@@ -407,8 +407,8 @@ def test_update_unchanged_and_per_node(stub):
         exe.driver_node(g1.nodes[7])
     with pytest.raises(KeyError):  # (a KeyError too)
         exe.driver_node(same.nodes[7])
-    with pytest.raises(NodeNotFoundError, match=r"^None is not a node of the executable"):
-        exe[None]
+    with pytest.raises(OperandError, match=r"^exe\[node\]: expected a node of Graph '.*', got NoneType$"):
+        exe[None]  # (a TypeError: not a node at all)
     assert exe[g2.nodes[0]].node is g2.nodes[0]
     assert exe.update(chain(args)) == UpdateResult("unchanged")
 

@@ -230,11 +230,19 @@ class PythonExecutable(Binding, Updating):
 
         A key that is not a :class:`~cudagraph.Node` but whose class has an ``_executable_view(exe)``
         method (a :mod:`cudagraph.compat` node) is asked for its own view.
+
+        Raises
+        ------
+        OperandError
+            ``node`` is neither (a ``TypeError`` too).
+        NodeNotFoundError
+            A node of another definition, or one added since the executable was made.
         """
         if not isinstance(node, Node):
             view = getattr(type(node), "_executable_view", None)
             if view is not None:
                 return view(node, self)
+            raise OperandError(f"exe[node]: expected a node of Graph {self.graph.name!r}, got {type(node).__name__}")
         self.driver_node(node)
         return ExecutableNode(cast(Executable, self), node)  # (every instance is an Executable)
 

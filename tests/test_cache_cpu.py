@@ -807,3 +807,39 @@ def test_same_value_learns_per_type_only_what_instances_cannot_change() -> None:
         __hash__ = None  # type: ignore[assignment]
 
     assert same_value(Slotted(1), Slotted(1)) and not same_value(Slotted(1), Slotted(2))
+
+
+def test_a_compat_source_of_another_topology_is_refused_as_the_driver_refuses_it(stub):
+    from cudagraph.frontends.compat.common import DriverRefusal
+
+    gd = cg.compat.GraphDefinition()
+    gd.empty()
+    exe = make_exe(gd.graph)
+    other = cg.compat.GraphDefinition()
+    other.empty().empty()
+    with pytest.raises(DriverRefusal, match=r"the topology differs: node added: empty#1"):
+        exe.update(other)  # (cuda.core's CUDAError where cuda.core is installed; a DefinitionError too)
+    with pytest.raises(DefinitionError, match=r"the topology differs") as info:
+        exe.update(chain([(0x1000, A, N)]))  # a native Graph: the native refusal
+    assert type(info.value) is DefinitionError
+
+
+def test_an_executable_keeps_what_its_nodes_were_built_with_across_edits_in_place(stub):
+    import gc
+
+    class Memory:  # device memory owned by a Python object (as a Buffer or a tensor)
+        def __init__(self, ptr: int) -> None:
+            self.__cuda_array_interface__ = {"shape": (64,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+    g = cg.Graph("kept")
+    first = Memory(0x1000)
+    g.memcpy(0x2000, first, 8)
+    exe = make_exe(g)
+    alive = weakref.ref(first)
+    del first
+    g.nodes[0].update(src=Memory(0x3000))  # an edit in place: the node keeps the new operand, not the first
+    gc.collect()
+    assert alive() is not None  # the executable still runs the copy from the first operand
+    assert exe.update(g) == UpdateResult("per-node", 1)  # now it runs the edited node
+    gc.collect()
+    assert alive() is None

@@ -249,7 +249,10 @@ class Updating(ExecutableBase):
             and the definition node at fault.
         """
         self._require_open()
+        refusal: type[DefinitionError] = DefinitionError
         if not isinstance(graph, Graph):
+            # A compat source names the class its topology refusal takes (cuda.core's: the driver's CUDAError).
+            refusal = getattr(type(graph), "_topology_refusal", DefinitionError)
             source = getattr(type(graph), "_update_source", None)  # a compat GraphDefinition or GraphBuilder
             if source is None:
                 raise OperandError(  # (with cuda.core's words, for a ported program matching them)
@@ -303,7 +306,7 @@ class Updating(ExecutableBase):
                 if not diffs and graph is old_def:
                     reason = "the definition was edited in place (nodes or edges added or removed) since it was run"
                 if not reinstantiate_if_needed:
-                    raise DefinitionError(
+                    raise refusal(
                         f"cannot update the executable of Graph {old_def.name!r} from Graph {graph.name!r}: "
                         f"the topology differs: {reason or 'node kinds differ'} (nodes, edges, edge types and "
                         "launch attributes are fixed at instantiation; pass reinstantiate_if_needed=True to "

@@ -242,6 +242,10 @@ class GraphBuilder:
         self._no_open_bodies(call)
         return instantiate(self._graph, options)
 
+    #: The class of ``exe.update(...)``'s refusal of another topology: cuda.core leaves that to the driver, whose
+    #: ``CUDAError`` a ported program catches (a DriverRefusal is one, and a DefinitionError).
+    _topology_refusal = DriverRefusal
+
     def _update_source(self) -> Graph:
         """The graph ``exe.update(builder)`` makes the executable run: only once building has ended (cuda.core:
         "Graph has not finished building")."""

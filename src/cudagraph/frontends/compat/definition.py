@@ -376,6 +376,10 @@ class GraphDefinition:
             return require_driver().CUgraph(0)
         return definition_handle(self)
 
+    #: The class of ``exe.update(...)``'s refusal of another topology: cuda.core leaves that to the driver, whose
+    #: ``CUDAError`` a ported program catches (a DriverRefusal is one, and a DefinitionError).
+    _topology_refusal = DriverRefusal
+
     def _update_source(self) -> Graph:  # exe.update(gd): see Executable.update
         pack_graph(self._g)
         return self._g

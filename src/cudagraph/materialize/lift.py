@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 from ..definition.graph import Graph
+from ..definition.kinds.launch import SMEM_DEFAULT_LIMIT
 from ..definition.kinds.opaque import OpaqueNode
 from ..definition.memory_info import describe_memory
 from ..definition.nodes import Node
@@ -217,7 +218,7 @@ class _Lifter:
         attributes = reader.attributes
         # The reader hands back one dict for equal values (NodeReads._seen): the launch attributes made from one,
         # for a node with no programmatic edge and no attributes of its own yet, serve every such node alike.
-        made_from: dict[tuple[int, int], Any] = {}
+        made_from: dict[tuple[int, bool], Any] = {}
         for node, handle in zip(made, handles):
             if node.kind == "kernel":
                 if unread and id(node.args) in unread:  # type: ignore[attr-defined]
@@ -227,7 +228,9 @@ class _Lifter:
                 if edges or (raw and node.attrs is not None):  # type: ignore[attr-defined]
                     KERNEL.lift_attributes(node, raw, edges or [])  # type: ignore[arg-type]
                 elif raw:  # (most nodes launch plainly: nothing to carry)
-                    key = (id(raw), node.shared_mem)  # type: ignore[attr-defined]
+                    # What lift_attributes makes depends on the values and on whether the shared memory needs the
+                    # opt-in: nodes alike in both share one (bench/zoo_lift_profile.py prints what it costs).
+                    key = (id(raw), node.shared_mem > SMEM_DEFAULT_LIMIT)  # type: ignore[attr-defined]
                     attrs = made_from.get(key)
                     if attrs is None:
                         KERNEL.lift_attributes(node, raw, [])  # type: ignore[arg-type]

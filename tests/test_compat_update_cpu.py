@@ -420,3 +420,16 @@ def test_numbers_a_c_type_cannot_hold_are_overflow_errors_and_change_nothing():
     with pytest.raises(OperandError):  # (and compat's own class)
         gd.memset(0x1000, -1, 4)
     assert (fill.value, copy.size, len(gd.nodes())) == (0x11, 2, 2)
+
+
+def test_a_definition_refuses_clustered_and_cooperative_launches_as_cuda_core_does():
+    gd = compat.GraphDefinition()
+    cooperative = LaunchConfig(grid=1, block=1)
+    cooperative.is_cooperative = True
+    for config in (LaunchConfig(grid=2, block=32, cluster=2), cooperative):
+        with pytest.raises(NotImplementedError, match=r"^clustered or cooperative kernel launches are not supported"):
+            gd.launch(config, K)
+    assert len(gd.nodes()) == 0
+    b = compat.GraphBuilder().begin_building()  # (a builder takes one, as cuda.core's capture does)
+    compat.launch(b, LaunchConfig(grid=2, block=32, cluster=2), K)
+    assert b.graph.nodes[0].attrs.cluster == (2, 1, 1)

@@ -173,7 +173,17 @@ class GraphNode:
         return w
 
     def launch(self, config: Any, kernel: Any, *args: Any) -> KernelNode:
-        """Add a kernel launch depending on this node (``config`` is a cuda.core ``LaunchConfig``)."""
+        """Add a kernel launch depending on this node (``config`` is a cuda.core ``LaunchConfig``).
+
+        A clustered or cooperative ``config`` is refused, as cuda.core's ``GraphDefinition`` refuses it
+        (:data:`ClusteredLaunchRefusal`, a ``NotImplementedError``); a compat ``GraphBuilder`` takes one, as
+        cuda.core's, and so does :meth:`cudagraph.Graph.kernel` (``cluster=``, ``cooperative=``).
+        """
+        if getattr(config, "cluster", None) is not None or getattr(config, "is_cooperative", False) is True:
+            raise ClusteredLaunchRefusal(
+                "clustered or cooperative kernel launches are not supported in a GraphDefinition (compat "
+                "GraphDefinition.launch, as cuda.core's; cudagraph.Graph.kernel(cluster=, cooperative=) builds one)"
+            )
         node = add_kernel(self._def._g, self._after(), config, kernel, args, "GraphDefinition.launch")
         return self._add(node)  # type: ignore[no-any-return]
 
@@ -324,6 +334,15 @@ def _bodies(node: Any) -> tuple[Graph, ...]:
 
 
 #: A negative ``size``: cuda.core's ``size_t`` conversion raises ``OverflowError``.
+#: A clustered or cooperative launch added to a compat ``GraphDefinition``: cuda.core's ``NotImplementedError``
+#: (and an OperandError).
+ClusteredLaunchRefusal: type[OperandError] = type(
+    "ClusteredLaunchRefusal",
+    (OperandError, NotImplementedError),
+    {"__module__": __name__, "__doc__": "A clustered or cooperative launch in a GraphDefinition (NotImplemented)."},
+)
+
+
 _BUILDERS = (
     "launch",
     "empty",

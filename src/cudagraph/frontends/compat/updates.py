@@ -180,6 +180,8 @@ def callback_changes(node: Any, fn: Any, user_data: Any, call: str) -> dict[str,
     (and its ``user_data``) for one made with a function pointer; a switch between the two is refused."""
     if node.kind == "host_fn":
         if not is_c_function(fn):
+            if user_data is not None:  # (cuda.core's ValueError for user_data beside a Python callable comes first)
+                check_python_callback(call, fn, user_data)
             raise unsupported(call, "fn", f"{type(fn).__name__} for a callback made with a ctypes function pointer")
         return {"fn": fn, "user_data": user_data}
     if is_c_function(fn):

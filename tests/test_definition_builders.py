@@ -7,12 +7,14 @@ import functools
 import gc
 import itertools
 import weakref
+from typing import Any
 
 import numpy as np
 import pytest
 
 import cudagraph as cg
 from cudagraph.definition.operands import Deferred, normalize_kernel_args
+from cudagraph.errors import StateError
 
 # --------------------------------------------------------------------------- fake operands
 
@@ -784,3 +786,31 @@ def test_graph_container_protocol():
     assert g.edges == [(a, b)]
     assert repr(g) == "<Graph 'box': 2 nodes, 1 edges>"
     assert cg.Graph().name == "graph"
+
+
+def test_a_closed_event_is_refused_at_the_builder_and_at_update():
+    class CUeventValue:  # a CUevent that reads as an int (0: null)
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        def __int__(self) -> int:
+            return self.value
+
+    class Event:  # a cuda.core Event: its handle reads 0 once closed
+        def __init__(self) -> None:
+            self.handle: Any = CUeventValue(0x10)
+
+        def close(self) -> None:
+            self.handle = CUeventValue(0)
+
+    g = cg.Graph()
+    live, closed = Event(), Event()
+    closed.close()
+    r = g.record(live)
+    with pytest.raises(StateError, match=r"^record#1 'record': event: the Event is closed"):
+        g.record(closed)
+    with pytest.raises(RuntimeError, match=r"wait#1 'wait': event: the Event is closed"):
+        g.wait(closed)
+    with pytest.raises(StateError, match=r"the Event is closed"):
+        r.update(event=closed)
+    assert r.event is live and len(g) == 1

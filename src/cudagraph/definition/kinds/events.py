@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import OperandError
+from ...errors import OperandError, StateError
 from ..core import After, GraphCore, builder
 from ..node import Node
 
@@ -18,10 +18,22 @@ _EVENT_TYPES = ("CUevent",)
 
 
 def _check_event(event: Any, what: str) -> None:
+    """Refuse what is no event (:class:`OperandError`) and a closed cuda.core ``Event`` (:class:`StateError`, a
+    ``RuntimeError`` as cuda.core's: its handle reads 0 once closed, and a graph of it would use no event)."""
     tname = type(event).__name__
     if tname in _EVENT_TYPES:
         return
     if tname == "Event" and hasattr(event, "handle"):
+        try:
+            handle = event.handle
+        except Exception:  # (a handle property that raises: not an event cudagraph can read)
+            raise OperandError(f"{what}: the {tname}'s handle cannot be read") from None
+        try:
+            closed = handle is None or int(handle) == 0
+        except (TypeError, ValueError):  # (a handle that is no int: read when the graph is built)
+            closed = False
+        if closed:
+            raise StateError(f"{what}: the Event is closed (its handle is null)")
         return
     raise OperandError(f"{what}: expected a cuda.core Event or a CUevent, got {tname}")
 

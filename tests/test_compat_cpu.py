@@ -236,3 +236,15 @@ def test_instantiate_passes_the_options(monkeypatch):
         "device_launch": False,
         "use_node_priority": True,
     }
+
+
+def test_an_address_into_an_allocation_stays_the_allocation_in_every_graph_built():
+    gd = compat.GraphDefinition()
+    a = gd.allocate(64)
+    inner = a.dptr + 16
+    assert int(inner) == int(a.dptr) + 16 and (inner - 8).offset == 8 and (8 + a.dptr).offset == 8
+    assert type(inner - a.dptr) is int and inner - a.dptr == 16  # (a distance is an int)
+    fill = a.memset(inner, 0, 4)
+    assert repr(fill.node.dst) == "<AllocOffset alloc#0 'alloc' + 16>"  # built with its own graph's address
+    with pytest.raises(DefinitionError, match=r"alloc#0 'alloc': offset 64 is outside the 64-byte allocation"):
+        a.memset(a.dptr + 64, 0, 4)

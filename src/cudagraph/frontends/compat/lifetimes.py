@@ -38,18 +38,35 @@ def keep(node: Any, *owners: Any) -> None:
 
 
 class AllocAddress(int):
-    """An allocation's ``dptr``: an ``int`` (its address once built, else 0) that compat's builders take as the
-    allocation itself."""
+    """An allocation's ``dptr``, or an address ``offset`` bytes into it (``dptr + n``, ``dptr - n``): an ``int``
+    (the address once built) that compat's builders take as the allocation itself (``alloc.offset(n)``), so a node
+    built into another driver graph uses that graph's address, as cuda.core's one graph would."""
 
     alloc: Any
+    offset: int
 
-    def __new__(cls, alloc: Any) -> AllocAddress:
-        self = super().__new__(cls, address_of(alloc))
+    def __new__(cls, alloc: Any, offset: int = 0) -> AllocAddress:
+        base = address_of(alloc)
+        self = super().__new__(cls, base + offset if base else offset)
         self.alloc = alloc
+        self.offset = offset
         return self
 
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, int) and not isinstance(other, (bool, AllocAddress)):
+            return AllocAddress(self.alloc, self.offset + other)
+        return int(self) + other
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        if isinstance(other, int) and not isinstance(other, (bool, AllocAddress)):
+            return AllocAddress(self.alloc, self.offset - other)
+        return int(self) - other  # (the distance between two addresses: an int)
+
     def __repr__(self) -> str:
-        return f"<AllocAddress {self.alloc.label}: {int(self):#x}>"
+        more = f" + {self.offset}" if self.offset else ""
+        return f"<AllocAddress {self.alloc.label}{more}: {int(self):#x}>"
 
 
 def address_of(alloc: Any) -> int:
@@ -71,4 +88,6 @@ def record_addresses(state: Any) -> None:
 def operand(value: Any) -> Any:
     """``value``, or the allocation an :class:`AllocAddress` names (so a node built later uses its own graph's
     address)."""
-    return value.alloc if type(value) is AllocAddress else value
+    if type(value) is AllocAddress:
+        return value.alloc.offset(value.offset) if value.offset else value.alloc
+    return value

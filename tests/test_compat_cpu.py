@@ -248,3 +248,24 @@ def test_an_address_into_an_allocation_stays_the_allocation_in_every_graph_built
     assert repr(fill.node.dst) == "<AllocOffset alloc#0 'alloc' + 16>"  # built with its own graph's address
     with pytest.raises(DefinitionError, match=r"alloc#0 'alloc': offset 64 is outside the 64-byte allocation"):
         a.memset(a.dptr + 64, 0, 4)
+
+
+def test_edges_of_a_graph_with_graph_memory_are_not_removed_as_the_driver_refuses():
+    from cudagraph.frontends.compat.common import DriverRefusal
+
+    gd = compat.GraphDefinition()
+    a = gd.allocate(64)
+    cb = a.callback(lambda: None)
+    lone = gd.empty()
+    with pytest.raises(DriverRefusal, match=r"GraphNode.destroy: host#1 .*no edge from a graph that holds allocation"):
+        cb.destroy()
+    with pytest.raises(DriverRefusal, match=r"no edge from a graph that holds allocation or free nodes"):
+        cb.pred.discard(a)
+    assert cb.is_valid and cb in gd.nodes() and (a, cb) in gd.edges()
+    lone.destroy()  # (a node with no edge: nothing to remove)
+    assert not lone.is_valid
+    plain = compat.GraphDefinition()
+    e = plain.empty()
+    f = e.empty()
+    f.destroy()  # (no graph memory: the edge goes with the node)
+    assert list(e.succ) == []

@@ -104,7 +104,12 @@ class Adjacency(MutableSet["GraphNode"]):
             me.succeed(*new)
 
     def _remove(self, nodes: list[Any]) -> None:
-        """Remove the edges to (from) ``nodes``, each of them present (nothing can be refused)."""
+        """Remove the edges to (from) ``nodes``, each of them present: all, or none where the driver refuses to
+        remove edges (a graph with allocation or free nodes)."""
+        if nodes:
+            from .definition import refuse_edge_removal
+
+            refuse_edge_removal(self._owner._def._g, self._what(""))
         for n in nodes:
             self._edit(self._owner._def._g.remove_edge, n)
 

@@ -119,6 +119,8 @@ class GraphNode:
         once no executable made before holds it, as in cuda.core."""
         node = self._node
         if node is not None and self.is_valid:
+            if len(self.pred) or len(self.succ):
+                refuse_edge_removal(self._def._g, f"compat GraphNode.destroy: {node.label}")
             self._def._g.remove(node)
             self._def._wrappers.pop(id(node), None)
             self._def._release_bodies(node)
@@ -334,6 +336,17 @@ def _bodies(node: Any) -> tuple[Graph, ...]:
 
 
 #: A negative ``size``: cuda.core's ``size_t`` conversion raises ``OverflowError``.
+def refuse_edge_removal(g: Graph, what: str) -> None:
+    """Refuse to remove an edge of ``g`` where the driver refuses it (:data:`DriverRefusal`, cuda.core's
+    ``CUDAError``): its graph holds an allocation or a free node (``cuGraphRemoveDependencies`` and
+    ``cuGraphDestroyNode`` of a connected node return an error there), checked before anything changes."""
+    if any(n.kind in ("alloc", "free") for n in g._nodes):
+        raise DriverRefusal(
+            f"{what}: the driver removes no edge from a graph that holds allocation or free nodes "
+            "(cuda.core: the driver's CUDAError); nothing was changed"
+        )
+
+
 #: A clustered or cooperative launch added to a compat ``GraphDefinition``: cuda.core's ``NotImplementedError``
 #: (and an OperandError).
 ClusteredLaunchRefusal: type[OperandError] = type(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, MutableSet
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OperandError
-from .common import DestroyedRefusal, DriverRefusal, ForeignDriverRefusal
+from .common import DestroyedRefusal, DriverRefusal, ForeignDriverRefusal, refuse_edge_removal
 
 if TYPE_CHECKING:
     from .definition import GraphNode
@@ -107,8 +107,6 @@ class Adjacency(MutableSet["GraphNode"]):
         """Remove the edges to (from) ``nodes``, each of them present: all, or none where the driver refuses to
         remove edges (a graph with allocation or free nodes)."""
         if nodes:
-            from .definition import refuse_edge_removal
-
             refuse_edge_removal(self._owner._def._g, self._what(""))
         for n in nodes:
             self._edit(self._owner._def._g.remove_edge, n)

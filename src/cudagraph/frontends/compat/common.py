@@ -32,6 +32,7 @@ DRIVER_KERNEL_TYPES = frozenset({"Kernel", "CUkernel", "CUfunction"})
 __all__ = [
     "SizeOverflow",
     "copy_size",
+    "refuse_edge_removal",
     "DRIVER_KERNEL_TYPES",
     "DestroyedRefusal",
     "DriverRefusal",
@@ -121,6 +122,17 @@ SizeOverflow: type[OperandError] = type(
         "__doc__": "A number its C type cannot hold, where cuda.core converts it (OverflowError).",
     },
 )
+
+
+def refuse_edge_removal(g: Graph, what: str) -> None:
+    """Refuse to remove an edge of ``g`` where the driver refuses it (:data:`DriverRefusal`, cuda.core's
+    ``CUDAError``): its graph holds an allocation or a free node (``cuGraphRemoveDependencies`` and
+    ``cuGraphDestroyNode`` of a connected node return an error there), checked before anything changes."""
+    if any(n.kind in ("alloc", "free") for n in g._nodes):
+        raise DriverRefusal(
+            f"{what}: the driver removes no edge from a graph that holds allocation or free nodes "
+            "(cuda.core: the driver's CUDAError); nothing was changed"
+        )
 
 
 def copy_size(call: str, size: Any) -> int:

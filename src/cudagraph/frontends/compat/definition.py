@@ -28,6 +28,7 @@ from .common import (
     copy_size,
     instantiate,
     node_type,
+    refuse_edge_removal,
     unsupported,
     write_dot,
 )
@@ -336,17 +337,6 @@ def _bodies(node: Any) -> tuple[Graph, ...]:
 
 
 #: A negative ``size``: cuda.core's ``size_t`` conversion raises ``OverflowError``.
-def refuse_edge_removal(g: Graph, what: str) -> None:
-    """Refuse to remove an edge of ``g`` where the driver refuses it (:data:`DriverRefusal`, cuda.core's
-    ``CUDAError``): its graph holds an allocation or a free node (``cuGraphRemoveDependencies`` and
-    ``cuGraphDestroyNode`` of a connected node return an error there), checked before anything changes."""
-    if any(n.kind in ("alloc", "free") for n in g._nodes):
-        raise DriverRefusal(
-            f"{what}: the driver removes no edge from a graph that holds allocation or free nodes "
-            "(cuda.core: the driver's CUDAError); nothing was changed"
-        )
-
-
 #: A clustered or cooperative launch added to a compat ``GraphDefinition``: cuda.core's ``NotImplementedError``
 #: (and an OperandError).
 ClusteredLaunchRefusal: type[OperandError] = type(

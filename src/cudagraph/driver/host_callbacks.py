@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import itertools
 import threading
 import weakref
@@ -85,6 +86,20 @@ def _prune() -> None:
         for k in keys:
             if k not in pending:
                 _REGISTRY.pop(k, None)
+
+
+def _after_collection(phase: str, info: dict[str, Any]) -> None:
+    """After a garbage collection, release what retired executables kept for launches finished since (a program
+    waiting for an owner to go, collecting as it waits, sees it go); nothing where another thread holds the lock
+    (the collection may have started inside a retire on this very thread)."""
+    if phase == "stop" and _RETIRED and _LOCK.acquire(blocking=False):
+        try:
+            _prune()
+        finally:
+            _LOCK.release()
+
+
+gc.callbacks.append(_after_collection)
 
 
 def prune_retired() -> None:

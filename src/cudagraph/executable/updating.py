@@ -40,6 +40,7 @@ from ..definition.kinds.kernel import LAUNCH_KEYWORDS, check_launch_attrs, launc
 from ..definition.node import kept_operands, rebuilt_node
 from ..definition.nodes import Node
 from ..driver.calls import raise_error, require_driver
+from ..driver.host_callbacks import retire
 from ..driver.kernel_args import PACKING_LOCK
 from ..errors import DefinitionError, DriverError, OperandError
 from ..materialize.explicit import LoweredGraph, lower
@@ -505,6 +506,11 @@ class Updating(ExecutableBase):
         ``late`` (the move of the lowered graph's allocations and conditions over
         to ``graph``'s objects, if any) replaces the previous move.
         """
+        if self._overrides and self._last_handle is not None:
+            # Nodes changed through exe[node].update() hold what a launch in flight may still read: kept until the
+            # work queued on the streams launched on has finished (host_callbacks.retire), not dropped now.
+            streams = {int(h): h for h in (self._last_handle, *self._streams.values())}
+            retire([], list(streams.values()), keep=(list(self._overrides.values()), self._kept, self.graph))
         self.graph = graph
         self._states = states if states is not None else [node_state(n) for n in graph._nodes]
         self._kept = kept_operands(graph._nodes)  # (what it runs from now on; a later edit in place replaces them)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CudaGraphError, OperandError, StateError
-from .common import DestroyedRefusal
+from ...errors import CudaGraphError, NodeNotFoundError, OperandError, StateError
+from .common import DestroyedRefusal, DriverRefusal
 from .packing import convert_for
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
 
@@ -214,5 +214,18 @@ def executable_view(node: GraphNode, exe: Executable) -> ExecutableGraphNode:
             f"compat: exe[node]: {inner.label} is a {inner.kind} node, which does not support executable updates "
             "(kernel, memcpy, memset, host callback, event and child graph nodes do)"
         )
-    exe.driver_node(inner)
+    try:
+        exe.driver_node(inner)
+    except NodeNotFoundError as e:  # (cuda.core hands out the view; the driver refuses its update: CUDAError)
+        raise ForeignViewRefusal(str(e)) from None
     return view._of(exe, node)
+
+
+#: ``exe[node]`` of a node the executable was not made from: cuda.core gives a view whose update the driver refuses
+#: (``CUDAError``); compat refuses at once with a :class:`~cudagraph.errors.NodeNotFoundError` that is a
+#: :data:`~.common.DriverRefusal` too.
+ForeignViewRefusal: type[NodeNotFoundError] = type(
+    "ForeignViewRefusal",
+    (NodeNotFoundError, DriverRefusal),
+    {"__module__": __name__, "__doc__": "exe[node] of a node of another definition (a NodeNotFoundError, CUDAError)."},
+)

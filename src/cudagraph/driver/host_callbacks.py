@@ -133,7 +133,10 @@ def retire(keys: list[int], streams: Any, keep: Any = None) -> None:
         recorded = False
         for h in streams:
             err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-            if err or driver.cuEventRecord(event, h)[0]:
+            if err:
+                continue
+            if driver.cuEventRecord(event, h)[0]:  # (a stream destroyed since: nothing to wait for on it)
+                driver.cuEventDestroy(event)
                 continue
             _RETIRED.append((event, list(keys), keep))
             recorded = True

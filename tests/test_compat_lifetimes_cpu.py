@@ -235,3 +235,27 @@ def test_a_destroyed_node_refuses_edges_and_updates_as_cuda_core_does():
     node.destroy()
     with pytest.raises(RuntimeError, match="GraphNode has been destroyed"):
         node.update(value=2)
+
+
+def test_a_buffer_closed_after_its_node_was_added_is_refused_when_the_graph_is_built():
+    from cudagraph.errors import StateError
+    from cudagraph.frontends.compat.common import instantiate
+    from cudagraph.frontends.compat.lifetimes import check_open_buffers
+
+    class Buffer:  # a cuda.core Buffer: its handle reads 0 once closed
+        def __init__(self, address: int) -> None:
+            self.handle, self.size, self.memory_resource = address, 64, None
+
+        def close(self) -> None:
+            self.handle = 0
+
+    gd = compat.GraphDefinition()
+    src, dst = Buffer(0x1000), Buffer(0x2000)
+    gd.memcpy(dst, src, 8)
+    check_open_buffers(gd.graph)  # (open: nothing to say)
+    src.close()
+    closed = r"^memcpy#0 'memcpy' of Graph 'GraphDefinition': a cuda.core Buffer it uses was closed after"
+    with pytest.raises(StateError, match=closed):
+        check_open_buffers(gd.graph)
+    with pytest.raises(RuntimeError, match=r"keep the Buffer open until the graph's last launch"):
+        instantiate(gd.graph, None)  # (refused before anything is built)

@@ -22,7 +22,7 @@ from ...driver.calls import require_driver
 from ...errors import DefinitionError, ForeignNodeError, OperandError, StateError
 from ...executable.executable import instantiate as instantiate_executable
 from ..launch import _config, _kernel
-from .lifetimes import AllocAddress, operand, record_addresses
+from .lifetimes import AllocAddress, check_open_buffers, operand, record_addresses
 from .packing import pack_graph
 
 #: Kernels the definition layer takes as they are (the rest go through ``_kernel``: foreign kernels
@@ -384,6 +384,7 @@ def instantiate(g: Graph, options: Any) -> Any:
         if not isinstance(value, (bool, np.bool_)):
             raise OperandError(f"compat instantiate: options.{flag} must be a bool, got {type(value).__name__}")
     pack_graph(g)
+    check_open_buffers(g)
     # Not Graph.instantiate: it refuses an allocation no free node releases, which cuda.core (and the driver)
     # accept: the memory outlives the launch, and launching again before it is freed is refused by the driver
     # (CUDA_ERROR_INVALID_VALUE, a DriverError) unless auto_free_on_launch is set.

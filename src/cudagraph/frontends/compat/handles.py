@@ -21,7 +21,7 @@ from ...definition.edits import watch
 from ...errors import UnsupportedError
 from ...materialize.explicit import LoweredGraph, lower
 from .common import unsupported
-from .lifetimes import record_addresses
+from .lifetimes import check_open_buffers, record_addresses
 from .packing import pack_graph
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ class DriverGraphs:
             return self.built[-1]
         g = self.graph
         pack_graph(g)  # (an edit when an argument changes: the stamp below is taken after it)
+        check_open_buffers(g)
         g.validate()
         lowered = lower(g, resolve_bindings(g, {}), [])
         record_addresses(getattr(lowered, "state", None))  # (AllocNode.dptr: the addresses of this build)

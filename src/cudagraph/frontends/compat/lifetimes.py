@@ -20,7 +20,11 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ["OWNERS", "AllocAddress", "address_of", "keep", "operand", "record_addresses"]
+from ...definition.addresses import buffer_like
+from ...definition.node import bodies_of
+from ...errors import StateError
+
+__all__ = ["OWNERS", "AllocAddress", "address_of", "check_open_buffers", "keep", "operand", "record_addresses"]
 
 _LOCK = threading.Lock()
 #: cudagraph node -> the owners a compat call gave it (released with the node).
@@ -35,6 +39,43 @@ def keep(node: Any, *owners: Any) -> None:
     if kept:
         with _LOCK:
             OWNERS.setdefault(node, []).extend(kept)
+
+
+def check_open_buffers(graph: Any) -> None:
+    """Refuse to build ``graph`` while one of its nodes (or of its bodies') holds a cuda.core ``Buffer`` closed since
+    it was added: its memory is freed, and a graph built on it would copy from or write to freed memory (seen on an
+    H100: a segmentation fault in the launch). cuda.core's own graph keeps such an allocation alive; compat keeps
+    the Buffer object, which a ``close()`` frees all the same.
+
+    Raises
+    ------
+    StateError
+        Naming the node; a ``RuntimeError`` too.
+    """
+    stack = list(graph._nodes)
+    while stack:
+        node = stack.pop()
+        kept = getattr(node, "_keep", None)
+        held = list(kept) if isinstance(kept, (tuple, list)) else [] if kept is None else [kept]
+        held.extend(OWNERS.get(node, ()))
+        for obj in held:
+            if buffer_like(obj) and _closed(obj):
+                raise StateError(
+                    f"{node.label} of Graph {node.graph.name!r}: a cuda.core Buffer it uses was closed after the node "
+                    "was added, so its memory is freed (cuda.core's graph keeps the allocation; compat keeps the "
+                    "Buffer, which close() frees): keep the Buffer open until the graph's last launch"
+                )
+        if node.body_fields:
+            for body in bodies_of(node):
+                stack.extend(body._nodes)
+
+
+def _closed(buffer: Any) -> bool:
+    """Whether a Buffer's handle reads 0 (closed); ``False`` where it cannot be read."""
+    try:
+        return int(buffer.handle) == 0
+    except Exception:  # (a handle that raises or is no int: not ours to judge here)
+        return False
 
 
 class AllocAddress(int):

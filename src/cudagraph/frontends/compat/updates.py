@@ -56,7 +56,8 @@ def owner_check(call: str, owner: Any, value: Any, arg: str) -> None:
     if value is None:  # (cuda.core's words, whole: ValueError("dst_owner requires dst"))
         raise DefinitionError(f"{arg}_owner requires {arg}")
     if type(value).__name__ == "Buffer":
-        raise OperandError(f"compat {call}: {arg}_owner: must not be given when {arg} is a Buffer")
+        # (cuda.core's ValueError and sentence first)
+        raise DefinitionError(f"{arg}_owner cannot be used when {arg} is a Buffer (compat {call}: it keeps itself)")
 
 
 def memset_value(call: str, value: Any) -> tuple[int, int]:

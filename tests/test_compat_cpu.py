@@ -269,3 +269,15 @@ def test_edges_of_a_graph_with_graph_memory_are_not_removed_as_the_driver_refuse
     f = e.empty()
     f.destroy()  # (no graph memory: the edge goes with the node)
     assert list(e.succ) == []
+
+
+def test_an_allocation_on_the_current_device_names_that_device_as_cuda_core_does(monkeypatch):
+    from cudagraph.frontends.compat import node_kinds
+
+    class Device:
+        device_id = 3
+
+    monkeypatch.setattr(node_kinds, "cuda_core_device", lambda d: Device())
+    gd = compat.GraphDefinition()
+    assert gd.allocate(64).device_id == 3 and gd.allocate(64, memory_type="managed").device_id == 3
+    assert gd.allocate(64, device=1).device_id == 1 and gd.allocate(64, memory_type="host").device_id is None

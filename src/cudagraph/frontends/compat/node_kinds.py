@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...driver.devices import cuda_core_device
 from ...errors import CudaGraphError
 from .common import GraphCondition, core_str_enum
 from .definition import KINDS, GraphNode
@@ -226,8 +227,15 @@ class AllocNode(GraphNode):
 
     @property
     def device_id(self) -> int | None:
-        """The ordinal of the device the memory resides on (``None``: the current device when built; host memory)."""
-        return self._node.device  # type: ignore[union-attr, no-any-return]
+        """The ordinal of the device the memory resides on: the one given, else the current device's as cuda.core
+        reads it (``None`` for host memory, or where no device can be asked)."""
+        node: Any = self._node
+        if node.device is not None or node.memory_type == "host":
+            return node.device  # type: ignore[no-any-return]
+        try:
+            return int(cuda_core_device(None).device_id)
+        except CudaGraphError:  # (no cuda.core or no driver here)
+            return None
 
     @property
     def memory_type(self) -> str:

@@ -75,9 +75,23 @@ def test_owners_stay_until_the_driver_lets_go_then_go_and_on_release_runs(drv):
     let_go(destroy, ptr)
     gc.collect()  # (polled after each collection)
     assert ref() is None and driver_holds.held_count() == before
-    assert released == []  # run outside the collector: at the next release_finished or hold
+    assert released == [True]  # run after the collection too (an on_release never waits for a lock)
     driver_holds.release_finished()
-    assert released == [True]
+    assert released == [True]  # (once)
+
+
+def test_a_key_forgotten_while_the_lock_is_held_is_forgotten_at_the_next_prune():
+    from cudagraph.driver import host_callbacks
+
+    key = host_callbacks.register(print, (), [], None)
+    with host_callbacks._LOCK:  # (as a collection started while this thread registers a callback)
+        host_callbacks.forget_soon([key])  # never waits: left for later
+        assert key in host_callbacks._REGISTRY
+    host_callbacks.prune_retired()
+    assert key not in host_callbacks._REGISTRY and host_callbacks._FORGET_LATER == []
+    other = host_callbacks.register(print, (), [], None)
+    host_callbacks.forget_soon([other])  # the lock is free: at once
+    assert other not in host_callbacks._REGISTRY
 
 
 def test_a_refused_user_object_keeps_the_owners_for_good(drv, monkeypatch):

@@ -32,7 +32,7 @@ __all__ = ["hold", "held_count", "release_finished"]
 _HELD: dict[int, tuple[Any, Callable[[], None] | None]] = {}
 #: The owners of graphs whose user object could not be made: kept for the life of the process.
 _FOREVER: list[Any] = []
-#: What to call for released graphs, run outside the garbage collector (:func:`hold` and :func:`release_finished`).
+#: What to call for released graphs (:func:`hold`, :func:`release_finished`, after a garbage collection).
 _AFTER: deque[Callable[[], None]] = deque()
 _LOCK = threading.Lock()
 #: sem_t is 32 bytes on 64-bit glibc; room for any layout.
@@ -80,7 +80,9 @@ def hold(graph: Any, owners: Any, on_release: Callable[[], None] | None = None) 
     owners : object
         What its nodes refer to (the definition, its nodes and bodies, their operands).
     on_release : callable, optional
-        Called once the driver has let go (outside the garbage collector), e.g. to forget host callbacks.
+        Called once the driver has let go, e.g. to forget host callbacks: at the next :func:`hold` or
+        :func:`release_finished`, or after a garbage collection, so it must never wait for a lock (the collection
+        may run on a thread holding it).
     """
     release_finished()
     libc = _libc()
@@ -171,8 +173,19 @@ def held_count() -> int:
 
 
 def _after_collection(phase: str, info: dict[str, Any]) -> None:
-    if phase == "stop" and _HELD:
+    """Release, after a garbage collection, the owners of graphs the driver has let go of, and run their
+    ``on_release`` (which :func:`hold` requires to be safe there: it must never wait for a lock)."""
+    if phase == "stop" and (_HELD or _AFTER):
         _poll(wait=False)
+        while _AFTER:
+            try:
+                fn = _AFTER.popleft()
+            except IndexError:  # (another thread took it)
+                break
+            try:
+                fn()
+            except Exception:  # (nothing may escape a collector callback; the release itself is done)
+                pass
 
 
 gc.callbacks.append(_after_collection)

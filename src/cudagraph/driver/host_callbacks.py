@@ -10,7 +10,16 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HOST_FN_ADDRESS", "callback", "launch_host_func", "prune_retired", "register", "retire", "unregister"]
+__all__ = [
+    "HOST_FN_ADDRESS",
+    "callback",
+    "forget_soon",
+    "launch_host_func",
+    "prune_retired",
+    "register",
+    "retire",
+    "unregister",
+]
 
 # key -> (callable, args, sink, weak reference to the node); the driver passes
 # the key as userData. The node is held weakly so that a callback still
@@ -66,7 +75,10 @@ _RETIRED: list[tuple[Any, list[int], Any]] = []
 
 
 def _prune() -> None:
-    """Forget the callables and the objects of retired executables whose work has finished."""
+    """Forget the callables and the objects of retired executables whose work has finished (and the keys
+    :func:`forget_soon` left for later)."""
+    while _FORGET_LATER:
+        _REGISTRY.pop(_FORGET_LATER.pop(), None)
     if not _RETIRED:
         return
     from .calls import driver
@@ -92,7 +104,7 @@ def _after_collection(phase: str, info: dict[str, Any]) -> None:
     """After a garbage collection, release what retired executables kept for launches finished since (a program
     waiting for an owner to go, collecting as it waits, sees it go); nothing where another thread holds the lock
     (the collection may have started inside a retire on this very thread)."""
-    if phase == "stop" and _RETIRED and _LOCK.acquire(blocking=False):
+    if phase == "stop" and (_RETIRED or _FORGET_LATER) and _LOCK.acquire(blocking=False):
         try:
             _prune()
         finally:
@@ -104,7 +116,7 @@ gc.callbacks.append(_after_collection)
 
 def prune_retired() -> None:
     """Release what retired executables kept for their launches, where those launches have finished."""
-    if _RETIRED:
+    if _RETIRED or _FORGET_LATER:
         with _LOCK:
             _prune()
 
@@ -173,3 +185,20 @@ def unregister(keys: list[int]) -> None:
     with _LOCK:
         for k in keys:
             _REGISTRY.pop(k, None)
+
+
+#: Keys :func:`forget_soon` could not forget at once (the lock was taken): forgotten at the next prune.
+_FORGET_LATER: list[int] = []
+
+
+def forget_soon(keys: list[int]) -> None:
+    """:func:`unregister` where the lock is free now, else at the next :func:`prune_retired` or garbage collection:
+    safe to call from a garbage collector callback (it never waits for the lock, which this very thread may hold)."""
+    if _LOCK.acquire(blocking=False):
+        try:
+            for k in keys:
+                _REGISTRY.pop(k, None)
+        finally:
+            _LOCK.release()
+    else:
+        _FORGET_LATER.extend(keys)

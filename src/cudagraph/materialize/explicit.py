@@ -25,7 +25,7 @@ from ..driver.calls import create_graph, ensure_context, raise_error, require_dr
 from ..driver.compat import BINDINGS_MAJOR, add_node_fn
 from ..driver.device_checks import check_devices_of
 from ..driver.driver_holds import hold
-from ..driver.host_callbacks import retire, unregister
+from ..driver.host_callbacks import forget_soon, retire, unregister
 from ..driver.kernel_args import PACKING_LOCK, for_node, kernel_info
 from ..driver.node_params_pool import give, take
 from ..errors import OperandError
@@ -360,7 +360,7 @@ class LoweredGraph:
         (:func:`~cudagraph.driver.driver_holds.hold`), not only until :meth:`destroy`."""
         if not self.handed_out and self.handle is not None:
             keys, self.host_keys = self.host_keys, []
-            hold(self.handle, (self.definition, self.nodes, self.bodies, self.state), lambda: unregister(keys))
+            hold(self.handle, (self.definition, self.nodes, self.bodies, self.state), lambda: forget_soon(keys))
             self.handed_out = True
         return self.handle
 

@@ -22,7 +22,7 @@ from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
-from ..driver.compat import BINDINGS_MAJOR, add_node_fn
+from ..driver.compat import add_node_fn
 from ..driver.device_checks import check_devices_of
 from ..driver.driver_holds import hold
 from ..driver.host_callbacks import forget_soon, retire, unregister
@@ -186,9 +186,7 @@ class Lowering:
         preds = driver_preds(node)  # (all of them with attrs: its edges may be programmatic)
         deps = driver_deps(preds, dn, raw, require_driver().CUgraphNode)
         if attrs is None:
-            raw_add = require_driver().cuGraphAddNode
-            v13 = BINDINGS_MAJOR >= 13
-            r = raw_add(handle, deps, None, len(preds), kp) if v13 else raw_add(handle, deps, len(preds), kp)
+            r = add_node_fn()(handle, deps, len(preds), kp)
         else:
             r = ops.add_with_attrs(self, node, attrs, handle, deps, len(preds), kp, info)
         self._record(node, r, dn, raw)

@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..driver.calls import require_driver
-from ..driver.compat import BINDINGS_MAJOR
+from ..driver.compat import add_node_fn
 from ..errors import OperandError
 from ..ops.registry import LAUNCHES
 from .driver_edges import driver_preds
@@ -139,13 +139,13 @@ class KernelLoopTwin:
         self._bindings = bindings
         self._known: dict[int, _Known] = {}  # id(kernel) -> what the twin knows of it (holding the kernel)
         self._cur: _Known | None = None
-        self._add = drv.cuGraphAddNode
+        self._add = add_node_fn()  # (the 12.x shape on every cuda-bindings: driver.compat decides)
         self._make = drv.CUgraphNode
         self._grid: Any = None
         self._block: Any = None
         self._smem = 0
         # What run() reads on every call, unpacked in one step.
-        self._fixed = (bindings, dn, self._make, self._add, handle, kp, self._k, BINDINGS_MAJOR >= 13)
+        self._fixed = (bindings, dn, self._make, self._add, handle, kp, self._k)
 
     @property
     def kernel(self) -> Any:
@@ -207,7 +207,7 @@ class KernelLoopTwin:
             return start  # nothing to add: return before setting up the loop
         # put() and write_dims() inlined: this is the whole per-node cost of the cuda.bindings path
         # besides the call itself (the construction benchmark reports it without the compiled module).
-        bindings, dn, make, add, handle, kp, k, v13 = self._fixed
+        bindings, dn, make, add, handle, kp, k = self._fixed
         last_grid, last_block, last_smem = self._grid, self._block, self._smem
         known_kernels = self._known
         cur = self._cur
@@ -245,7 +245,7 @@ class KernelLoopTwin:
             preds = driver_preds(node)
             n = len(preds)
             deps = driver_deps(preds, dn, raw, make)
-            r = add(handle, deps, None, n, kp) if v13 else add(handle, deps, n, kp)
+            r = add(handle, deps, n, kp)
             if r[0]:
                 self.rc = int(r[0])
                 break
@@ -264,10 +264,7 @@ class KernelLoopTwin:
         preds = driver_preds(node)
         n = len(preds)
         deps = driver_deps(preds, self._dn, raw, self._make)
-        if BINDINGS_MAJOR >= 13:
-            r = self._add(self._handle, deps, None, n, self._kp)
-        else:  # pragma: no cover - cuda-bindings 12.x
-            r = self._add(self._handle, deps, n, self._kp)
+        r = self._add(self._handle, deps, n, self._kp)
         if r[0]:
             self.rc = int(r[0])
             return True

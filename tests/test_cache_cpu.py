@@ -837,9 +837,19 @@ def test_an_executable_keeps_what_its_nodes_were_built_with_across_edits_in_plac
     exe = make_exe(g)
     alive = weakref.ref(first)
     del first
-    g.nodes[0].update(src=Memory(0x3000))  # an edit in place: the node keeps the new operand, not the first
+    g.nodes[0].update(src=Memory(0x2800))  # an edit in place: the node keeps the new operand, not the first
     gc.collect()
     assert alive() is not None  # the executable still runs the copy from the first operand
+    second = Memory(0x3000)
+    g.nodes[0].update(src=second)
     assert exe.update(g) == UpdateResult("per-node", 1)  # now it runs the edited node
     gc.collect()
     assert alive() is None
+    running = weakref.ref(second)
+    del second
+    g.nodes[0].update(src=Memory(0x4000))  # edited again after the executable adopted it: seen at this edit
+    gc.collect()
+    assert running() is not None
+    assert exe.update(g) == UpdateResult("per-node", 1)
+    gc.collect()
+    assert running() is None

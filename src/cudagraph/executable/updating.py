@@ -22,6 +22,7 @@ call, or re-instantiated when asked to.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -32,9 +33,11 @@ from ..definition.diff import (
     describe_launch_diff,
     describe_topology_diff,
     has_bodies,
+    is_flat,
     node_state,
     same_value,
 )
+from ..definition.edits import watch
 from ..definition.graph import Graph
 from ..definition.kinds.kernel import LAUNCH_KEYWORDS, check_launch_attrs, launch_signature
 from ..definition.node import kept_operands, rebuilt_node
@@ -184,6 +187,11 @@ class Updating(ExecutableBase):
             states = self._states = [node_state(n) for n in nodes]
             self._kept = kept_operands(nodes)  # (recorded before an edit in place replaces them)
         return states
+
+    def _keep_operands(self) -> None:
+        """Hold what the nodes run now keep for the driver (their ``_keep``), before an edit in place replaces it."""
+        if self._kept is None:
+            self._kept = kept_operands(self.graph._nodes)
 
     def _record(self) -> None:
         """Record the topology and the node states run now, if not yet done.
@@ -513,7 +521,14 @@ class Updating(ExecutableBase):
             retire([], list(streams.values()), keep=(list(self._overrides.values()), self._kept, self.graph))
         self.graph = graph
         self._states = states if states is not None else [node_state(n) for n in graph._nodes]
-        self._kept = kept_operands(graph._nodes)  # (what it runs from now on; a later edit in place replaces them)
+        # What its nodes keep for the driver, as it runs them from now on: a later edit in place replaces them. Read
+        # at that edit for a flat definition (definition/edits.py: no walk per update, bench/updates.py), now for
+        # one with bodies (an edit of a body is not seen from its parent).
+        if is_flat(graph):
+            self._kept = None
+            watch(graph, weakref.WeakMethod(self._keep_operands))
+        else:
+            self._kept = kept_operands(graph._nodes)
         self._overrides.clear()
         self._updaters.clear()
         self._shared.clear()

@@ -12,8 +12,7 @@ from ...driver.devices import cuda_core_device
 from ...errors import CudaGraphError
 from .common import GraphCondition, core_str_enum
 from .definition import KINDS, GraphNode
-from .handles import node_handle
-from .lifetimes import AllocAddress, address_of
+from .lifetimes import AllocAddress
 from .updates import callback_changes, child_changes, kernel_changes, memcpy_changes, memset_changes
 
 if TYPE_CHECKING:
@@ -41,17 +40,6 @@ __all__ = [
 def _given(value: Any) -> Any:
     """An operand as the program gave it: an allocation as its ``dptr`` (an int)."""
     return AllocAddress(value) if getattr(value, "kind", None) == "alloc" else value
-
-
-def _built_address(node: GraphNode, alloc: Any) -> AllocAddress:
-    """``alloc``'s :class:`AllocAddress`, building the driver graph of ``node``'s outermost definition first where
-    no driver graph built yet holds the allocation."""
-    if address_of(alloc) == 0 and node.is_valid:
-        try:
-            node_handle(node)
-        except CudaGraphError:  # (no driver here, or a definition the driver refuses as it stands: 0, as before)
-            pass
-    return AllocAddress(alloc)
 
 
 def _address(value: Any) -> str:
@@ -214,11 +202,9 @@ class AllocNode(GraphNode):
     @property
     def dptr(self) -> AllocAddress:
         """The allocation's address, an ``int`` as cuda.core's: its address in the newest driver graph built from
-        the definition (``instantiate()``, a ``handle``); read before any, the definition's driver graph is built
-        for it (as cuda.core's node has its address once added), 0 where none can be built (no driver here, a
-        definition the driver refuses as it stands). compat's builders take it as the allocation itself, so a node
-        added later uses the address of the graph it is built into."""
-        return _built_address(self, self._node)
+        the definition (``instantiate()``, a ``handle``), 0 before the first. compat's builders take it as the
+        allocation itself, so a node added later uses the address of the graph it is built into."""
+        return AllocAddress(self._node)
 
     @property
     def bytesize(self) -> int:
@@ -259,7 +245,7 @@ class FreeNode(GraphNode):
     @property
     def dptr(self) -> Any:
         """The allocation freed (its :attr:`AllocNode.dptr`, an ``int``)."""
-        return _built_address(self, self._node.alloc)  # type: ignore[union-attr]
+        return AllocAddress(self._node.alloc)  # type: ignore[union-attr]
 
     def _repr_fields(self) -> str:
         return f" dptr={_address(self.dptr)}"

@@ -853,3 +853,15 @@ def test_an_executable_keeps_what_its_nodes_were_built_with_across_edits_in_plac
     assert exe.update(g) == UpdateResult("per-node", 1)
     gc.collect()
     assert running() is None
+
+
+def test_updates_that_find_nothing_changed_register_no_more_watchers(stub):
+    from cudagraph.definition.edits import watched
+
+    g = chain([(0x1000, A, N)] * 3)
+    exe = make_exe(g)
+    g.nodes[0].update(args=(0x2000, A, N))
+    exe.update(g)
+    for _ in range(50):
+        assert exe.update(g) == UpdateResult("unchanged")
+    assert watched(g) == 1  # (one pending watcher, not one per update)

@@ -519,16 +519,18 @@ class Updating(ExecutableBase):
             # work queued on the streams launched on has finished (host_callbacks.retire), not dropped now.
             streams = {int(h): h for h in (self._last_handle, *self._streams.values())}
             retire([], list(streams.values()), keep=(list(self._overrides.values()), self._kept, self.graph))
+        ran = self.graph
         self.graph = graph
         self._states = states if states is not None else [node_state(n) for n in graph._nodes]
         # What its nodes keep for the driver, as it runs them from now on: a later edit in place replaces them. Read
         # at that edit for a flat definition (definition/edits.py: no walk per update, bench/updates.py), now for
-        # one with bodies (an edit of a body is not seen from its parent).
-        if is_flat(graph):
+        # one with bodies (an edit of a body is not seen from its parent). None: a watcher of this graph is pending
+        # (registered once: an update that finds nothing changed registers no other).
+        if not is_flat(graph):
+            self._kept = kept_operands(graph._nodes)
+        elif self._kept is not None or graph is not ran:
             self._kept = None
             watch(graph, weakref.WeakMethod(self._keep_operands))
-        else:
-            self._kept = kept_operands(graph._nodes)
         self._overrides.clear()
         self._updaters.clear()
         self._shared.clear()

@@ -58,11 +58,8 @@ class Device:
 
     def __eq__(self, other: object) -> bool:
         """Equal to a compat ``Device`` or a cuda.core ``Device`` of the same ordinal, as cuda.core's compare."""
-        if isinstance(other, Device):
-            return self._ordinal() == other._ordinal()
-        if type(other).__name__ == "Device" and isinstance(getattr(other, "device_id", None), int):
-            return self._ordinal() == other.device_id  # type: ignore[attr-defined, no-any-return]
-        return NotImplemented
+        o = None if isinstance(other, int) else _ordinal_of(other)  # (a Device equals no int)
+        return NotImplemented if o is None else self._ordinal() == o
 
     def __hash__(self) -> int:
         """cuda.core's ``Device`` hash of the same ordinal (equal devices hash alike across both classes)."""

@@ -21,7 +21,6 @@ import weakref
 from typing import Any
 
 from ...definition.addresses import buffer_like
-from ...definition.node import bodies_of
 from ...errors import StateError
 
 __all__ = ["OWNERS", "AllocAddress", "address_of", "check_open_buffers", "keep", "operand", "record_addresses"]
@@ -52,22 +51,17 @@ def check_open_buffers(graph: Any) -> None:
     StateError
         Naming the node; a ``RuntimeError`` too.
     """
-    stack = list(graph._nodes)
-    while stack:
-        node = stack.pop()
-        kept = getattr(node, "_keep", None)
-        held = list(kept) if isinstance(kept, (tuple, list)) else [] if kept is None else [kept]
-        held.extend(OWNERS.get(node, ()))
-        for obj in held:
-            if buffer_like(obj) and _closed(obj):
+    for g in (graph, *graph._descendants()):
+        for node in g._nodes:
+            kept = getattr(node, "_keep", None)
+            held = list(kept) if isinstance(kept, (tuple, list)) else [] if kept is None else [kept]
+            held.extend(OWNERS.get(node, ()))
+            if any(buffer_like(obj) and _closed(obj) for obj in held):
                 raise StateError(
-                    f"{node.label} of Graph {node.graph.name!r}: a cuda.core Buffer it uses was closed after the node "
-                    "was added, so its memory is freed (cuda.core's graph keeps the allocation; compat keeps the "
-                    "Buffer, which close() frees): keep the Buffer open until the graph's last launch"
+                    f"{node.label} of Graph {node.graph.name!r}: a cuda.core Buffer it uses was closed after the "
+                    "node was added, so its memory is freed (cuda.core's graph keeps the allocation; compat keeps "
+                    "the Buffer, which close() frees): keep the Buffer open until the graph's last launch"
                 )
-        if node.body_fields:
-            for body in bodies_of(node):
-                stack.extend(body._nodes)
 
 
 def _closed(buffer: Any) -> bool:

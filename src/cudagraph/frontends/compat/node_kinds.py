@@ -44,11 +44,10 @@ def _given(value: Any) -> Any:
 
 def _address(value: Any) -> str:
     """An operand's address for a repr (``0x...``; ``?`` where it is not one int)."""
-    for v in (value, getattr(value, "handle", None)):
-        if isinstance(v, int):
-            return f"0x{v:x}"
+    if isinstance(value, int):
+        return f"0x{value:x}"
     try:
-        return f"0x{int(value.handle):x}"
+        return f"0x{int(value.handle):x}"  # (a Buffer: its handle, an int or a CUdeviceptr)
     except (AttributeError, TypeError, ValueError, OverflowError):
         return "?"
 

@@ -17,6 +17,7 @@ else:
 
 __all__ = [
     "MIN_DRIVER_VERSION",
+    "bindings_version",
     "driver",
     "driver_import_error",
     "require_driver",
@@ -43,6 +44,15 @@ _driver_checked = False
 def driver_import_error() -> str | None:
     """Why ``cuda.bindings.driver`` could not be imported (``None`` where it was)."""
     return None if _IMPORT_ERROR is None else str(_IMPORT_ERROR)
+
+
+def bindings_version() -> str | None:
+    """The version of the installed ``cuda-bindings`` (``"13.3.1"``), ``None`` where it is not importable."""
+    try:
+        import cuda.bindings
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    return str(getattr(cuda.bindings, "__version__", "unknown"))
 
 
 def require_driver() -> Any:

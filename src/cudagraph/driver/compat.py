@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .calls import check, require_driver
+from .calls import bindings_version, check, require_driver
 
 __all__ = [
     "BINDINGS_MAJOR",
@@ -17,16 +17,8 @@ __all__ = [
 ]
 
 
-def _bindings_version() -> str | None:
-    try:
-        import cuda.bindings
-    except ImportError:  # pragma: no cover - depends on the environment
-        return None
-    return str(getattr(cuda.bindings, "__version__", "unknown"))
-
-
 #: The version of the installed ``cuda-bindings`` (``"13.3.1"``), ``None`` where it is not importable.
-BINDINGS_VERSION = _bindings_version()
+BINDINGS_VERSION = bindings_version()
 #: Its major version (the CUDA major it was made for), 0 where unknown.
 BINDINGS_MAJOR = int(BINDINGS_VERSION.split(".")[0]) if BINDINGS_VERSION and BINDINGS_VERSION[:1].isdigit() else 0
 

@@ -386,7 +386,9 @@ CASES: list[tuple[str, Any, str]] = [
     ("not callable", lambda gb, s: gb.callback(5), "compat GraphBuilder.callback: fn: expected a Python callable or"),
     ("if int", lambda gb, s: gb.if_then(1), "compat GraphBuilder.if_then: condition: expected a GraphCondition"),
     ("switch raw", lambda gb, s: gb.switch(s["raw"], 2), "compat GraphBuilder.switch: condition: expected a GraphCond"),
-    ("stream", lambda gb, s: gb.stream, "compat GraphBuilder.stream: an explicit builder records no stream"),
+    ("stream fork", lambda gb, s: s["fork"].stream, "compat GraphBuilder.stream: a builder made by split() has no str"),
+    ("stream ended", lambda gb, s: s["ended"].stream, "compat GraphBuilder.stream: the GraphBuilder has ended build"),
+    ("stream new", lambda gb, s: compat.GraphBuilder().stream, "GraphBuilder.stream: the GraphBuilder has not begun"),
     ("launch ended", lambda gb, s: compat.launch(s["ended"], CFG, K.axpb), "cudagraph.compat.launch: target: the Gr"),
     ("cg ended", lambda gb, s: cg.memcpy(s["ended"], X, Y, 4), "cudagraph.memcpy: target: the GraphBuilder has ended"),
     ("cg new", lambda gb, s: cg.launch(compat.GraphBuilder(), CFG, K.axpb), "cudagraph.launch: target: the GraphBu"),
@@ -523,3 +525,66 @@ def test_the_bench_builds_the_builder_chain_it_times(capsys):
     assert med == {"a": pytest.approx((1.0, 2.0, 3.0))}
     bench.table("t", ("build", "+complete", "+launch"), med)
     assert capsys.readouterr().out.splitlines()[-1].split() == ["a", "1.000", "2.000", "3.000"]
+
+
+# ------------------------------------------------------------------------------------------- a builder's stream
+class _Capture:
+    """Stand-ins for the capture calls a builder makes once its stream is asked for (the driver side runs on GPUs:
+    tests/test_compat_graph_memory_gpu.py)."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        from cudagraph.frontends.compat import builder
+
+        self.log: list[tuple[Any, ...]] = []
+        self.stream = SimpleNamespace(handle=0xABC, __cuda_stream__=lambda: (0, 0xABC))
+        device = SimpleNamespace(create_stream=lambda: self.log.append(("stream",)) or self.stream)
+        monkeypatch.setattr(builder, "cuda_core_device", lambda i: device)
+        monkeypatch.setattr(builder, "begin_capture", lambda h, mode: self.log.append(("begin", h, mode)))
+        monkeypatch.setattr(builder, "abandon_capture", lambda h: self.log.append(("abandon", h)))
+
+        def end(h: Any, path: Any, name: str) -> Any:
+            self.log.append(("end", h))
+            return path.empty(name=name)  # the recording's node, after the path's last op
+
+        monkeypatch.setattr(builder, "end_capture_into", end)
+        monkeypatch.setattr(builder, "_cg_launch", lambda s, config, kernel, *a: self.log.append(("launch", s, kernel)))
+
+
+def test_the_stream_starts_one_capture_in_the_builders_mode_and_launches_go_into_it(monkeypatch):
+    cap = _Capture(monkeypatch)
+    gb = compat.Device().create_graph_builder().begin_building("global")
+    compat.launch(gb, CFG, K.axpb)  # before: a node
+    assert gb.stream is cap.stream and gb.stream is cap.stream and gb.is_building
+    assert gb.__cuda_stream__() == (0, 0xABC)
+    compat.launch(gb, CFG, K.scale_add)  # into the capture, no node
+    assert len(gb.graph) == 1
+    assert "capturing" in repr(gb)
+    gb.end_building()
+    assert cap.log == [("stream",), ("begin", 0xABC, "global"), ("launch", cap.stream, K.scale_add), ("end", 0xABC)]
+    assert kernels(gb.graph) == ["axpb", "empty"] and edges(gb.graph) == {(0, 1)}
+    with pytest.raises(StateError, match="the GraphBuilder has ended building"):
+        gb.stream
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda gb: gb.split(2),
+        lambda gb: gb.create_condition(),
+        lambda gb: gb.callback(print),
+        lambda gb: gb.embed(compat.Device().create_graph_builder().begin_building().end_building()),
+        lambda gb: cg.memcpy(gb, X, Y, 4),
+        lambda gb: compat.GraphBuilder.join(gb, gb),
+    ],
+    ids=["split", "condition", "callback", "embed", "cg.memcpy", "join"],
+)
+def test_while_captured_a_call_that_adds_a_node_itself_is_refused(monkeypatch, call):
+    cap = _Capture(monkeypatch)
+    gb = building()
+    gb.stream
+    with pytest.raises(CudaGraphError, match="stream is under capture") as info:
+        call(gb)
+    assert isinstance(info.value, (StateError, DefinitionError))
+    assert len(gb.graph) == 0 and gb.is_building and cap.log[-1][0] == "begin"
+    gb.close()
+    assert cap.log[-1] == ("abandon", 0xABC) and gb.is_closed

@@ -21,7 +21,7 @@ from cudagraph.errors import (
     KernelArgumentError,
     StateError,
 )
-from cudagraph.frontends.compat import common, entry, packing
+from cudagraph.frontends.compat import builder, common, entry, packing
 
 compat = cg.compat
 
@@ -123,7 +123,7 @@ def test_instantiate_packs_before_the_driver_sees_the_graph(monkeypatch, sizes):
 
 def test_a_stream_launch_packs_by_the_kernel(monkeypatch, sizes):
     got: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(entry, "_cg_launch", lambda target, config, kernel, *args: got.append(args))
+    monkeypatch.setattr(builder, "_cg_launch", lambda target, config, kernel, *args: got.append(args))
     sizes[id(K)] = (1, 4, 8)
     compat.launch("stream", CFG, K, True, 9, 0x1000)
     ((a, b, c),) = got

@@ -21,7 +21,7 @@ from .kinds.memory_ops import (
     WaitValueNode,
     WriteValueNode,
 )
-from .kinds.opaque import OpaqueNode
+from .kinds.opaque import CapturedGraphNode, OpaqueNode
 from .kinds.structure import ChildGraphNode, EmptyNode
 from .node import Dim3 as Dim3
 from .node import Node
@@ -82,4 +82,5 @@ NODE_CLASSES: tuple[type[Node], ...] = (
     WriteValueNode,
     WaitValueNode,
     OpaqueNode,
+    CapturedGraphNode,
 )

@@ -14,7 +14,15 @@ from ..errors import OperandError
 if TYPE_CHECKING:
     from ..definition.graph import Graph
 
-__all__ = ["CaptureRegion", "CaptureStream", "capture_function"]
+__all__ = [
+    "CaptureRegion",
+    "CaptureStream",
+    "RecordedGraph",
+    "abandon_capture",
+    "begin_capture",
+    "capture_function",
+    "end_capture_into",
+]
 
 
 class CaptureStream:
@@ -93,10 +101,16 @@ def resume_collector(was_running: bool) -> None:
         gc.enable()
 
 
-def _begin(stream_handle: Any) -> None:
+def _begin(stream_handle: Any, mode: str = "thread_local") -> None:
+    """Begin capturing on ``stream_handle`` in ``mode`` (``"thread_local"``, ``"global"`` or ``"relaxed"``)."""
     drv = require_driver()
-    mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-    check(drv.cuStreamBeginCapture(stream_handle, mode), "cuStreamBeginCapture")
+    modes = drv.CUstreamCaptureMode
+    m = {
+        "thread_local": modes.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        "global": modes.CU_STREAM_CAPTURE_MODE_GLOBAL,
+        "relaxed": modes.CU_STREAM_CAPTURE_MODE_RELAXED,
+    }[mode]
+    check(drv.cuStreamBeginCapture(stream_handle, m), "cuStreamBeginCapture")
 
 
 _INVALIDATED_HINT = (
@@ -250,3 +264,86 @@ class CaptureRegion:
 
     def __repr__(self) -> str:
         return f"<CaptureRegion {self._name!r} of Graph {self._graph.name!r}, node={self.node!r}>"
+
+
+# ------------------------------------------------------------------------------------ recordings kept as they are
+class RecordedGraph:
+    """The owner of a driver graph recorded by stream capture, until a build takes it (see ``CapturedGraphNode``).
+
+    Attributes
+    ----------
+    handle : CUgraph
+        The recorded graph.
+    node_count : int
+        Its number of nodes.
+    taken : bool
+        Whether a build moved it into its driver graph (which then destroys it); if not, it is destroyed with
+        this object.
+    """
+
+    __slots__ = ("handle", "node_count", "taken")
+
+    def __init__(self, handle: Any, node_count: int) -> None:
+        self.handle = handle
+        self.node_count = node_count
+        self.taken = False
+
+    def __del__(self) -> None:
+        handle, self.handle = self.handle, None
+        if not self.taken and handle is not None:
+            try:
+                require_driver().cuGraphDestroy(handle)
+            except Exception:  # pragma: no cover - the interpreter is shutting down
+                pass
+
+
+def begin_capture(stream_handle: Any, mode: str) -> None:
+    """Begin capturing on ``stream_handle`` in ``mode`` (``"relaxed"``, ``"global"`` or ``"thread_local"``)."""
+    _begin(stream_handle, mode)
+
+
+def abandon_capture(stream_handle: Any) -> None:
+    """End the capture on ``stream_handle``, dropping what it recorded."""
+    _abandon(stream_handle)
+
+
+def _node_types(graph: Any) -> list[int]:
+    drv = require_driver()
+    _, count = check(drv.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+    if not count:
+        return []
+    nodes, count = check(drv.cuGraphGetNodes(graph, count), "cuGraphGetNodes")
+    return [int(check(drv.cuGraphNodeGetType(n), "cuGraphNodeGetType")) for n in nodes[:count]]
+
+
+def end_capture_into(stream_handle: Any, path: Any, name: str) -> Node | None:
+    """End the capture on ``stream_handle`` and add what it recorded to ``path`` (a :class:`~cudagraph.Path`) as one
+    node after its last op; returns the node (``None`` when nothing was recorded).
+
+    A recording with graph memory (allocations or frees) becomes a ``CapturedGraphNode`` that keeps the
+    recorded graph as it is (the program holds its allocations' addresses); any other is lifted into a
+    definition and added as a child graph node, as a capture region's is.
+    """
+    from ..definition.kinds.opaque import add_captured
+    from .lift import lift
+
+    drv = require_driver()
+    graph = _end(stream_handle, name)
+    try:
+        types = _node_types(graph)
+    except BaseException:
+        drv.cuGraphDestroy(graph)
+        raise
+    if not types:
+        drv.cuGraphDestroy(graph)
+        return None
+    t = drv.CUgraphNodeType
+    memory = {int(t.CU_GRAPH_NODE_TYPE_MEM_ALLOC), int(t.CU_GRAPH_NODE_TYPE_MEM_FREE)}
+    if not memory.intersection(types):
+        try:
+            body = lift(graph, name=name)
+        finally:
+            drv.cuGraphDestroy(graph)
+        node: Node = path.child(body, name=name)
+        return node
+    return add_captured(path, RecordedGraph(graph, len(types)), name)

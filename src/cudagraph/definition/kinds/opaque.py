@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..node import Node
+from ..node import Node, _set_base
 
-__all__ = ["OpaqueNode"]
+__all__ = ["CapturedGraphNode", "OpaqueNode", "add_captured"]
 
 
 class OpaqueNode(Node):
@@ -35,3 +35,41 @@ class OpaqueNode(Node):
 
     def describe(self) -> str:
         return self.driver_type
+
+
+class CapturedGraphNode(Node):
+    """A driver graph recorded by stream capture, kept as it was recorded: one child graph node.
+
+    Graph memory (``cuMemAllocAsync`` / ``cuMemFreeAsync`` under capture, as cuda.core's
+    ``GraphMemoryResource`` does) gives each allocation its address when it is recorded; the
+    program holds that address (a ``Buffer``), so the recorded graph cannot be read back and built
+    anew (a new allocation node would get another address), nor cloned (the driver clones no graph
+    with memory nodes). The recorded graph is moved into the first driver graph built from the
+    definition (``CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE``); a second build is refused by name.
+
+    Attributes
+    ----------
+    source : object
+        The recorded driver graph's owner (``handle``, ``node_count``, ``taken``): it destroys the
+        graph if no build took it.
+    """
+
+    __slots__ = ("source",)
+    kind = "captured"
+
+    source: Any
+
+    def describe(self) -> str:
+        n = getattr(self.source, "node_count", "?")
+        return f"captured graph ({n} nodes, graph memory)"
+
+
+def add_captured(path: Any, source: Any, name: str) -> CapturedGraphNode:
+    """Add a :class:`CapturedGraphNode` of ``source`` (a recorded graph's owner) after the last op of ``path``."""
+    g = path.graph
+    node = CapturedGraphNode.__new__(CapturedGraphNode)
+    _set_base(node, g, len(g._nodes), name)
+    node.source = source
+    g._add(node, g._deps(path._after(None), node.label))
+    path._push(node)
+    return node

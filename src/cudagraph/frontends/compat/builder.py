@@ -5,7 +5,12 @@ Where cuda.core records a stream, a builder here holds a :class:`~cudagraph.Path
 ``gb.embed(child)``, a conditional) becomes a node after the builder's last op. ``split`` makes
 paths that start after that same op; ``GraphBuilder.join`` merges their ends, so that the next op
 depends on all of them (no node is added, as under capture). Nothing touches the driver until
-``complete()``, which builds the graph explicitly.
+``complete()``, which builds the graph explicitly, or until a library asks for the builder's stream
+(``gb.stream``: cuda.core's memory resources and ``Buffer`` calls given ``stream=gb``). From then until
+``end_building()`` the builder records as cuda.core's does, by stream capture: the launches into it and
+everything issued on that stream are captured, and the recording becomes one node after the builder's
+last op when building ends (kept as it was recorded where it holds graph memory, whose addresses the
+program holds).
 
 A builder is made by ``Device().create_graph_builder()`` (or ``GraphBuilder()``: a primary
 builder), by ``split`` (a fork, which ends by being joined) or by a conditional (a body builder,
@@ -21,11 +26,29 @@ from typing import Any
 
 from ...definition.graph import Graph
 from ...definition.path import Path
+from ...driver.devices import cuda_core_device
 from ...errors import DefinitionError, OperandError, StateError
+from ...materialize.capture_region import abandon_capture, begin_capture, end_capture_into
+from ..launch import launch as _cg_launch
 from ..launch import register_path_target
-from .common import DriverRefusal, GraphCondition, add_callback, add_conditional, add_kernel, instantiate, write_dot
+from .common import (
+    DRIVER_KERNEL_TYPES,
+    DriverRefusal,
+    GraphCondition,
+    add_callback,
+    add_conditional,
+    add_kernel,
+    instantiate,
+    kernel_args,
+    write_dot,
+)
 from .definition import GraphDefinition
-from .packing import pack_graph
+from .packing import convert_for, pack_graph
+
+try:  # a compat builder is one of cuda.core's, so that cuda.core's calls take it as their stream (stream=gb)
+    from cuda.core.graph import GraphBuilder as _CoreGraphBuilder
+except Exception:  # pragma: no cover - cuda.core not importable: a plain class
+    _CoreGraphBuilder = object
 
 __all__ = ["BUILDING", "MAX_SPLIT", "GraphBuilder"]
 
@@ -38,15 +61,26 @@ _MADE_BY = {_PRIMARY: "Device.create_graph_builder()", _FORKED: "split()", _BODY
 _NOT_STARTED, _ENDED, _CLOSED = 0, 2, 3
 #: The state of a builder between ``begin_building()`` and ``end_building()``.
 BUILDING = 1
+#: Building, with its stream under capture (``gb.stream`` was asked for): launches go into that stream.
+_CAPTURING = 4
+#: The states of a builder that is building.
+_OPEN = (BUILDING, _CAPTURING)
 _STATE_TEXT = {
     _NOT_STARTED: "has not begun building (call begin_building() first)",
     BUILDING: "is building (call end_building() first)",
+    _CAPTURING: "is building, its stream under capture (call end_building() first)",
     _ENDED: "has ended building (end_building() was called); nothing more is added to it",
     _CLOSED: "is closed (by close(), or joined into another builder by GraphBuilder.join)",
 }
 #: The build modes cuda.core takes (an explicit build captures nothing: all three build the same graph).
 _MODES = ("relaxed", "global", "thread_local")
-_STATE_NAME = {_NOT_STARTED: "not started", BUILDING: "building", _ENDED: "ended", _CLOSED: "closed"}
+_STATE_NAME = {
+    _NOT_STARTED: "not started",
+    BUILDING: "building",
+    _CAPTURING: "building (capturing)",
+    _ENDED: "ended",
+    _CLOSED: "closed",
+}
 #: The most builders one :meth:`GraphBuilder.split` makes (a guard against a runaway count: each
 #: fork is an object, and a count of 2**70 would fill the memory before failing).
 MAX_SPLIT = 1 << 16
@@ -57,6 +91,7 @@ MAX_SPLIT = 1 << 16
 _CORE_TEXT = {
     _NOT_STARTED: "Graph has not finished building.",
     BUILDING: "Graph has not finished building.",
+    _CAPTURING: "Graph has not finished building.",
     _CLOSED: "Graph builder has been closed.",
 }
 
@@ -69,7 +104,7 @@ def _state_error(where: str, builder: GraphBuilder, core: str | None = None) -> 
     return StateError(text if first is None else f"{first} ({text})")
 
 
-class GraphBuilder:
+class GraphBuilder(_CoreGraphBuilder):  # type: ignore[misc, valid-type]
     """cuda.core's ``GraphBuilder``, built explicitly: a cudagraph :class:`~cudagraph.Graph` underneath.
 
     Put work into it with ``cudagraph.compat.launch(gb, config, kernel, *args)`` (cuda.core's
@@ -78,14 +113,28 @@ class GraphBuilder:
     ``if_cond`` and ``add_child`` are kept as aliases of ``create_condition``, ``if_then`` and
     ``embed``.
 
-    Unlike cuda.core's, a builder records no stream (:attr:`stream` raises; pass the builder
-    itself as the target), its only build mode is ``"relaxed"``, :meth:`complete` returns an
+    Asked for its :attr:`stream` while building (a primary builder), it records by stream capture from
+    then until :meth:`end_building`, as cuda.core's does: ``GraphMemoryResource.allocate(n, stream=gb)``,
+    ``buffer.copy_from(src, stream=gb)`` and launches into the builder are captured in order, and become
+    one node after the builder's last op. Unlike cuda.core's, :meth:`complete` returns an
     :class:`~cudagraph.Executable` (``launch(stream)``, ``upload(stream)``, ``close()``), and a
     child graph is referenced, not copied. Anything it cannot do raises
     :class:`~cudagraph.errors.OperandError` naming the call and the argument, and adds nothing.
     """
 
-    __slots__ = ("_kind", "_state", "_graph", "_path", "_owner", "_root", "_forks", "_bodies", "_view", "__weakref__")
+    __slots__ = (
+        "_kind",
+        "_state",
+        "_graph",
+        "_path",
+        "_owner",
+        "_root",
+        "_forks",
+        "_bodies",
+        "_view",
+        "_mode",
+        "_capture",
+    ) + (("__weakref__",) if _CoreGraphBuilder is object else ())  # (cuda.core's class has the weak reference slot)
 
     def __init__(self) -> None:
         self._kind = _PRIMARY
@@ -99,6 +148,8 @@ class GraphBuilder:
         self._forks: list[GraphBuilder] = []  # on an owner: its forks not joined yet
         self._bodies: list[GraphBuilder] = []  # on a root: every body builder made under it
         self._view: GraphDefinition | None = None
+        self._mode = "relaxed"  # begin_building's, which a capture of the builder's stream is made in
+        self._capture: Any = None  # the cuda.core Stream under capture, while _state is _CAPTURING
 
     @classmethod
     def _made(cls, kind: int, state: int, graph: Graph, path: Path | None, owner: GraphBuilder | None) -> GraphBuilder:
@@ -112,7 +163,7 @@ class GraphBuilder:
     @property
     def is_building(self) -> bool:
         """``True`` between :meth:`begin_building` and :meth:`end_building` (for a fork: until joined)."""
-        return self._state == BUILDING
+        return self._state in _OPEN
 
     @property
     def is_join_required(self) -> bool:
@@ -148,7 +199,7 @@ class GraphBuilder:
                 f"{call}: a builder made by split() (a forked builder) shares the graph of the builder it was split "
                 "from; use that builder's graph_definition"
             )
-        if self._state == BUILDING:
+        if self._state in _OPEN:
             raise StateError(f"{call}: the GraphBuilder is building (a capture is in progress): end_building() first")
         if self._view is None:
             self._view = GraphDefinition(self._graph)
@@ -156,11 +207,58 @@ class GraphBuilder:
 
     @property
     def stream(self) -> Any:
-        """Not available: an explicit builder records no stream; pass the builder itself as the target."""
-        raise OperandError(
-            "compat GraphBuilder.stream: an explicit builder records no stream; pass the builder itself as the "
-            "target: cudagraph.compat.launch(gb, ...), cudagraph.memcpy(gb, ...), cudagraph.memset(gb, ...)"
-        )
+        """The builder's stream, under capture: asked for while a primary builder is building, it makes the
+        builder record as cuda.core's does until :meth:`end_building` (see the class).
+
+        Returns
+        -------
+        cuda.core Stream
+            A stream of the current device, capturing in the builder's mode (``begin_building(mode)``);
+            cuda.core's calls given ``stream=gb`` take it.
+
+        Raises
+        ------
+        StateError
+            The builder is not building.
+        OperandError
+            A builder made by ``split()`` or by a conditional (they have no stream here).
+        """
+        if self._state == _CAPTURING:
+            return self._capture
+        call = "compat GraphBuilder.stream"
+        if self._state != BUILDING:
+            raise _state_error(call, self)
+        if self._kind != _PRIMARY:
+            raise OperandError(
+                f"{call}: a builder made by {_MADE_BY[self._kind]} has no stream here (only a builder made by "
+                "Device.create_graph_builder() records by capture); pass the builder itself as the target: "
+                "cudagraph.compat.launch(gb, ...), cudagraph.memcpy(gb, ...)"
+            )
+        stream = cuda_core_device(None).create_stream()
+        begin_capture(stream.handle, self._mode)
+        self._capture, self._state = stream, _CAPTURING
+        return stream
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The stream protocol of :attr:`stream` (asking for it starts the capture)."""
+        answer: tuple[int, int] = self.stream.__cuda_stream__()
+        return answer
+
+    def _end_capture(self) -> None:
+        """End the capture of the builder's stream: what it recorded becomes a node after the last op."""
+        stream, self._capture, self._state = self._capture, None, BUILDING
+        assert self._path is not None
+        end_capture_into(stream.handle, self._path, "captured")
+
+    def __del__(self) -> None:
+        if getattr(self, "_state", None) == _CAPTURING:  # dropped while its stream is captured: end the capture
+            try:
+                abandon_capture(self._capture.handle)
+            except Exception:  # pragma: no cover - the interpreter is shutting down
+                pass
+
+    def _get_conditional_context(self, *args: Any, **kwargs: Any) -> Any:
+        raise OperandError("compat GraphBuilder: a condition is made by GraphBuilder.create_condition()")
 
     # ------------------------------------------------------------------------------------ lifecycle
     def begin_building(self, mode: str = "relaxed") -> GraphBuilder:
@@ -182,7 +280,7 @@ class GraphBuilder:
         """
         call = "GraphBuilder.begin_building"
         if self._state != _NOT_STARTED:
-            core = "Graph builder is already building." if self._state == BUILDING else None
+            core = "Graph builder is already building." if self._state in _OPEN else None
             raise _state_error(f"compat {call}", self, core)
         if mode is not None and type(mode) is not str:  # (compared with strings: an array's answer has no truth value)
             raise OperandError(
@@ -198,11 +296,14 @@ class GraphBuilder:
         assert self._graph is not None  # a body builder has its body from the start
         self._path = Path(self._graph, [])
         self._state = BUILDING
+        self._mode = mode if mode is not None else "relaxed"
         return self
 
     def end_building(self) -> GraphBuilder:
         """End building; returns the builder. Every builder split from it must have been joined."""
         call = "compat GraphBuilder.end_building"
+        if self._state == _CAPTURING:
+            self._end_capture()
         self._building("end_building")
         # What the driver refuses under cuda.core (ending the capture of a forked stream, or with streams not joined).
         if self._kind == _FORKED:
@@ -230,7 +331,7 @@ class GraphBuilder:
             ``launch(stream)``, ``upload(stream)``, ``close()``, as cuda.core's ``Graph``.
         """
         call = "compat GraphBuilder.complete"
-        if self._kind == _FORKED and self._state == BUILDING:  # (cuda.core: "Graph has not finished building")
+        if self._kind == _FORKED and self._state in _OPEN:  # (cuda.core: "Graph has not finished building")
             raise StateError(f"{call}: a builder made by split() has not finished building: join it")
         if self._kind != _PRIMARY and self._state != _CLOSED:
             raise OperandError(
@@ -259,7 +360,11 @@ class GraphBuilder:
         return self._graph
 
     def close(self) -> None:
-        """Close the builder (a fork that is not joined leaves its nodes in the graph)."""
+        """Close the builder (a fork that is not joined leaves its nodes in the graph; a capture of its stream
+        in progress is ended, and what it recorded dropped)."""
+        if self._state == _CAPTURING:
+            stream, self._capture = self._capture, None
+            abandon_capture(stream.handle)
         if self._kind == _FORKED and self._state != _CLOSED:
             forks = self._owner._forks
             for i, f in enumerate(forks):
@@ -320,7 +425,7 @@ class GraphBuilder:
         first = graph_builders[0]
         for i, b in enumerate(graph_builders):
             if b._state != BUILDING:
-                raise _state_error(f"{call}: graph_builders[{i}]", b)
+                raise _state_error(f"{call}: graph_builders[{i}]", b, _capture_text(b))
             for j in range(i):
                 if graph_builders[j] is b:
                     raise OperandError(f"{call}: graph_builders[{i}]: the same builder as graph_builders[{j}]")
@@ -349,11 +454,15 @@ class GraphBuilder:
         cuda.core words it its own way)."""
         p = self._path
         if self._state != BUILDING or p is None:
-            raise _state_error(f"compat GraphBuilder.{name}", self, core)
+            raise _state_error(f"compat GraphBuilder.{name}", self, _capture_text(self) or core)
         return p
 
     def _launch(self, config: Any, kernel: Any, args: tuple[Any, ...]) -> None:
-        """``cudagraph.compat.launch(self, config, kernel, *args)``: a kernel node after the last op."""
+        """``cudagraph.compat.launch(self, config, kernel, *args)``: a kernel node after the last op (a launch into
+        the builder's stream while it is captured)."""
+        if self._state == _CAPTURING:
+            launch_on_stream(self._capture, config, kernel, args)
+            return
         p = self._path
         if self._state != BUILDING or p is None:
             raise _state_error("cudagraph.compat.launch: target", self)
@@ -407,7 +516,7 @@ class GraphBuilder:
         call = "compat GraphBuilder.embed"
         if type(child) is not GraphBuilder:
             raise OperandError(f"{call}: child: expected a compat GraphBuilder, got {type(child).__name__}")
-        if child._kind == _FORKED and child._state == BUILDING:
+        if child._kind == _FORKED and child._state in _OPEN:
             raise DefinitionError(f"{call}: child: a builder made by split() has not finished building")
         if child._kind != _PRIMARY and child._state != _CLOSED:
             raise OperandError(
@@ -418,7 +527,8 @@ class GraphBuilder:
             raise DefinitionError(f"{call}: child: the GraphBuilder {_STATE_TEXT[child._state]}")
         p = self._path
         if self._state != BUILDING or p is None:
-            raise DefinitionError(f"{call}: the parent GraphBuilder {_STATE_TEXT[self._state]}")
+            text = _capture_text(self) or f"the parent GraphBuilder {_STATE_TEXT[self._state]}"
+            raise DefinitionError(f"{call}: {text}")
         child._no_open_bodies(f"{call}: child")
         p.child(child._graph)
 
@@ -428,7 +538,7 @@ class GraphBuilder:
         add_callback(self._building("callback"), fn, user_data, "GraphBuilder.callback")
 
     def _no_open_bodies(self, where: str) -> None:
-        open_bodies = [b for b in self._bodies if b._state == BUILDING]
+        open_bodies = [b for b in self._bodies if b._state in _OPEN]
         if open_bodies:
             names = ", ".join(repr(b._graph.name) for b in open_bodies if b._graph is not None)
             raise StateError(
@@ -450,8 +560,29 @@ def _target_path(builder: GraphBuilder, call: str) -> Path:
     """The path ``cudagraph.<call>(builder, ...)`` adds to, or the refusal naming the target."""
     p = builder._path
     if builder._state != BUILDING or p is None:
-        raise _state_error(f"cudagraph.{call}: target", builder)
+        raise _state_error(f"cudagraph.{call}: target", builder, _capture_text(builder))
     return p
+
+
+def _capture_text(builder: GraphBuilder) -> str | None:
+    """Why a call that adds a node by itself is refused while the builder's stream is captured (``None`` when it
+    is not)."""
+    if builder._state != _CAPTURING:
+        return None
+    return (
+        "the GraphBuilder's stream is under capture (its stream was asked for): until end_building(), work goes "
+        "into that stream: cudagraph.compat.launch(gb, ...), or cudagraph.<call>(gb.stream, ...); "
+        "conditionals, split(), join(), embed() and callback() are not recorded into a capture here"
+    )
+
+
+def launch_on_stream(stream: Any, config: Any, kernel: Any, args: tuple[Any, ...]) -> None:
+    """cuda.core's ``launch(stream, config, kernel, *args)``: arguments packed as cuda.core packs them."""
+    a = kernel_args(args, now=True)
+    if type(kernel).__name__ not in DRIVER_KERNEL_TYPES:
+        _cg_launch(stream, config, kernel, *a)  # (a foreign kernel: cudagraph.launch converts it, then packs)
+    else:
+        _cg_launch(stream, config, kernel, *convert_for(kernel, a))
 
 
 register_path_target(GraphBuilder, _target_path)

@@ -11,11 +11,9 @@ from ...definition.kinds.kernel import KernelBuilders
 from ...definition.path import Path
 from ...driver.devices import cuda_core_device
 from ...errors import OperandError
-from ..launch import launch as _cg_launch
 from ..launch import remembered_config
-from .builder import BUILDING, GraphBuilder
-from .common import DRIVER_KERNEL_TYPES, GraphCondition, kernel_args
-from .packing import convert_for
+from .builder import BUILDING, GraphBuilder, launch_on_stream
+from .common import DRIVER_KERNEL_TYPES, GraphCondition
 
 __all__ = ["Device", "launch"]
 
@@ -124,11 +122,7 @@ def launch(target: Any, config: Any, kernel: Any, *args: Any) -> None:
         if _COMPILED is not None:
             _teach(_COMPILED, config, kernel)
         return
-    a = kernel_args(args, now=True)
-    if type(kernel).__name__ not in DRIVER_KERNEL_TYPES:
-        _cg_launch(target, config, kernel, *a)  # (a foreign kernel: cudagraph.launch converts it, then packs)
-    else:
-        _cg_launch(target, config, kernel, *convert_for(kernel, a))
+    launch_on_stream(target, config, kernel, args)
 
 
 def _teach(compiled: Any, config: Any, kernel: Any) -> None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...definition.kinds.opaque import OpaqueNode
+from ...definition.kinds.opaque import CapturedGraphNode, OpaqueNode
 from ...definition.nodes import Node, _set_base
-from ...driver.calls import check
+from ...driver.calls import check, require_driver
 from ...errors import UnsupportedError
 from .base import Builder, KindOps, Lifter
 
 if TYPE_CHECKING:
     from ...definition.graph import Graph
 
-__all__ = ["OPS", "OpaqueOps"]
+__all__ = ["OPS", "CapturedGraphOps", "OpaqueOps"]
 
 
 class OpaqueOps(KindOps):
@@ -67,5 +67,43 @@ class OpaqueOps(KindOps):
         return node
 
 
+class CapturedGraphOps(KindOps):
+    """A :class:`CapturedGraphNode` moves its recorded graph into the first driver graph built (a child node).
+
+    The recorded graph is built into one driver graph only (its memory nodes' addresses are the ones the
+    program holds); it is neither run on a stream nor captured, and an executable takes no change of it.
+    """
+
+    __slots__ = ()
+    lowers = True
+    exec_update = None
+
+    def lower(self, builder: Builder, node: CapturedGraphNode, handle: Any, deps: Any, ndeps: int) -> Any:
+        drv = require_driver()
+        move = getattr(drv, "CUgraphChildGraphNodeOwnership", None)
+        if move is None:
+            raise UnsupportedError(
+                f"{node.label}: a recorded graph with graph memory is moved into the graph built "
+                "(CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE), which this cuda-bindings does not have (CUDA 12.9 or newer)",
+                node=node,
+            )
+        source = node.source
+        if source.taken:
+            raise UnsupportedError(
+                f"{node.label}: its recorded graph (graph memory, {source.node_count} nodes) was moved into the first "
+                "graph built from this definition; it cannot be built again (the driver neither clones a graph with "
+                "memory nodes nor gives a rebuilt allocation the address the program holds): record it anew",
+                node=node,
+            )
+        p = drv.CUgraphNodeParams()
+        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_GRAPH
+        p.graph.graph = source.handle
+        p.graph.ownership = move.CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE
+        r = builder.add(handle, deps, ndeps, p)
+        if not r[0]:
+            source.taken = True  # the parent owns it now, and destroys it with itself
+        return r
+
+
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.
-OPS: tuple[tuple[type[Node], KindOps], ...] = ((OpaqueNode, OpaqueOps()),)
+OPS: tuple[tuple[type[Node], KindOps], ...] = ((OpaqueNode, OpaqueOps()), (CapturedGraphNode, CapturedGraphOps()))

@@ -563,7 +563,7 @@ def test_the_stream_starts_one_capture_in_the_builders_mode_and_launches_go_into
     assert cap.log == [("stream",), ("begin", 0xABC, "global"), ("launch", cap.stream, K.scale_add), ("end", 0xABC)]
     assert kernels(gb.graph) == ["axpb", "empty"] and edges(gb.graph) == {(0, 1)}
     with pytest.raises(StateError, match="the GraphBuilder has ended building"):
-        gb.stream
+        _ = gb.stream
 
 
 @pytest.mark.parametrize(
@@ -581,7 +581,7 @@ def test_the_stream_starts_one_capture_in_the_builders_mode_and_launches_go_into
 def test_while_captured_a_call_that_adds_a_node_itself_is_refused(monkeypatch, call):
     cap = _Capture(monkeypatch)
     gb = building()
-    gb.stream
+    _ = gb.stream
     with pytest.raises(CudaGraphError, match="stream is under capture") as info:
         call(gb)
     assert isinstance(info.value, (StateError, DefinitionError))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The other Python versions the package claims (requires-python >= 3.10), where this machine has them: a
 # fresh venv, the package installed from this tree (its compiled modules built for that version and
-# imported), the test suite run (GPU tests skip). A version this machine lacks is named as untested.
+# imported), the test suite run (GPU tests skip) on every CPU (pytest-xdist: the README's command runs once,
+# serially, in .ci/run). A version this machine lacks is named as untested.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for v in ${CUDAGRAPH_CI_VERSIONS:-3.10 3.13}; do
@@ -16,9 +17,9 @@ for v in ${CUDAGRAPH_CI_VERSIONS:-3.10 3.13}; do
     dir=$(mktemp -d)
     "$py" -m venv "$dir/venv"
     "$dir/venv/bin/python" -m pip install -q --upgrade pip
-    "$dir/venv/bin/python" -m pip install -q ".[test]"
+    "$dir/venv/bin/python" -m pip install -q ".[test]" "pytest-xdist>=3.5"
     "$dir/venv/bin/python" -c "import cudagraph.driver._native, cudagraph.definition._define"
     echo "versions: python$v ($("$dir/venv/bin/python" -V)): compiled modules built and imported"
-    "$dir/venv/bin/python" -m pytest -q -p no:cacheprovider
+    "$dir/venv/bin/python" -m pytest -q -p no:cacheprovider -n auto
     rm -rf "$dir"
 done

@@ -128,7 +128,7 @@ def refuse_edge_removal(g: Graph, what: str) -> None:
     """Refuse to remove an edge of ``g`` where the driver refuses it (:data:`DriverRefusal`, cuda.core's
     ``CUDAError``): its graph holds an allocation or a free node (``cuGraphRemoveDependencies`` and
     ``cuGraphDestroyNode`` of a connected node return an error there), checked before anything changes."""
-    if any(n.kind in ("alloc", "free") for n in g._nodes):
+    if any(n.kind in ("alloc", "free", "captured") for n in g._nodes):  # (a recording with graph memory too)
         raise DriverRefusal(
             f"{what}: the driver removes no edge from a graph that holds allocation or free nodes "
             "(cuda.core: the driver's CUDAError); nothing was changed"
@@ -225,6 +225,7 @@ _NODE_TYPES = {
     "alloc": "MEM_ALLOC",
     "free": "MEM_FREE",
     "child": "GRAPH",
+    "captured": "GRAPH",
     "record": "EVENT_RECORD",
     "wait": "WAIT_EVENT",
     "host": "HOST",

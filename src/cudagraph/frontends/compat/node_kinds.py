@@ -389,6 +389,7 @@ KINDS.update(
         "alloc": AllocNode,
         "free": FreeNode,
         "child": ChildGraphNode,
+        "captured": GraphNode,  # a recording with graph memory: a child graph node whose graph is the recording
         "record": EventRecordNode,
         "wait": EventWaitNode,
         "host": HostCallbackNode,

@@ -13,6 +13,7 @@ import pytest
 drv = pytest.importorskip("cuda.bindings.driver")
 
 from cudagraph.definition.kinds.launch_attributes import ATTRIBUTES, encode  # noqa: E402
+from cudagraph.driver import api as _api  # noqa: E402
 from cudagraph.driver.graph_reader import KERNEL_PARAMS, KERNEL_PARAMS_SIZE, GraphReader  # noqa: E402
 from cudagraph.materialize import lift as _lift  # noqa: E402
 
@@ -266,5 +267,6 @@ def make_fake(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeDriver, FakeBindings
     monkeypatch.setattr(_lift, "graph_reader", f.reader)
     monkeypatch.setattr(_lift, "ensure_context", lambda: None)
     monkeypatch.setattr(_lift, "require_driver", lambda: b)
+    monkeypatch.setattr(_api, "require_driver", lambda: b)
     monkeypatch.setattr(_lift, "kernel_info", kernel_info)
     return f, b, infos

@@ -38,9 +38,9 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
+import cudagraph.driver.api as _api
 import cudagraph.executable.executable as _executable
 import cudagraph.executable.updating as _updating
-import cudagraph.ops.node_update as _node_update
 from cudagraph.definition.bindings import node_params_uses
 from cudagraph.definition.node import bodies_of
 from cudagraph.errors import CudaGraphError, DefinitionError, UnsupportedError
@@ -192,8 +192,7 @@ def rec(monkeypatch: pytest.MonkeyPatch) -> Recorder:
         r.lowered.append(graph)  # type: ignore[attr-defined]
         return lowered_for(graph, tag=f"L{len(r.lowered)}-")  # type: ignore[attr-defined]
 
-    monkeypatch.setattr(_node_update, "require_driver", lambda: r)
-    monkeypatch.setattr(_updating, "require_driver", lambda: r)
+    monkeypatch.setattr(_api, "require_driver", lambda: r)
     monkeypatch.setattr(_updating, "lower", lower)
     monkeypatch.setattr(_updating, "_instantiate_lowered", lambda lw, flags, stream: f"exec{len(r.lowered)}")  # type: ignore[attr-defined]
     # No kernel node is set in these tests; the writer's compiled loop needs a real executable handle.

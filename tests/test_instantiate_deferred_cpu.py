@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
+import cudagraph.driver.api as _api
 import cudagraph.executable.base as _base
 import cudagraph.executable.executable as _executable
 import cudagraph.executable.updating as _updating
@@ -104,8 +105,9 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     def set_node(self: Executable, node: Any, dnode: Any, bindings: Any, prepared: Any = None) -> None:
         rec["set"].append((node.index, dnode.split("-")[-1]))
 
+    monkeypatch.setattr(_api, "require_driver", lambda: rec["driver"])
+    monkeypatch.setattr(_executable, "require_driver", lambda: rec["driver"])
     for module in (_executable, _updating):
-        monkeypatch.setattr(module, "require_driver", lambda: rec["driver"])
         monkeypatch.setattr(module, "lower", lower)
         monkeypatch.setattr(module, "_instantiate_lowered", instantiate_lowered)
     monkeypatch.setattr(_executable, "ensure_context", lambda: "ctx")

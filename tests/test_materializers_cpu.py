@@ -67,10 +67,12 @@ def test_capture_pauses_the_garbage_collector_and_restores_it(monkeypatch):
     import gc
     import types
 
+    from cudagraph.driver import api
     from cudagraph.materialize import capture_region, lift
 
     fake = types.SimpleNamespace(cuGraphDestroy=lambda g: None)
     monkeypatch.setattr(capture_region, "require_driver", lambda: fake)
+    monkeypatch.setattr(api, "require_driver", lambda: fake)
     monkeypatch.setattr(capture_region, "ensure_context", lambda: None)
     monkeypatch.setattr(capture_region, "_begin", lambda h: None)
     monkeypatch.setattr(capture_region, "_end", lambda h, what: "graph")

@@ -151,6 +151,7 @@ class FakeClockDriver:
 
 
 def test_profile_graph_times_each_node_between_its_events(monkeypatch):
+    from cudagraph.driver import api
     from cudagraph.executable import profile as prof
 
     drv = FakeClockDriver()
@@ -178,6 +179,7 @@ def test_profile_graph_times_each_node_between_its_events(monkeypatch):
             pass
 
     monkeypatch.setattr(prof, "require_driver", lambda: drv)
+    monkeypatch.setattr(api, "require_driver", lambda: drv)
     monkeypatch.setattr(prof, "ensure_context", lambda: "ctx")
     monkeypatch.setattr(prof, "stream_handle", lambda s: f"h({s})")
     monkeypatch.setattr(prof, "issue_node", issue)
@@ -194,10 +196,12 @@ def test_profile_graph_times_each_node_between_its_events(monkeypatch):
 
 
 def test_profile_refuses_conditional_nodes_before_running(monkeypatch):
+    from cudagraph.driver import api
     from cudagraph.executable import profile as prof
 
     drv = FakeClockDriver()
     monkeypatch.setattr(prof, "require_driver", lambda: drv)
+    monkeypatch.setattr(api, "require_driver", lambda: drv)
     monkeypatch.setattr(prof, "ensure_context", lambda: "ctx")
     monkeypatch.setattr(prof, "stream_handle", lambda s: s)
     g = cg.Graph("loop")

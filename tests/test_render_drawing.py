@@ -109,6 +109,7 @@ def test_repr_mimebundle_of_a_large_graph_is_text(monkeypatch):
 
 
 def _fake_executable(monkeypatch, calls):
+    from cudagraph.driver import api
     from cudagraph.executable import executable as mod
 
     class Flags:
@@ -121,6 +122,7 @@ def _fake_executable(monkeypatch, calls):
 
     fake = SimpleNamespace(CUgraphDebugDot_flags=Flags, cuGraphDebugDotPrint=print_dot)
     monkeypatch.setattr(mod, "require_driver", lambda: fake)
+    monkeypatch.setattr(api, "require_driver", lambda: fake)
     exe = object.__new__(mod.Executable)
     exe.graph = small()
     exe._exec = "exec"

@@ -102,6 +102,7 @@ def test_objects_alone_are_kept_too(fake):
 
 
 def test_closing_an_executable_retires_its_nodes_and_bound_objects(monkeypatch):
+    from cudagraph.driver import api
     from cudagraph.executable import executable as ex
     from cudagraph.materialize import explicit
 
@@ -109,8 +110,8 @@ def test_closing_an_executable_retires_its_nodes_and_bound_objects(monkeypatch):
     monkeypatch.setattr(
         explicit, "retire", lambda keys, streams, keep=None: retired.append((keys, list(streams), keep))
     )
-    monkeypatch.setattr(explicit, "require_driver", lambda: types.SimpleNamespace(cuGraphDestroy=lambda h: (0,)))
-    monkeypatch.setattr(ex, "require_driver", lambda: types.SimpleNamespace(cuGraphExecDestroy=lambda h: (0,)))
+    fake = types.SimpleNamespace(cuGraphDestroy=lambda h: (0,), cuGraphExecDestroy=lambda h: (0,))
+    monkeypatch.setattr(api, "require_driver", lambda: fake)
     lowered = explicit.LoweredGraph.__new__(explicit.LoweredGraph)
     definition, nodes, owner = object(), [object()], Owner()
     lowered.handle, lowered.definition, lowered.nodes, lowered.bodies, lowered.host_keys = 7, definition, nodes, [], [3]

@@ -26,7 +26,7 @@ import cudagraph.ops.compiled_kinds as _compiled_kinds
 import cudagraph.ops.kinds.copy as _copy
 import cudagraph.ops.kinds.memset as _memset
 import cudagraph.ops.operands as _operands
-from cudagraph.driver import c_entry, stream_launch
+from cudagraph.driver import api, c_entry, stream_launch
 from cudagraph.driver.kernel_args import PACKING_LOCK
 from cudagraph.errors import DriverError, OperandError
 from cudagraph.materialize.eager import StreamIssue
@@ -121,6 +121,7 @@ def install_ops(path: str, monkeypatch: pytest.MonkeyPatch, entry_points: bool =
     fake_bindings = ops.bindings(base)
     monkeypatch.setattr(_memset, "require_driver", lambda: fake_bindings)
     monkeypatch.setattr(_copy, "require_driver", lambda: fake_bindings)
+    monkeypatch.setattr(api, "require_driver", lambda: fake_bindings)
     monkeypatch.setattr(_operands, "pointer_attribute", lambda attribute, ptr: ops.query(ptr))
     monkeypatch.setattr(
         _compiled_kinds,

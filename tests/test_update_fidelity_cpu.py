@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import cudagraph as cg
+import cudagraph.driver.api as _api
 import cudagraph.executable.executable as _executable
 import cudagraph.executable.updating as _updating
 from cudagraph.definition import diff as _diff
@@ -300,7 +301,7 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(KernelWriter, "run", lambda self, nodes, start, driver_nodes, teach=None, bindings=None: start)
     monkeypatch.setattr(KernelWriter, "write", lambda self, *args: False)
     monkeypatch.setattr(_updating, "lower", lower)
-    monkeypatch.setattr(_updating, "require_driver", lambda: rec["driver"])
+    monkeypatch.setattr(_api, "require_driver", lambda: rec["driver"])
     monkeypatch.setattr(_updating, "_instantiate_lowered", instantiate_lowered)
     return rec
 

@@ -16,6 +16,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..definition.graph import Graph
 from ..definition.nodes import Node
+from ..driver.api import (
+    graph_destroy_quietly,
+    graph_exec_child_graph_node_set_params,
+    graph_instantiate_with_params_result,
+)
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.kernel_args import PACKING_LOCK
 from ..driver.streams import stream_handle
@@ -184,18 +189,15 @@ class _NodeSetter:
         """Lower the body of ``node`` afresh and give it to ``driver_node``."""
         child = cast("ChildGraphNode", node)  # (called by the child-graph kind's ops for its own nodes)
         exe = self.exe
-        drv = require_driver()
         body = create_graph(node)
         try:
             lowering = Lowering(exe._context(), self.bindings, exe._sink)
             with PACKING_LOCK, lowering.state.constructing():
                 lowering.lower_graph(child.body, body, track=False)
             exe._lowered.host_keys.extend(lowering.host_keys)
-            (err,) = drv.cuGraphExecChildGraphNodeSetParams(exe._exec, driver_node, body)
-            if err:
-                raise_error(err, "cuGraphExecChildGraphNodeSetParams", node)
+            graph_exec_child_graph_node_set_params(exe._exec, driver_node, body, node=node)
         finally:
-            drv.cuGraphDestroy(body)
+            graph_destroy_quietly(body)
 
 
 def _instantiate_lowered(lowered: LoweredGraph, flags: int, upload_stream: Any) -> Any:
@@ -206,7 +208,7 @@ def _instantiate_lowered(lowered: LoweredGraph, flags: int, upload_stream: Any) 
         flags |= int(drv.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
         ip.hUploadStream = stream_handle(upload_stream)
     ip.flags = flags
-    err, exec_handle = drv.cuGraphInstantiateWithParams(lowered.handle, ip)
+    err, exec_handle = graph_instantiate_with_params_result(lowered.handle, ip)
     if err:
         node = None
         detail = ""

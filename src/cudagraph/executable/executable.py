@@ -22,8 +22,16 @@ from ..definition.drawing import check_path, mimebundle
 from ..definition.edits import watch
 from ..definition.graph import Graph
 from ..definition.nodes import Node
+from ..driver.api import (
+    graph_debug_dot_print,
+    graph_exec_destroy_quietly,
+    graph_launch_entry,
+    graph_node_get_enabled,
+    graph_node_set_enabled,
+    graph_upload,
+)
 from ..driver.c_entry import NATIVE, c_address
-from ..driver.calls import check, ensure_context, error_name, raise_error, require_driver
+from ..driver.calls import ensure_context, error_name, raise_error, require_driver
 from ..driver.driver_holds import release_finished
 from ..driver.host_callbacks import prune_retired, unregister
 from ..driver.streams import stream_handle
@@ -61,8 +69,7 @@ _STICKY = {
 def _destroy(state: list[Any], streams: dict[int, Any], bound: tuple[dict[str, Any], dict[str, Any]]) -> None:
     exec_handle, lowered = state
     try:
-        drv = require_driver()
-        drv.cuGraphExecDestroy(exec_handle)  # freed by the driver once no launch is in flight
+        graph_exec_destroy_quietly(exec_handle)  # freed by the driver once no launch is in flight
         # the nodes' operands and the bound values live on until the launches in flight have finished
         lowered.destroy(in_flight_on=streams.values(), keep=(dict(bound[0]), dict(bound[1])))
     except Exception:
@@ -308,8 +315,7 @@ class PythonExecutable(Binding, Updating):
     def upload(self, stream: Any = None) -> None:
         """Upload the executable to the device on ``stream`` ahead of the first launch."""
         self._require_open()
-        drv = require_driver()
-        check(drv.cuGraphUpload(self._exec, stream_handle(stream)), "cuGraphUpload")
+        graph_upload(self._exec, stream_handle(stream))
 
     def check(self) -> None:
         """Raise the first exception a host callback raised since the last check.
@@ -332,18 +338,16 @@ class PythonExecutable(Binding, Updating):
             ) from exc
 
     def _set_enabled(self, node: Node, enabled: bool) -> None:
-        drv = require_driver()
         dnode = self.driver_node(node)
         with self._lock:  # an update of the executable, like a rebind
             if self._exec is None:  # closed by another thread meanwhile
                 self._require_open()
-            check(drv.cuGraphNodeSetEnabled(self._exec, dnode, 1 if enabled else 0), "cuGraphNodeSetEnabled", node)
+            graph_node_set_enabled(self._exec, dnode, 1 if enabled else 0, node=node)
             self._enabled[id(node)] = enabled
 
     def _get_enabled(self, node: Node) -> bool:
-        drv = require_driver()
         dnode = self.driver_node(node)
-        return bool(check(drv.cuGraphNodeGetEnabled(self._exec, dnode), "cuGraphNodeGetEnabled", node))
+        return bool(graph_node_get_enabled(self._exec, dnode, node=node))
 
     # ----------------------------------------------------------- inspection
     def debug_dot(self, path: str | os.PathLike[str], *, verbose: bool = True) -> Path:
@@ -363,7 +367,7 @@ class PythonExecutable(Binding, Updating):
         drv = require_driver()
         flags = int(drv.CUgraphDebugDot_flags.CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE) if verbose else 0
         out = Path(path)
-        check(drv.cuGraphDebugDotPrint(self._lowered.handle, os.fsencode(out), flags), "cuGraphDebugDotPrint")
+        graph_debug_dot_print(self._lowered.handle, os.fsencode(out), flags)
         return out
 
     def profile(self, stream: Any = None, *, repeats: int = 20) -> ProfileResult:
@@ -532,6 +536,6 @@ class Executable(PythonExecutable):
 
 
 try:
-    _LAUNCH = require_driver().cuGraphLaunch
+    _LAUNCH = graph_launch_entry()
 except DriverError:  # pragma: no cover - no cuda-bindings: instantiate() raises first
     _LAUNCH = None

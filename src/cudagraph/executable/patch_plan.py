@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 from ..definition.nodes import Node
 from ..definition.param import Param
 from ..definition.param_offset import ParamAt
+from ..driver.api import graph_exec_node_set_params_entry
 from ..driver.c_entry import NATIVE, c_address
 from ..driver.calls import raise_error, require_driver
 from ..errors import DriverError
@@ -295,7 +296,6 @@ def run_patches(exec_handle: Any, plan: PatchPlan, values: list[Any]) -> None:
     DriverError
         The driver refused a node's update; the message names the node.
     """
-    drv = require_driver()
     packed = plan.values(values)
     for e, (kernel, holder, writes, dnodes) in enumerate(plan.twin):
         base = holder.buf_address if kernel else holder.address
@@ -304,7 +304,7 @@ def run_patches(exec_handle: Any, plan: PatchPlan, values: list[Any]) -> None:
             data = v if type(v) is bytes else _U64.pack((v + add) & _MASK)
             ctypes.memmove(base + off, data, len(data))
         params = holder.params
-        setter = kernel_ops._SET_KERNEL if kernel else drv.cuGraphExecNodeSetParams
+        setter = kernel_ops._SET_KERNEL if kernel else graph_exec_node_set_params_entry()
         for j, dnode in enumerate(dnodes):
             (err,) = setter(exec_handle, dnode, params)
             if err:

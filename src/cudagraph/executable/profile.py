@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any
 from ..definition.bindings import resolve_bindings
 from ..definition.graph import Graph
 from ..definition.nodes import Node
-from ..driver.calls import check, ensure_context, require_driver
+from ..driver.api import (
+    event_create,
+    event_destroy_quietly,
+    event_elapsed_time,
+    event_record,
+    event_synchronize,
+    mem_free_async_quietly,
+    stream_synchronize,
+)
+from ..driver.calls import ensure_context, require_driver
 from ..driver.device_checks import check_devices_of
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK
@@ -225,8 +234,8 @@ def _check_repeats(repeats: Any) -> int:
     return repeats
 
 
-def _elapsed_us(drv: Any, start: Any, end: Any) -> float:
-    return float(check(drv.cuEventElapsedTime(start, end), "cuEventElapsedTime")) * 1000.0
+def _elapsed_us(start: Any, end: Any) -> float:
+    return float(event_elapsed_time(start, end)) * 1000.0
 
 
 def _time_nodes(
@@ -241,8 +250,7 @@ def _time_nodes(
                 "time the whole launch with exe.launch between events instead"
             )
     check_devices_of(graph)  # devices and peers, as lowering and an eager run check them
-    drv = require_driver()
-    events = [check(drv.cuEventCreate(0), "cuEventCreate") for _ in range(2 * len(order))]
+    events = [event_create(0) for _ in range(2 * len(order))]
     samples: dict[int, list[float]] = {id(n): [] for n in order}
     sink: list[Any] = []
     keys: list[int] = []
@@ -253,23 +261,23 @@ def _time_nodes(
                 run = StreamIssue(bindings, sink, keys, state)
                 try:
                     for i, node in enumerate(order):
-                        check(drv.cuEventRecord(events[2 * i], h), "cuEventRecord")
+                        event_record(events[2 * i], h)
                         issue_node(node, h, run)
-                        check(drv.cuEventRecord(events[2 * i + 1], h), "cuEventRecord")
+                        event_record(events[2 * i + 1], h)
                 finally:
                     for key, (_alloc, addr) in state.allocs.items():
                         if key not in state.freed:
-                            drv.cuMemFreeAsync(addr, h)
-            check(drv.cuStreamSynchronize(h), "cuStreamSynchronize")
+                            mem_free_async_quietly(addr, h)
+            stream_synchronize(h)
             if r:  # the first run warms up (module loading, first launches)
                 for i, node in enumerate(order):
-                    samples[id(node)].append(_elapsed_us(drv, events[2 * i], events[2 * i + 1]))
+                    samples[id(node)].append(_elapsed_us(events[2 * i], events[2 * i + 1]))
     finally:
-        check(drv.cuStreamSynchronize(h), "cuStreamSynchronize")
+        stream_synchronize(h)
         if keys:
             unregister(keys)
         for e in events:
-            drv.cuEventDestroy(e)
+            event_destroy_quietly(e)
     if sink:
         node, exc = sink[0]
         raise HostCallbackError(
@@ -279,23 +287,22 @@ def _time_nodes(
 
 
 def _time_launches(exe: Executable, stream: Any, h: Any, repeats: int) -> list[float]:
-    drv = require_driver()
-    start = check(drv.cuEventCreate(0), "cuEventCreate")
-    end = check(drv.cuEventCreate(0), "cuEventCreate")
+    start = event_create(0)
+    end = event_create(0)
     out: list[float] = []
     try:
         exe.launch(stream)  # warm-up (upload)
-        check(drv.cuStreamSynchronize(h), "cuStreamSynchronize")
+        stream_synchronize(h)
         for _ in range(repeats):
-            check(drv.cuEventRecord(start, h), "cuEventRecord")
+            event_record(start, h)
             exe.launch(stream)
-            check(drv.cuEventRecord(end, h), "cuEventRecord")
-            check(drv.cuEventSynchronize(end), "cuEventSynchronize")
-            out.append(_elapsed_us(drv, start, end))
+            event_record(end, h)
+            event_synchronize(end)
+            out.append(_elapsed_us(start, end))
         exe.check()
     finally:
-        drv.cuEventDestroy(start)
-        drv.cuEventDestroy(end)
+        event_destroy_quietly(start)
+        event_destroy_quietly(end)
     return out
 
 

@@ -42,7 +42,8 @@ from ..definition.graph import Graph
 from ..definition.kinds.kernel import LAUNCH_KEYWORDS, check_launch_attrs, launch_signature
 from ..definition.node import kept_operands, rebuilt_node
 from ..definition.nodes import Node
-from ..driver.calls import raise_error, require_driver
+from ..driver.api import graph_exec_destroy_quietly, graph_exec_update_result
+from ..driver.calls import raise_error
 from ..driver.host_callbacks import retire
 from ..driver.kernel_args import PACKING_LOCK
 from ..errors import DefinitionError, DriverError, OperandError
@@ -570,10 +571,9 @@ class Updating(ExecutableBase):
         lw._all = None
 
     def _whole_graph_update(self, graph: Graph, bindings: dict[str, Any], states: list[Any] | None = None) -> None:
-        drv = require_driver()
         new_lowered = lower(graph, bindings, self._sink)
         try:
-            err, info = drv.cuGraphExecUpdate(self._exec, new_lowered.handle)
+            err, info = graph_exec_update_result(self._exec, new_lowered.handle)
             self.update_calls += 1
             if err:
                 reason = ""
@@ -602,8 +602,7 @@ class Updating(ExecutableBase):
         except BaseException:
             new_lowered.destroy()
             raise
-        drv = require_driver()
-        drv.cuGraphExecDestroy(self._exec)
+        graph_exec_destroy_quietly(self._exec)
         old = self._lowered
         self._exec = new_exec
         self._exec_addr = 0

@@ -25,7 +25,17 @@ from ..definition.graph import Graph
 from ..definition.node import Node
 from ..definition.path import Path
 from ..driver import stream_launch
-from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.api import (
+    event_create,
+    event_destroy_quietly,
+    event_record,
+    stream_create,
+    stream_destroy_quietly,
+    stream_is_capturing,
+    stream_is_capturing_result,
+    stream_wait_event,
+)
+from ..driver.calls import ensure_context, raise_error, require_driver
 from ..driver.foreign_kernels import FOREIGN_KERNEL_TYPES, resolve
 from ..driver.host_callbacks import retire
 from ..driver.kernel_args import PACKING_LOCK
@@ -88,11 +98,11 @@ _PENDING: list[Any] = []
 def _release(handle: Any) -> None:
     """Destroy a forked stream, or keep it until the capture it joined has ended."""
     drv = require_driver()
-    (err, status) = drv.cuStreamIsCapturing(handle)
+    (err, status) = stream_is_capturing_result(handle)
     if not err and int(status) != int(drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE):
         _PENDING.append(handle)
         return
-    drv.cuStreamDestroy(handle)
+    stream_destroy_quietly(handle)
 
 
 def _sweep() -> None:
@@ -171,7 +181,7 @@ def _path_of(target: Any, call: str) -> Path | None:
 
 def _capturing(h: int) -> bool:
     drv = require_driver()
-    status = check(drv.cuStreamIsCapturing(h), "cuStreamIsCapturing")
+    status = stream_is_capturing(h)
     return bool(int(status) != int(drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE))
 
 
@@ -573,12 +583,12 @@ def wait(target: Any, event: Any) -> Node | None:
 def _event_between(src: int, dst: int) -> None:
     """Order the work queued next on stream ``dst`` after what is queued on ``src`` now."""
     drv = require_driver()
-    ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    ev = event_create(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
     try:
-        check(drv.cuEventRecord(ev, src), "cuEventRecord")
-        check(drv.cuStreamWaitEvent(dst, ev, 0), "cuStreamWaitEvent")
+        event_record(ev, src)
+        stream_wait_event(dst, ev, 0)
     finally:
-        drv.cuEventDestroy(ev)  # released once the wait is done
+        event_destroy_quietly(ev)  # released once the wait is done
 
 
 def fork(target: Any) -> Any:
@@ -598,7 +608,7 @@ def fork(target: Any) -> Any:
     ensure_context()
     _sweep()
     drv = require_driver()
-    new = check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+    new = stream_create(drv.CUstream_flags.CU_STREAM_NON_BLOCKING)
     forked = ForkedStream(new)
     _event_between(h, int(new))
     return forked

@@ -25,7 +25,8 @@ from typing import Any, overload
 from ..definition.bindings import node_params_uses
 from ..definition.graph import Graph
 from ..definition.nodes import Node
-from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.api import graph_destroy_quietly, stream_begin_capture, stream_end_capture_result
+from ..driver.calls import ensure_context, raise_error, require_driver
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK, compiled_bindings
 from ..driver.streams import capture_dependencies, new_stream, set_capture_dependencies
@@ -190,18 +191,18 @@ def capture_lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> Lo
     collecting = pause_collector()
     top: list[int] = [0] * len(graph._nodes)
     try:
-        check(drv.cuStreamBeginCapture(origin, mode), "cuStreamBeginCapture")
+        stream_begin_capture(origin, mode)
         try:
             with PACKING_LOCK:
                 exits = _replay(rp, graph, (), top)
             rp.depend_on(exits, None)  # every leaf joined to the end of the capture
         finally:
-            err, captured = drv.cuStreamEndCapture(origin)
+            err, captured = stream_end_capture_result(origin)
         if err:
             raise_error(err, "cuStreamEndCapture")
     except BaseException:
         if captured is not None and int(captured):
-            drv.cuGraphDestroy(captured)
+            graph_destroy_quietly(captured)
         unregister(lowering.host_keys)
         rp.close()
         raise

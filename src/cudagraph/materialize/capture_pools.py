@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..driver.calls import check, require_driver
+from ..driver.api import mem_alloc, mem_free_quietly, memcpy_dtod
 
 __all__ = ["DeviceMemory", "private_pool_segments"]
 
@@ -56,17 +56,16 @@ class DeviceMemory:
     __slots__ = ("address", "nbytes", "__weakref__")
 
     def __init__(self, nbytes: int, copy_from: int | None = None) -> None:
-        drv = require_driver()
         self.address = 0
         self.nbytes = nbytes
-        self.address = int(check(drv.cuMemAlloc(nbytes), "cuMemAlloc"))
+        self.address = int(mem_alloc(nbytes))
         if copy_from is not None:
-            check(drv.cuMemcpyDtoD(self.address, copy_from, nbytes), "cuMemcpyDtoD")
+            memcpy_dtod(self.address, copy_from, nbytes)
 
     def __del__(self) -> None:
         if self.address:
             try:
-                require_driver().cuMemFree(self.address)
+                mem_free_quietly(self.address)
             except Exception:
                 pass
 

@@ -7,6 +7,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..definition.nodes import ChildGraphNode, Node
+from ..driver.api import (
+    graph_destroy_quietly,
+    graph_get_nodes,
+    graph_node_get_type,
+    stream_begin_capture,
+    stream_end_capture_result,
+    stream_synchronize,
+)
 from ..driver.calls import check, ensure_context, raise_error, require_driver
 from ..driver.streams import core_stream, new_stream, stream_handle
 from ..errors import OperandError
@@ -110,7 +118,7 @@ def _begin(stream_handle: Any, mode: str = "thread_local") -> None:
         "global": modes.CU_STREAM_CAPTURE_MODE_GLOBAL,
         "relaxed": modes.CU_STREAM_CAPTURE_MODE_RELAXED,
     }[mode]
-    check(drv.cuStreamBeginCapture(stream_handle, m), "cuStreamBeginCapture")
+    stream_begin_capture(stream_handle, m)
 
 
 _INVALIDATED_HINT = (
@@ -122,7 +130,7 @@ _INVALIDATED_HINT = (
 
 def _end(stream_handle: Any, what: str) -> Any:
     drv = require_driver()
-    err, graph = drv.cuStreamEndCapture(stream_handle)
+    err, graph = stream_end_capture_result(stream_handle)
     if err == drv.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
         raise_error(err, "cuStreamEndCapture", detail=_INVALIDATED_HINT.format(what=what))
     return check((err, graph), "cuStreamEndCapture")
@@ -130,10 +138,9 @@ def _end(stream_handle: Any, what: str) -> Any:
 
 def _abandon(stream_handle: Any) -> None:
     """End a capture that is being left by an exception, dropping what it recorded."""
-    drv = require_driver()
-    err, graph = drv.cuStreamEndCapture(stream_handle)
+    err, graph = stream_end_capture_result(stream_handle)
     if not err and graph is not None and int(graph):
-        drv.cuGraphDestroy(graph)
+        graph_destroy_quietly(graph)
 
 
 def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "captured") -> Graph:
@@ -155,7 +162,7 @@ def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "
     """
     from .lift import lift
 
-    drv = require_driver()
+    require_driver()
     ensure_context()
     owner = None
     if stream is None:
@@ -177,7 +184,7 @@ def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "
     try:
         return lift(graph, name=name)
     finally:
-        drv.cuGraphDestroy(graph)
+        graph_destroy_quietly(graph)
 
 
 class CaptureRegion:
@@ -220,7 +227,7 @@ class CaptureRegion:
                 f"capture region {self._name!r}: stream: the legacy default stream cannot be captured; "
                 "pass a stream you created"
             )
-        check(require_driver().cuStreamSynchronize(h), "cuStreamSynchronize")
+        stream_synchronize(h)
         collecting = pause_collector()
         try:
             _begin(h)
@@ -234,7 +241,6 @@ class CaptureRegion:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         from .lift import lift
 
-        drv = require_driver()
         assert self._stream is not None
         try:
             if exc_type is not None:
@@ -246,7 +252,7 @@ class CaptureRegion:
         try:
             body = lift(graph, name=self._name)
         finally:
-            drv.cuGraphDestroy(graph)
+            graph_destroy_quietly(graph)
         if self.node is None:
             self.node = self._graph.child(body, after=self._after or None, name=self._name)
         else:
@@ -292,7 +298,7 @@ class RecordedGraph:
         handle, self.handle = self.handle, None
         if not self.taken and handle is not None:
             try:
-                require_driver().cuGraphDestroy(handle)
+                graph_destroy_quietly(handle)
             except Exception:  # pragma: no cover - the interpreter is shutting down
                 pass
 
@@ -308,12 +314,11 @@ def abandon_capture(stream_handle: Any) -> None:
 
 
 def _node_types(graph: Any) -> list[int]:
-    drv = require_driver()
-    _, count = check(drv.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+    _, count = graph_get_nodes(graph, 0)
     if not count:
         return []
-    nodes, count = check(drv.cuGraphGetNodes(graph, count), "cuGraphGetNodes")
-    return [int(check(drv.cuGraphNodeGetType(n), "cuGraphNodeGetType")) for n in nodes[:count]]
+    nodes, count = graph_get_nodes(graph, count)
+    return [int(graph_node_get_type(n)) for n in nodes[:count]]
 
 
 def end_capture_into(stream_handle: Any, path: Any, name: str) -> Node | None:
@@ -332,10 +337,10 @@ def end_capture_into(stream_handle: Any, path: Any, name: str) -> Node | None:
     try:
         types = _node_types(graph)
     except BaseException:
-        drv.cuGraphDestroy(graph)
+        graph_destroy_quietly(graph)
         raise
     if not types:
-        drv.cuGraphDestroy(graph)
+        graph_destroy_quietly(graph)
         return None
     t = drv.CUgraphNodeType
     memory = {int(t.CU_GRAPH_NODE_TYPE_MEM_ALLOC), int(t.CU_GRAPH_NODE_TYPE_MEM_FREE)}
@@ -343,7 +348,7 @@ def end_capture_into(stream_handle: Any, path: Any, name: str) -> Node | None:
         try:
             body = lift(graph, name=name)
         finally:
-            drv.cuGraphDestroy(graph)
+            graph_destroy_quietly(graph)
         node: Node = path.child(body, name=name)
         return node
     return add_captured(path, RecordedGraph(graph, len(types)), name)

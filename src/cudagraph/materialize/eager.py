@@ -14,7 +14,8 @@ from ..definition.bindings import resolve_bindings
 from ..definition.graph import Graph
 from ..definition.nodes import Node
 from ..driver import stream_launch
-from ..driver.calls import check, ensure_context, raise_error, require_driver
+from ..driver.api import mem_free_async_quietly, stream_synchronize
+from ..driver.calls import ensure_context, raise_error, require_driver
 from ..driver.device_checks import check_devices_of
 from ..driver.host_callbacks import unregister
 from ..driver.kernel_args import PACKING_LOCK, compiled_bindings
@@ -106,7 +107,7 @@ def run(graph: Graph, stream: Any, params: dict[str, Any]) -> None:
     """
     graph._validate_structure()
     bindings = resolve_bindings(graph, params)
-    drv = require_driver()
+    require_driver()
     ensure_context()
     check_devices_of(graph)
     h = stream_handle(stream)
@@ -121,10 +122,10 @@ def run(graph: Graph, stream: Any, params: dict[str, Any]) -> None:
                 # Allocations the graph does not free are released in stream order at the end.
                 for key, (_alloc, addr) in state.allocs.items():
                     if key not in state.freed:
-                        drv.cuMemFreeAsync(addr, h)
+                        mem_free_async_quietly(addr, h)
     finally:
         if keys:
-            check(drv.cuStreamSynchronize(h), "cuStreamSynchronize")
+            stream_synchronize(h)
             unregister(keys)
     if sink:
         node, exc = sink[0]

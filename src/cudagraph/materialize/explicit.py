@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 from ..definition.bindings import node_params_uses
 from ..definition.graph import Graph
 from ..definition.nodes import Node
+from ..driver.api import graph_destroy_quietly
 from ..driver.c_entry import kernel_loop, use_kernel
 from ..driver.calls import create_graph, ensure_context, raise_error, require_driver
 from ..driver.compat import add_node_fn
@@ -399,8 +400,7 @@ class LoweredGraph:
             More that the work in flight reads (an executable's bound values).
         """
         if self.handle is not None:
-            drv = require_driver()
-            drv.cuGraphDestroy(self.handle)
+            graph_destroy_quietly(self.handle)
             self.handle = None
             retire(self.host_keys, in_flight_on, keep=(self.definition, self.nodes, self.bodies, keep))
 
@@ -421,7 +421,7 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
     -------
     LoweredGraph
     """
-    drv = require_driver()
+    require_driver()
     ctx = ensure_context()
     check_devices_of(graph)
     handle = create_graph()
@@ -431,7 +431,7 @@ def lower(graph: Graph, bindings: dict[str, Any], sink: list[Any]) -> LoweredGra
         with PACKING_LOCK, lowering.state.constructing():
             dnodes = lowering.lower_graph(graph, handle)
     except BaseException:
-        drv.cuGraphDestroy(handle)
+        graph_destroy_quietly(handle)
         unregister(lowering.host_keys)
         raise
     return LoweredGraph(handle, graph, dnodes, lowering)

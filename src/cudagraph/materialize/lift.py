@@ -14,6 +14,14 @@ from ..definition.memory_info import describe_memory
 from ..definition.nodes import Node
 from ..definition.parametrize import ParametrizeReport, keep_alive, moving_slots, parametrize
 from ..definition.relocation import plan_relocation
+from ..driver.api import (
+    graph_clone,
+    graph_destroy_quietly,
+    graph_get_nodes,
+    graph_kernel_node_get_params,
+    graph_node_get_dependencies_result,
+    graph_node_get_type,
+)
 from ..driver.calls import check, ensure_context, require_driver
 from ..driver.compat import edge_data_of
 from ..driver.graph_reader import KERNEL_NODE_TYPE, graph_reader
@@ -48,12 +56,11 @@ class _BindingsReader:
         return None
 
     def nodes(self, graph: int) -> list[int]:
-        drv = self.drv
-        handle = drv.CUgraph(graph)
-        _, count = check(drv.cuGraphGetNodes(handle, 0), "cuGraphGetNodes")
+        handle = self.drv.CUgraph(graph)
+        _, count = graph_get_nodes(handle, 0)
         if not count:
             return []
-        nodes, count = check(drv.cuGraphGetNodes(handle, count), "cuGraphGetNodes")
+        nodes, count = graph_get_nodes(handle, count)
         return [int(n) for n in nodes[:count]]
 
     def edges(self, nodes: list[int], data_edges: list[EdgeData] | None = None) -> tuple[list[int], list[int]]:
@@ -64,7 +71,7 @@ class _BindingsReader:
         for node in nodes:
             dn = drv.CUgraphNode(node)
             while True:
-                res = drv.cuGraphNodeGetDependencies(dn, room)
+                res = graph_node_get_dependencies_result(dn, room)
                 check(res[:1], "cuGraphNodeGetDependencies")
                 if res[-1] < room:
                     break
@@ -81,12 +88,11 @@ class _BindingsReader:
         return frm, to
 
     def read(self, node: int) -> tuple[int, tuple[int, ...] | None]:
-        drv = self.drv
-        dn = drv.CUgraphNode(node)
-        t = int(check(drv.cuGraphNodeGetType(dn), "cuGraphNodeGetType"))
+        dn = self.drv.CUgraphNode(node)
+        t = int(graph_node_get_type(dn))
         if t != KERNEL_NODE_TYPE:
             return t, None
-        kp = check(drv.cuGraphKernelNodeGetParams(dn), "cuGraphKernelNodeGetParams")
+        kp = graph_kernel_node_get_params(dn)
         return t, (
             int(kp.func),
             int(kp.gridDimX),
@@ -329,7 +335,7 @@ class _GraphKeeper:
 
     def __del__(self) -> None:
         try:
-            require_driver().cuGraphDestroy(self.handle)
+            graph_destroy_quietly(self.handle)
         except Exception:
             pass
 
@@ -444,7 +450,7 @@ def parametrize_lifted(g: Graph, params: dict[str, Any], segments: list[tuple[in
 
 def _lift(obj: Any, name: str) -> Graph:
     handle = cuda_graph_handle(obj)  # (what the object is, before anything asks the driver)
-    drv = require_driver()
+    require_driver()
     ensure_context()
     reader = graph_reader() or _BindingsReader()
     g = Graph(name)
@@ -455,7 +461,7 @@ def _lift(obj: Any, name: str) -> Graph:
     except _NeedsClone:
         pass
     # Opaque nodes keep driver parameters that point into their graph: read a clone and keep it.
-    clone = check(drv.cuGraphClone(handle), "cuGraphClone")
+    clone = graph_clone(handle)
     keep = _GraphKeeper(clone)
     g = Graph(name)
     _Lifter(reader, keep).into(g, int(clone))

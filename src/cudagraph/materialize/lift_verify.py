@@ -24,7 +24,19 @@ from typing import Any
 
 from ..definition.graph import Graph
 from ..definition.parametrize import public_fields
-from ..driver.calls import check, require_driver
+from ..driver.api import (
+    graph_child_graph_node_get_graph,
+    graph_event_record_node_get_event,
+    graph_event_wait_node_get_event,
+    graph_get_nodes,
+    graph_host_node_get_params,
+    graph_kernel_node_get_params,
+    graph_mem_alloc_node_get_params,
+    graph_memcpy_node_get_params,
+    graph_memset_node_get_params,
+    graph_node_get_type,
+)
+from ..driver.calls import require_driver
 from ..driver.compat import dependencies_with_data
 from ..driver.kernel_args import kernel_info
 from ..driver.node_reads import NodeReads, extra_arguments
@@ -68,11 +80,10 @@ def verify_lift(g: Graph, source: Any) -> int:
 
 
 def _nodes(graph: Any) -> list[Any]:
-    drv = require_driver()
-    _, count = check(drv.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+    _, count = graph_get_nodes(graph, 0)
     if not count:
         return []
-    nodes, count = check(drv.cuGraphGetNodes(graph, count), "cuGraphGetNodes")
+    nodes, count = graph_get_nodes(graph, count)
     return list(nodes[:count])
 
 
@@ -110,7 +121,6 @@ def compare_driver_graphs(source: Any, rebuilt: Any, name: str, labels: list[Any
     LiftMismatchError
         The first difference.
     """
-    drv = require_driver()
     src_all = _nodes(source)
     order = _kahn(src_all)
     src = [src_all[i] for i in order]
@@ -127,8 +137,8 @@ def compare_driver_graphs(source: Any, rebuilt: Any, name: str, labels: list[Any
             node = labels[k] if labels is not None and k < len(labels) else None
             return f"verify Graph {name!r}: node {k}" + (f" ({node.label} {node.name!r})" if node is not None else "")
 
-        ta = check(drv.cuGraphNodeGetType(a), "cuGraphNodeGetType")
-        tb = check(drv.cuGraphNodeGetType(b), "cuGraphNodeGetType")
+        ta = graph_node_get_type(a)
+        tb = graph_node_get_type(b)
         if int(ta) != int(tb):
             raise LiftMismatchError(f"{where()}: node type: source {ta.name}, rebuilt {tb.name}")
         ea = sorted((src_pos[d], fp, tp, t) for d, fp, tp, t in _deps(a))
@@ -150,15 +160,15 @@ def _differ(where: Callable[[], str], what: str, x: Any, y: Any) -> None:
 
 
 def _kernel(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
-    drv = require_driver()
-    pa = check(drv.cuGraphKernelNodeGetParams(a), "cuGraphKernelNodeGetParams")
-    pb = check(drv.cuGraphKernelNodeGetParams(b), "cuGraphKernelNodeGetParams")
+    pa = graph_kernel_node_get_params(a)
+    pb = graph_kernel_node_get_params(b)
     fa, ka = int(pa.func or 0), int(getattr(pa, "kern", 0) or 0)
     fb, kb = int(pb.func or 0), int(getattr(pb, "kern", 0) or 0)
     if not ((ka and ka == kb) or (fa and fa == fb)):
         _differ(where, "kernel (func, kern)", (hex(fa), hex(ka)), (hex(fb), hex(kb)))
     for field in ("gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes"):
         _differ(where, field, int(getattr(pa, field)), int(getattr(pb, field)))
+    drv = require_driver()
     handle = drv.CUkernel(ka) if not fa and ka else drv.CUfunction(fa)
     info = kernel_info(handle)
     _differ(where, "argument bytes", _arguments(pa, info), _arguments(pb, info))
@@ -196,11 +206,10 @@ def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     return out
 
 
-def _params(getter: str, skip: tuple[str, ...] = ()) -> Callable[..., int]:
+def _params(get_params: Callable[[Any], Any], skip: tuple[str, ...] = ()) -> Callable[..., int]:
     def compare(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
-        drv = require_driver()
-        fa = _fields(check(getattr(drv, getter)(a), getter), skip)
-        fb = _fields(check(getattr(drv, getter)(b), getter), skip)
+        fa = _fields(get_params(a), skip)
+        fb = _fields(get_params(b), skip)
         for key in sorted(set(fa) | set(fb)):
             _differ(where, key, fa.get(key), fb.get(key))
         return 0
@@ -215,9 +224,8 @@ _HOST, _DEVICE, _ARRAY, _UNIFIED = 1, 2, 3, 4
 def _memcpy(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
     """A copy's whole ``CUDA_MEMCPY3D``, each endpoint as the pointer it names: a unified endpoint (the
     driver tells host from device by the address) matches a host or device one at the same address."""
-    drv = require_driver()
-    fa = _fields(check(drv.cuGraphMemcpyNodeGetParams(a), "cuGraphMemcpyNodeGetParams"))
-    fb = _fields(check(drv.cuGraphMemcpyNodeGetParams(b), "cuGraphMemcpyNodeGetParams"))
+    fa = _fields(graph_memcpy_node_get_params(a))
+    fb = _fields(graph_memcpy_node_get_params(b))
     for side in ("src", "dst"):
         ends = []
         for f in (fa, fb):
@@ -234,17 +242,14 @@ def _memcpy(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: st
 
 
 def _child(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
-    drv = require_driver()
-    ga = check(drv.cuGraphChildGraphNodeGetGraph(a), "cuGraphChildGraphNodeGetGraph")
-    gb = check(drv.cuGraphChildGraphNodeGetGraph(b), "cuGraphChildGraphNodeGetGraph")
+    ga = graph_child_graph_node_get_graph(a)
+    gb = graph_child_graph_node_get_graph(b)
     return compare_driver_graphs(ga, gb, f"{name} (a child graph: {where()})")
 
 
-def _event(getter: str) -> Callable[..., int]:
+def _event(get_event: Callable[[Any], Any]) -> Callable[..., int]:
     def compare(a: Any, b: Any, where: Callable[[], str], reads: NodeReads, name: str) -> int:
-        drv = require_driver()
-        get = getattr(drv, getter)
-        _differ(where, "event", int(check(get(a), getter)), int(check(get(b), getter)))
+        _differ(where, "event", int(get_event(a)), int(get_event(b)))
         return 0
 
     return compare
@@ -254,10 +259,10 @@ def _event(getter: str) -> Callable[..., int]:
 _COMPARERS: dict[str, Callable[..., int]] = {
     "KERNEL": _kernel,
     "MEMCPY": _memcpy,
-    "MEMSET": _params("cuGraphMemsetNodeGetParams"),
-    "HOST": _params("cuGraphHostNodeGetParams", skip=("userData",)),
+    "MEMSET": _params(graph_memset_node_get_params),
+    "HOST": _params(graph_host_node_get_params, skip=("userData",)),
     "GRAPH": _child,
-    "EVENT_RECORD": _event("cuGraphEventRecordNodeGetEvent"),
-    "WAIT_EVENT": _event("cuGraphEventWaitNodeGetEvent"),
-    "MEM_ALLOC": _params("cuGraphMemAllocNodeGetParams", skip=("dptr",)),
+    "EVENT_RECORD": _event(graph_event_record_node_get_event),
+    "WAIT_EVENT": _event(graph_event_wait_node_get_event),
+    "MEM_ALLOC": _params(graph_mem_alloc_node_get_params, skip=("dptr",)),
 }

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..definition.condition import Condition
 from ..definition.nodes import AllocNode, AllocOffset, Node
-from ..driver.calls import check, require_driver
+from ..driver.api import ctx_get_device, graph_conditional_handle_create
+from ..driver.calls import require_driver
 from ..errors import DefinitionError, ForeignNodeError, UnsupportedError
 
 __all__ = [
@@ -95,7 +96,7 @@ class LowerState:
     def device(self) -> Any:
         """The ``CUdevice`` of the current context (cached)."""
         if self._device is None:
-            self._device = check(require_driver().cuCtxGetDevice(), "cuCtxGetDevice")
+            self._device = ctx_get_device()
         return self._device
 
     def condition_handle(self, cond: Condition, node: Node) -> int:
@@ -126,11 +127,7 @@ class LowerState:
             if cond.default is not None:
                 flags = int(drv.CU_GRAPH_COND_ASSIGN_DEFAULT)
                 default = cond.default
-            handle = check(
-                drv.cuGraphConditionalHandleCreate(gh, self.ctx, default, flags),
-                "cuGraphConditionalHandleCreate",
-                node,
-            )
+            handle = graph_conditional_handle_create(gh, self.ctx, default, flags, node=node)
             h = int(handle)
             self.conds[key] = h
             self._keep.append(cond)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..definition.nodes import Node
-from ..driver.calls import raise_error, require_driver
+from ..driver.api import graph_exec_node_set_params_result
+from ..driver.calls import raise_error
 from ..driver.node_params_pool import give
 from .lower_state import LowerState
 from .node_params import node_params
@@ -40,10 +41,9 @@ def set_node_params(
     DriverError
         The driver refused the update; the message names the node.
     """
-    drv = require_driver()
     p = node_params(node, ctx, bindings, sink, host_keys, state, reuse=True)
     try:
-        (err,) = drv.cuGraphExecNodeSetParams(exec_handle, driver_node, p)
+        (err,) = graph_exec_node_set_params_result(exec_handle, driver_node, p)
     finally:
         give(p)  # (the driver copied what it reads)
     if err:

@@ -23,6 +23,7 @@ from ...definition.nodes import (
     WhileNode,
 )
 from ...definition.validation import BODY_KIND_NAMES
+from ...driver.api import driver_get_version
 from ...driver.builtin_kernels import predicate_kernel
 from ...driver.calls import check, raise_error, require_driver
 from ...driver.kernel_args import kernel_info
@@ -43,8 +44,7 @@ _FULL_BODIES = 12040
 def driver_version() -> int:
     """``cuDriverGetVersion()``, cached (``13000`` for CUDA 13.0)."""
     if not _DRIVER_VERSION:
-        drv = require_driver()
-        _DRIVER_VERSION.append(int(check(drv.cuDriverGetVersion(), "cuDriverGetVersion")))
+        _DRIVER_VERSION.append(int(driver_get_version()))
     return _DRIVER_VERSION[0]
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import AllocNode, AllocOffset, Memcpy2DNode, Memcpy3DNode, MemcpyNode, Node
-from ...driver.calls import check, require_driver
+from ...driver.api import graph_memcpy_node_get_params, memcpy_3d_async, memcpy_async
+from ...driver.calls import require_driver
 from ..lower_state import LowerState
 from ..operands import endpoint, memory_type, pointer_value
 from .base import KindOps, Lifter, ParamsEnv, StreamRun
@@ -77,7 +78,6 @@ class MemcpyOps(_CopyOps):
         c.Depth = 1
 
     def issue(self, node: MemcpyNode, stream: Any, run: StreamRun) -> None:
-        drv = require_driver()
         bindings, state = run.bindings, run.state
         src = pointer_value(node.src, bindings, f"{node.label}: src", state)
         dst = pointer_value(node.dst, bindings, f"{node.label}: dst", state)
@@ -85,13 +85,12 @@ class MemcpyOps(_CopyOps):
             memory_type(src, f"{node.label}: src")
         if type(node.dst) not in _LATE:
             memory_type(dst, f"{node.label}: dst")
-        check(drv.cuMemcpyAsync(dst, src, node.nbytes, stream), "cuMemcpyAsync", node)
+        memcpy_async(dst, src, node.nbytes, stream, node=node)
 
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
         """A 1-D copy node, or ``None`` for a copy this library does not model (2-D, 3-D, arrays)."""
-        drv = lifter.drv
-        cp = check(drv.cuGraphMemcpyNodeGetParams(dn), "cuGraphMemcpyNodeGetParams")
-        M = drv.CUmemorytype
+        cp = graph_memcpy_node_get_params(dn)
+        M = lifter.drv.CUmemorytype
         ok_types = (M.CU_MEMORYTYPE_HOST, M.CU_MEMORYTYPE_DEVICE, M.CU_MEMORYTYPE_UNIFIED)
         one_d = (
             int(cp.Height) <= 1
@@ -129,7 +128,7 @@ class Memcpy3DOps(_CopyOps):
         drv = require_driver()
         copy = drv.CUDA_MEMCPY3D()
         self.fill(copy, node, run.bindings, run.state)
-        check(drv.cuMemcpy3DAsync(copy, stream), "cuMemcpy3DAsync", node)
+        memcpy_3d_async(copy, stream, node=node)
 
 
 _MEMCPY3D = Memcpy3DOps()

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...definition.nodes import EventRecordNode, EventWaitNode, Node
-from ...driver.calls import check, require_driver
+from ...driver.api import (
+    event_record,
+    graph_event_record_node_get_event,
+    graph_event_wait_node_get_event,
+    stream_wait_event,
+)
+from ...driver.calls import require_driver
 from ..operands import event_handle
 from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
@@ -22,10 +28,13 @@ class _EventOps(KindOps):
     capturable = True
     #: The member of ``CUgraphNodeParams`` that holds the event.
     field: ClassVar[str]
-    #: The driver call that reads a driver node's event back (lifting).
-    get_event: ClassVar[str]
     #: The ``Graph`` builder that makes the node.
     builder: ClassVar[str]
+
+    @staticmethod
+    def get_event(driver_node: Any) -> Any:
+        """The event of ``driver_node``, read back by the subclass's driver call (lifting)."""
+        raise NotImplementedError
 
     def params(self, node: EventRecordNode | EventWaitNode, env: ParamsEnv) -> Any:
         drv = require_driver()
@@ -34,7 +43,7 @@ class _EventOps(KindOps):
         return p
 
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
-        ev = check(getattr(lifter.drv, self.get_event)(dn), self.get_event)
+        ev = self.get_event(dn)
         return getattr(g, self.builder)(ev, after=after)  # type: ignore[no-any-return]
 
 
@@ -44,11 +53,11 @@ class EventRecordOps(_EventOps):
     __slots__ = ()
     lifts = "CU_GRAPH_NODE_TYPE_EVENT_RECORD"
     field = "eventRecord"
-    get_event = "cuGraphEventRecordNodeGetEvent"
+    get_event = staticmethod(graph_event_record_node_get_event)
     builder = "record"
 
     def issue(self, node: EventRecordNode, stream: Any, run: StreamRun) -> None:
-        check(require_driver().cuEventRecord(event_handle(node.event, node), stream), "cuEventRecord", node)
+        event_record(event_handle(node.event, node), stream, node=node)
 
 
 class EventWaitOps(_EventOps):
@@ -57,11 +66,11 @@ class EventWaitOps(_EventOps):
     __slots__ = ()
     lifts = "CU_GRAPH_NODE_TYPE_WAIT_EVENT"
     field = "eventWait"
-    get_event = "cuGraphEventWaitNodeGetEvent"
+    get_event = staticmethod(graph_event_wait_node_get_event)
     builder = "wait"
 
     def issue(self, node: EventWaitNode, stream: Any, run: StreamRun) -> None:
-        check(require_driver().cuStreamWaitEvent(stream, event_handle(node.event, node), 0), "cuStreamWaitEvent", node)
+        stream_wait_event(stream, event_handle(node.event, node), 0, node=node)
 
 
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import HostFunctionNode, HostNode, Node
-from ...driver.calls import check, raise_error, require_driver
+from ...driver import api
+from ...driver.calls import raise_error, require_driver
 from ...driver.host_callbacks import HOST_FN_ADDRESS, callback, launch_host_func, register
 from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
@@ -42,7 +43,7 @@ class HostOps(KindOps):
 
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
         """A host node of this library's callbacks, or ``None`` for a foreign host function."""
-        hp = check(lifter.drv.cuGraphHostNodeGetParams(dn), "cuGraphHostNodeGetParams")
+        hp = api.graph_host_node_get_params(dn)
         entry = callback(int(hp.fn), int(hp.userData))
         if entry is None:
             return None
@@ -66,7 +67,7 @@ class HostFunctionOps(KindOps):
 
     def issue(self, node: HostFunctionNode, stream: Any, run: StreamRun) -> None:
         drv = require_driver()
-        check(drv.cuLaunchHostFunc(stream, drv.CUhostFn(node.fn_address), node.data_address), "cuLaunchHostFunc", node)
+        api.launch_host_func(stream, drv.CUhostFn(node.fn_address), node.data_address, node=node)
 
 
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.

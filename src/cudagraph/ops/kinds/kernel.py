@@ -47,8 +47,14 @@ from ...definition.kinds.kernel import PORTABLE_CLUSTER_SIZE, LaunchAttrs
 from ...definition.nodes import KernelNode, Node
 from ...definition.param import Param
 from ...definition.param_offset import ParamBytes
+from ...driver.api import (
+    graph_exec_kernel_node_set_params_entry,
+    graph_kernel_node_set_attribute_result,
+    kernel_get_function,
+    launch_kernel_ex_result,
+)
 from ...driver.c_entry import NATIVE, c_address, kernel_loop, use_kernel
-from ...driver.calls import check, raise_error, require_driver
+from ...driver.calls import raise_error, require_driver
 from ...driver.compat import add_node_with_edge_data
 from ...driver.devices import primary_context
 from ...driver.kernel_args import _STRUCT_CODES, PACKING_LOCK, compiled_bindings, for_node, kernel_info
@@ -226,7 +232,7 @@ class KernelOps(KindOps):
         for attr_id, setter, desc in launch_attribute_values(attrs):
             value = drv.CUkernelNodeAttrValue()
             setter(value)
-            (err,) = drv.cuGraphKernelNodeSetAttribute(dnode, drv.CUkernelNodeAttrID(int(attr_id)), value)
+            (err,) = graph_kernel_node_set_attribute_result(dnode, drv.CUkernelNodeAttrID(int(attr_id)), value)
             if err:
                 raise_error(err, "cuGraphKernelNodeSetAttribute", node, desc)
         return r
@@ -276,7 +282,7 @@ class KernelOps(KindOps):
             launch_attrs.append(a)
         cfg.attrs = launch_attrs
         cfg.numAttrs = len(launch_attrs)
-        (err,) = drv.cuLaunchKernelEx(cfg, _function(info, state), params, 0)
+        (err,) = launch_kernel_ex_result(cfg, _function(info, state), params, 0)
         if err:
             raise_error(err, "cuLaunchKernelEx", node, why)
 
@@ -326,7 +332,7 @@ def _function(info: Any, state: LowerState) -> Any:
         return info.handle
     fn = state.functions.get(id(info))
     if fn is None:
-        fn = check(require_driver().cuKernelGetFunction(info.handle), "cuKernelGetFunction")
+        fn = kernel_get_function(info.handle)
         state.functions[id(info)] = fn
     return fn
 
@@ -612,7 +618,7 @@ def native_rebind() -> bool:
 # Resolved once: every kernel-node update of the Python paths costs one call through it
 # (part of each node's rebind of prepared structures; bench/updates.py).
 try:
-    _SET_KERNEL = require_driver().cuGraphExecKernelNodeSetParams
+    _SET_KERNEL = graph_exec_kernel_node_set_params_entry()
     _SET_KERNEL_ADDR = c_address("cuGraphExecKernelNodeSetParams_v2")
 except DriverError:  # pragma: no cover - no cuda-bindings: instantiate() raises first
     _SET_KERNEL = None

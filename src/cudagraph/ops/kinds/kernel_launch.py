@@ -17,7 +17,15 @@ from ...definition.kinds.launch_attributes import (
     encode,
 )
 from ...definition.nodes import KernelNode, Node
-from ...driver.calls import check, require_driver
+from ...driver.api import (
+    ctx_get_device,
+    device_get_attribute,
+    func_get_attribute,
+    func_set_attribute_result,
+    kernel_get_attribute,
+    kernel_set_attribute_result,
+)
+from ...driver.calls import require_driver
 from ...driver.compat import BINDINGS_MAJOR
 from ...errors import OperandError, UnsupportedError
 from ..lower_state import LowerState
@@ -44,13 +52,13 @@ def _smem_limit(info: Any, dev: Any) -> tuple[int, int]:
     limit = _SMEM_OPTIN_LIMIT.get(int(dev))
     if limit is None:
         attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        limit = int(check(drv.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute"))
+        limit = int(device_get_attribute(attr, dev))
         _SMEM_OPTIN_LIMIT[int(dev)] = limit
     fattr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
     if info.is_library_kernel:
-        static = check(drv.cuKernelGetAttribute(fattr, info.handle, dev), "cuKernelGetAttribute")
+        static = kernel_get_attribute(fattr, info.handle, dev)
     else:
-        static = check(drv.cuFuncGetAttribute(fattr, info.handle), "cuFuncGetAttribute")
+        static = func_get_attribute(fattr, info.handle)
     return limit, int(static)
 
 
@@ -68,7 +76,7 @@ def ensure_dynamic_smem(info: Any, node: Any, state: LowerState | None = None) -
     if _SMEM_SET.get(key, 0) >= nbytes:
         return ""
     drv = require_driver()
-    dev = state.device() if state is not None else check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
+    dev = state.device() if state is not None else ctx_get_device()
     limit, static = _smem_limit(info, dev)
     if nbytes + static > limit:
         raise OperandError(
@@ -77,10 +85,10 @@ def ensure_dynamic_smem(info: Any, node: Any, state: LowerState | None = None) -
         )
     attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     if info.is_library_kernel:
-        (err,) = drv.cuKernelSetAttribute(attr, nbytes, info.handle, dev)
+        (err,) = kernel_set_attribute_result(attr, nbytes, info.handle, dev)
         call = "cuKernelSetAttribute"
     else:
-        (err,) = drv.cuFuncSetAttribute(info.handle, attr, nbytes)
+        (err,) = func_set_attribute_result(info.handle, attr, nbytes)
         call = "cuFuncSetAttribute"
     if err:
         return f"{call}(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes}) failed with {getattr(err, 'name', err)}"
@@ -95,9 +103,9 @@ def allow_non_portable_cluster(info: Any, state: LowerState) -> None:
     drv = require_driver()
     attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
     if info.is_library_kernel:
-        (err,) = drv.cuKernelSetAttribute(attr, 1, info.handle, state.device())
+        (err,) = kernel_set_attribute_result(attr, 1, info.handle, state.device())
     else:
-        (err,) = drv.cuFuncSetAttribute(info.handle, attr, 1)
+        (err,) = func_set_attribute_result(info.handle, attr, 1)
     if not err:
         _NON_PORTABLE_SET.add(key)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ...definition.nodes import BatchMemOpNode, Node, WaitValueNode, WriteValueNode
-from ...driver.calls import check, require_driver
+from ...driver.api import stream_wait_value32, stream_wait_value64, stream_write_value32, stream_write_value64
+from ...driver.calls import require_driver
 from ...errors import OperandError
 from ..lower_state import LowerState
 from ..operands import pointer_attribute, pointer_value
@@ -43,8 +45,8 @@ class _MemOpOps(KindOps):
     field: ClassVar[str]
     #: ``CUstreamBatchMemOpType`` member name without the ``_32``/``_64`` width.
     op: ClassVar[str]
-    #: The stream call is ``cuStream{stream_verb}Value{32,64}``.
-    stream_verb: ClassVar[str]
+    #: The stream call of each word width (``cuStream{Write,Wait}Value{32,64}``).
+    stream_calls: ClassVar[dict[int, Callable[..., None]]]
 
     def params(self, node: BatchMemOpNode, env: ParamsEnv) -> Any:
         drv = require_driver()
@@ -77,8 +79,7 @@ class _MemOpOps(KindOps):
 
     def issue(self, node: BatchMemOpNode, stream: Any, run: StreamRun) -> None:
         addr = memop_address(node, run.bindings, run.state)
-        name = f"cuStream{self.stream_verb}Value{node.bits}"
-        check(getattr(require_driver(), name)(stream, addr, node.value, node.flags), name, node)
+        self.stream_calls[node.bits](stream, addr, node.value, node.flags, node=node)
 
 
 class WriteValueOps(_MemOpOps):
@@ -87,7 +88,7 @@ class WriteValueOps(_MemOpOps):
     __slots__ = ()
     field = "writeValue"
     op = "WRITE_VALUE"
-    stream_verb = "Write"
+    stream_calls: ClassVar[dict[int, Callable[..., None]]] = {32: stream_write_value32, 64: stream_write_value64}
 
 
 class WaitValueOps(_MemOpOps):
@@ -96,7 +97,7 @@ class WaitValueOps(_MemOpOps):
     __slots__ = ()
     field = "waitValue"
     op = "WAIT_VALUE"
-    stream_verb = "Wait"
+    stream_calls: ClassVar[dict[int, Callable[..., None]]] = {32: stream_wait_value32, 64: stream_wait_value64}
 
 
 #: The kinds of this family and their ops, read by :mod:`cudagraph.ops.registry`.

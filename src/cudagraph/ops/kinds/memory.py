@@ -6,7 +6,8 @@ from typing import Any
 
 from ...definition.nodes import AllocNode, FreeNode, Node
 from ...driver.alloc_placement import fill_alloc_params, stream_pool
-from ...driver.calls import check, require_driver
+from ...driver.api import mem_alloc_async, mem_alloc_from_pool_async, mem_free_async
+from ...driver.calls import require_driver
 from ..operands import pointer_value
 from .base import Builder, KindOps, ParamsEnv, StreamRun
 
@@ -38,14 +39,13 @@ class AllocOps(KindOps):
         return r
 
     def issue(self, node: AllocNode, stream: Any, run: StreamRun) -> None:
-        drv = require_driver()
         pool = None
         if not node.default_memory:  # (its devices were checked before the first node: check_devices_of)
             pool = stream_pool(node, int(run.state.device()))
         if pool is None:
-            addr = check(drv.cuMemAllocAsync(node.nbytes, stream), "cuMemAllocAsync", node)
+            addr = mem_alloc_async(node.nbytes, stream, node=node)
         else:
-            addr = check(drv.cuMemAllocFromPoolAsync(node.nbytes, pool, stream), "cuMemAllocFromPoolAsync", node)
+            addr = mem_alloc_from_pool_async(node.nbytes, pool, stream, node=node)
         run.state.allocs[id(node)] = (node, int(addr))
 
 
@@ -64,7 +64,7 @@ class FreeOps(KindOps):
 
     def issue(self, node: FreeNode, stream: Any, run: StreamRun) -> None:
         addr = pointer_value(node.alloc, run.bindings, f"{node.label}: alloc", run.state)
-        check(require_driver().cuMemFreeAsync(addr, stream), "cuMemFreeAsync", node)
+        mem_free_async(addr, stream, node=node)
         run.state.freed.add(id(node.alloc))
 
 

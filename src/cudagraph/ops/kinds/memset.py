@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import MemsetNode, Node
-from ...driver.calls import check, require_driver
+from ...driver.api import (
+    graph_memset_node_get_params,
+    memset_d2d8_async,
+    memset_d2d16_async,
+    memset_d2d32_async,
+    memset_d8_async,
+    memset_d16_async,
+    memset_d32_async,
+)
+from ...driver.calls import require_driver
 from ..operands import pointer_value
 from .base import KindOps, Lifter, ParamsEnv, StreamRun
 
@@ -13,6 +23,10 @@ if TYPE_CHECKING:
     from ...definition.graph import Graph
 
 __all__ = ["OPS", "MemsetOps"]
+
+#: The stream call of a memset of each element size: one row, several rows.
+_MEMSET: dict[int, Callable[..., None]] = {1: memset_d8_async, 2: memset_d16_async, 4: memset_d32_async}
+_MEMSET_2D: dict[int, Callable[..., None]] = {1: memset_d2d8_async, 2: memset_d2d16_async, 4: memset_d2d32_async}
 
 
 class MemsetOps(KindOps):
@@ -40,18 +54,15 @@ class MemsetOps(KindOps):
         return {"dst": ("memset.dst", False)}
 
     def issue(self, node: MemsetNode, stream: Any, run: StreamRun) -> None:
-        drv = require_driver()
         dst = pointer_value(node.dst, run.bindings, f"{node.label}: dst", run.state)
         es = node.element_size
         if node.height == 1:
-            fn = {1: drv.cuMemsetD8Async, 2: drv.cuMemsetD16Async, 4: drv.cuMemsetD32Async}[es]
-            check(fn(dst, node.value, node.width, stream), fn.__name__, node)
+            _MEMSET[es](dst, node.value, node.width, stream, node=node)
         else:
-            fn = {1: drv.cuMemsetD2D8Async, 2: drv.cuMemsetD2D16Async, 4: drv.cuMemsetD2D32Async}[es]
-            check(fn(dst, node.pitch, node.value, node.width, node.height, stream), fn.__name__, node)
+            _MEMSET_2D[es](dst, node.pitch, node.value, node.width, node.height, stream, node=node)
 
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
-        mp = check(lifter.drv.cuGraphMemsetNodeGetParams(dn), "cuGraphMemsetNodeGetParams")
+        mp = graph_memset_node_get_params(dn)
         h = int(mp.height)
         return g.memset(
             int(mp.dst),

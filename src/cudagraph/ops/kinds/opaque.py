@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...definition.kinds.opaque import CapturedGraphNode, OpaqueNode
 from ...definition.nodes import Node, _set_base
-from ...driver.calls import check, require_driver
+from ...driver.api import graph_node_get_params_if_exported
+from ...driver.calls import require_driver
 from ...errors import UnsupportedError
 from .base import Builder, KindOps, Lifter
 
@@ -31,7 +32,7 @@ class OpaqueOps(KindOps):
         Parameters
         ----------
         lifter : Lifter
-            The lift in progress (its ``drv`` reads the parameters).
+            The lift in progress.
         g : Graph
             The definition being filled.
         dn : CUgraphNode
@@ -43,13 +44,7 @@ class OpaqueOps(KindOps):
         keep : object
             What keeps the graph of ``dn`` alive (the definition holds it).
         """
-        get_params = getattr(lifter.drv, "cuGraphNodeGetParams", None)
-        try:
-            params = check(get_params(dn), "cuGraphNodeGetParams") if get_params is not None else None
-        except RuntimeError as exc:  # cuda.bindings: the driver library does not export the call
-            if "not found" not in str(exc):
-                raise
-            params = None
+        params = graph_node_get_params_if_exported(dn)
         if params is None:
             kind = type_name.replace("CU_GRAPH_NODE_TYPE_", "").lower()
             raise UnsupportedError(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...definition.nodes import ChildGraphNode, EmptyNode, Node
-from ...driver.calls import check, create_graph, require_driver
+from ...driver.api import graph_child_graph_node_get_graph, graph_destroy_quietly
+from ...driver.calls import create_graph, require_driver
 from .base import Builder, ExecSetter, KindOps, Lifter, ParamsEnv, Replay, StreamRun
 
 if TYPE_CHECKING:
@@ -67,10 +68,10 @@ class ChildGraphOps(KindOps):
                 p.graph.ownership = move.CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE
             r = builder.add(handle, deps, ndeps, p)
         except BaseException:
-            drv.cuGraphDestroy(body)
+            graph_destroy_quietly(body)
             raise
         if r[0] or move is None:
-            drv.cuGraphDestroy(body)  # cloned by the driver (or not added at all)
+            graph_destroy_quietly(body)  # cloned by the driver (or not added at all)
         builder.bodies.append(node.body)
         return r
 
@@ -81,7 +82,7 @@ class ChildGraphOps(KindOps):
         replay.inline(node, node.body, stream)
 
     def lift(self, lifter: Lifter, g: Graph, dn: Any, after: Any) -> Node | None:
-        body_handle = check(lifter.drv.cuGraphChildGraphNodeGetGraph(dn), "cuGraphChildGraphNodeGetGraph")
+        body_handle = graph_child_graph_node_get_graph(dn)
         body = type(g)("child")
         lifter.into(body, int(body_handle))
         return g.child(body, after=after)

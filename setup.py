@@ -200,7 +200,7 @@ def _reads_extensions() -> list[Extension]:
     if _last_line(cpp) != stamp:
         with cpp.open("a", encoding="utf-8") as f:
             f.write(f"\n{stamp}\n")
-    return list(exts)
+    return _optional(exts)
 
 
 #: The GPU-free Cython modules of edges from data (``_ranges`` cimports ``_reach``): name -> the sources whose hash
@@ -267,7 +267,15 @@ def _ranges_extensions() -> list[Extension]:
         if _last_line(cpps[module]) != stamps[module]:
             with cpps[module].open("a", encoding="utf-8") as f:
                 f.write(f"\n{stamps[module]}\n")
-    return list(built)
+    return _optional(built)
+
+
+def _optional(exts: list[Extension]) -> list[Extension]:
+    """``exts`` marked optional again: ``cythonize`` makes new extensions and drops the mark, and without it a
+    machine with no C++ compiler fails the whole install instead of leaving the module out."""
+    for ext in exts:
+        ext.optional = True
+    return list(exts)
 
 
 class _OptionalBuildExt(build_ext):

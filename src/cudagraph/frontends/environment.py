@@ -164,7 +164,13 @@ def native_status() -> str:
         from ..driver.c_entry import NATIVE
     except Exception as exc:  # pragma: no cover - cuda-bindings missing
         return f"not loaded ({type(exc).__name__}: {exc})"
-    return "loaded" if NATIVE is not None else "not built (python setup.py build_ext --inplace, or pip install .)"
+    if NATIVE is not None:
+        return "loaded"
+    # (an install where no C compiler or no Python headers were found leaves it out; the Python paths run)
+    return (
+        "not built (it needs a C compiler and the Python headers at install: install them and reinstall, or in a "
+        "checkout python setup.py build_ext --inplace); the same code runs in Python"
+    )
 
 
 #: The optional compiled modules beside ``cudagraph.driver._native``: (module, what it speeds up, whether it is

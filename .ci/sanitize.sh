@@ -88,8 +88,13 @@ if [[ $# -eq 0 ]]; then
         tests/test_successor_fold_cpu.py tests/test_validate_compiled_cpu.py tests/test_torch_args_cpu.py \
         tests/test_torch_operands_cpu.py tests/test_topology_record_cpu.py tests/test_remove_cpu.py
 fi
+# On every CPU where pytest-xdist is installed (each worker preloads the runtimes and logs reports alike).
+workers=()
+if "$PYTHON" -c "import xdist" 2>/dev/null; then
+    workers=(-n auto)
+fi
 status=0
-(cd "$ROOT" && "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts="" "$@") || status=$?
+(cd "$ROOT" && "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts="" "${workers[@]}" "$@") || status=$?
 
 reports=$(ls "$WORK"/logs/asan* "$WORK"/logs/ubsan* 2>/dev/null || true)
 if [[ -n "$reports" ]]; then

@@ -588,3 +588,68 @@ def test_while_captured_a_call_that_adds_a_node_itself_is_refused(monkeypatch, c
     assert len(gb.graph) == 0 and gb.is_building and cap.log[-1][0] == "begin"
     gb.close()
     assert cap.log[-1] == ("abandon", 0xABC) and gb.is_closed
+
+
+def test_a_stream_that_cannot_be_made_or_captured_leaves_the_builder_building(monkeypatch):
+    from cudagraph.errors import DriverError
+    from cudagraph.frontends.compat import builder
+
+    cap = _Capture(monkeypatch)
+    gb = building()
+
+    def no_device(i: Any) -> Any:
+        raise DriverUnavailableError("no device")
+
+    monkeypatch.setattr(builder, "cuda_core_device", no_device)
+    with pytest.raises(DriverUnavailableError):
+        _ = gb.stream
+    assert gb.is_building and "capturing" not in repr(gb) and gb._capture is None
+
+    def refused(h: Any, mode: str) -> None:
+        raise DriverError("cuStreamBeginCapture: refused")
+
+    monkeypatch.setattr(builder, "cuda_core_device", lambda i: SimpleNamespace(create_stream=lambda: cap.stream))
+    monkeypatch.setattr(builder, "begin_capture", refused)
+    with pytest.raises(DriverError):
+        _ = gb.stream
+    assert gb.is_building and gb._capture is None
+    compat.launch(gb, CFG, K.axpb)  # an explicit node, as before
+    assert kernels(gb.end_building().graph) == ["axpb"]
+
+
+def test_close_closes_even_when_ending_the_capture_fails(monkeypatch):
+    from cudagraph.errors import DriverError
+    from cudagraph.frontends.compat import builder
+
+    _Capture(monkeypatch)
+    gb = building()
+    _ = gb.stream
+
+    def failing(h: Any) -> None:
+        raise DriverError("cuStreamEndCapture: failed")
+
+    monkeypatch.setattr(builder, "abandon_capture", failing)
+    with pytest.raises(DriverError):
+        gb.close()
+    assert gb.is_closed and gb._capture is None
+    with pytest.raises(StateError, match="closed"):
+        _ = gb.stream  # (never a stale stream: cuda.core would read it as its own Stream)
+
+
+def test_a_recording_that_fails_to_end_leaves_the_builder_building_without_it(monkeypatch):
+    from cudagraph.errors import DriverError
+    from cudagraph.frontends.compat import builder
+
+    _Capture(monkeypatch)
+    gb = building()
+    compat.launch(gb, CFG, K.axpb)
+    _ = gb.stream
+
+    def invalidated(h: Any, path: Any, name: str) -> None:
+        raise DriverError("cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+
+    monkeypatch.setattr(builder, "end_capture_into", invalidated)
+    with pytest.raises(DriverError, match="INVALIDATED"):
+        gb.end_building()
+    assert gb.is_building and gb._capture is None and kernels(gb.graph) == ["axpb"]
+    assert kernels(gb.end_building().graph) == ["axpb"]

@@ -362,9 +362,14 @@ class GraphBuilder(_CoreGraphBuilder):  # type: ignore[misc, valid-type]
     def close(self) -> None:
         """Close the builder (a fork that is not joined leaves its nodes in the graph; a capture of its stream
         in progress is ended, and what it recorded dropped)."""
-        if self._state == _CAPTURING:
-            stream, self._capture = self._capture, None
-            abandon_capture(stream.handle)
+        stream, self._capture = self._capture, None
+        try:
+            if self._state == _CAPTURING:
+                abandon_capture(stream.handle)
+        finally:  # closed whatever ending the capture answered
+            self._close()
+
+    def _close(self) -> None:
         if self._kind == _FORKED and self._state != _CLOSED:
             forks = self._owner._forks
             for i, f in enumerate(forks):

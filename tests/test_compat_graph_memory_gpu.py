@@ -91,7 +91,7 @@ def test_launches_before_the_stream_is_asked_for_come_first(graph_api, k, gpu, s
 
 
 def test_an_allocation_that_outlives_the_graph(graph_api, k, gpu, stream, device):
-    from cuda.core import GraphCompleteOptions
+    from cuda.core.graph import GraphCompleteOptions
 
     Device, launch = api(graph_api)
     gmr = graph_memory(device)

@@ -44,6 +44,13 @@ def cfg() -> Any:
     return LaunchConfig(grid=1, block=64)
 
 
+def filled(gpu: Any, value: int) -> Any:
+    """A device buffer of ``N`` bytes, each ``value``."""
+    buf = gpu.alloc(N)
+    gpu.write(buf, np.full(N, value, np.uint8))
+    return buf
+
+
 def graph_memory(device: Any) -> Any:
     from cuda.core import GraphMemoryResource
 
@@ -56,8 +63,7 @@ def graph_memory(device: Any) -> Any:
 def test_an_allocation_used_and_freed_inside_the_graph(graph_api, k, gpu, stream, device, mode):
     Device, launch = api(graph_api)
     gmr = graph_memory(device)
-    out = gpu.alloc(N)
-    gpu.write(out, np.zeros(N, np.uint8))
+    out = filled(gpu, 0)
     gb = Device().create_graph_builder().begin_building(mode)
     scratch = gmr.allocate(N, stream=gb)
     scratch.copy_from(out, stream=gb)
@@ -75,8 +81,7 @@ def test_an_allocation_used_and_freed_inside_the_graph(graph_api, k, gpu, stream
 def test_launches_before_the_stream_is_asked_for_come_first(graph_api, k, gpu, stream, device):
     Device, launch = api(graph_api)
     gmr = graph_memory(device)
-    out = gpu.alloc(N)
-    gpu.write(out, np.full(N, 9, np.uint8))
+    out = filled(gpu, 9)
     gb = Device().create_graph_builder().begin_building()
     launch(gb, cfg(), k.set_zero, out, np.uint64(N))  # before: an explicit node in compat
     scratch = gmr.allocate(N, stream=gb)
@@ -95,8 +100,7 @@ def test_an_allocation_that_outlives_the_graph(graph_api, k, gpu, stream, device
 
     Device, launch = api(graph_api)
     gmr = graph_memory(device)
-    src = gpu.alloc(N)
-    gpu.write(src, np.full(N, 4, np.uint8))
+    src = filled(gpu, 4)
     gb = Device().create_graph_builder().begin_building()
     out = gmr.allocate(N, stream=gb)
     out.copy_from(src, stream=gb)
@@ -127,8 +131,7 @@ def test_a_recording_without_graph_memory_is_lifted_and_builds_again(k, gpu, str
     import cudagraph
     from cudagraph import compat
 
-    out = gpu.alloc(N)
-    gpu.write(out, np.zeros(N, np.uint8))
+    out = filled(gpu, 0)
     gb = compat.Device().create_graph_builder().begin_building()
     core_launch(gb.stream, cfg(), k.add_one, out, np.uint64(N))  # cuda.core's own launch, into the capture
     compat.launch(gb, cfg(), k.add_one, out, np.uint64(N))  # recorded into the same capture

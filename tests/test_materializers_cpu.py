@@ -74,9 +74,9 @@ def test_capture_pauses_the_garbage_collector_and_restores_it(monkeypatch):
     monkeypatch.setattr(capture_region, "require_driver", lambda: fake)
     monkeypatch.setattr(api, "require_driver", lambda: fake)
     monkeypatch.setattr(capture_region, "ensure_context", lambda: None)
-    monkeypatch.setattr(capture_region, "_begin", lambda h: None)
+    monkeypatch.setattr(capture_region, "begin_capture", lambda h, mode="thread_local": None)
     monkeypatch.setattr(capture_region, "_end", lambda h, what: "graph")
-    monkeypatch.setattr(capture_region, "_abandon", lambda h: None)
+    monkeypatch.setattr(capture_region, "abandon_capture", lambda h: None)
     monkeypatch.setattr(lift, "lift", lambda graph, name: cg.Graph(name))
     seen: list[bool] = []
     assert gc.isenabled()

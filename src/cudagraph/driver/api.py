@@ -44,7 +44,6 @@ __all__ = [
     "graph_exec_node_set_params_entry",
     "graph_exec_node_set_params_result",
     "graph_exec_update_result",
-    "graph_get_nodes",
     "graph_host_node_get_params",
     "graph_instantiate_with_params_result",
     "graph_kernel_node_get_params",
@@ -58,6 +57,7 @@ __all__ = [
     "graph_node_get_params_if_exported",
     "graph_node_get_type",
     "graph_node_set_enabled",
+    "graph_nodes",
     "graph_upload",
     "kernel_get_attribute",
     "kernel_get_function",
@@ -368,22 +368,18 @@ def graph_clone(graph: Any) -> Any:
     return check(require_driver().cuGraphClone(graph), "cuGraphClone")
 
 
-def graph_get_nodes(graph: Any, count: int) -> Any:
-    """``cuGraphGetNodes``.
-
-    Parameters
-    ----------
-    graph : CUgraph
-        The graph.
-    count : int
-        How many nodes to read (0: none, only their number).
+def graph_nodes(graph: Any) -> list[Any]:
+    """``cuGraphGetNodes``, asked for the number of nodes and then for them: every node of ``graph``.
 
     Returns
     -------
-    tuple
-        ``(nodes read, number of nodes in the graph)``.
+    list of CUgraphNode
     """
-    return check(require_driver().cuGraphGetNodes(graph, count), "cuGraphGetNodes")
+    _, count = check(require_driver().cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+    if not count:
+        return []
+    nodes, count = check(require_driver().cuGraphGetNodes(graph, count), "cuGraphGetNodes")
+    return list(nodes[:count])
 
 
 def graph_node_get_type(driver_node: Any) -> Any:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..definition.nodes import ChildGraphNode, Node
 from ..driver.api import (
     graph_destroy_quietly,
-    graph_get_nodes,
     graph_node_get_type,
+    graph_nodes,
     stream_begin_capture,
     stream_end_capture_result,
     stream_synchronize,
@@ -109,7 +109,7 @@ def resume_collector(was_running: bool) -> None:
         gc.enable()
 
 
-def _begin(stream_handle: Any, mode: str = "thread_local") -> None:
+def begin_capture(stream_handle: Any, mode: str = "thread_local") -> None:
     """Begin capturing on ``stream_handle`` in ``mode`` (``"thread_local"``, ``"global"`` or ``"relaxed"``)."""
     drv = require_driver()
     modes = drv.CUstreamCaptureMode
@@ -136,7 +136,7 @@ def _end(stream_handle: Any, what: str) -> Any:
     return check((err, graph), "cuStreamEndCapture")
 
 
-def _abandon(stream_handle: Any) -> None:
+def abandon_capture(stream_handle: Any) -> None:
     """End a capture that is being left by an exception, dropping what it recorded."""
     err, graph = stream_end_capture_result(stream_handle)
     if not err and graph is not None and int(graph):
@@ -172,11 +172,11 @@ def capture_function(fn: Callable[[Any], Any], stream: Any = None, name: str = "
         h = stream_handle(stream)
     collecting = pause_collector()
     try:
-        _begin(h)
+        begin_capture(h)
         try:
             fn(CaptureStream(h, owner))
         except BaseException:
-            _abandon(h)
+            abandon_capture(h)
             raise
         graph = _end(h, f"capture of {name!r}")
     finally:
@@ -230,7 +230,7 @@ class CaptureRegion:
         stream_synchronize(h)
         collecting = pause_collector()
         try:
-            _begin(h)
+            begin_capture(h)
         except BaseException:
             resume_collector(collecting)
             raise
@@ -244,7 +244,7 @@ class CaptureRegion:
         assert self._stream is not None
         try:
             if exc_type is not None:
-                _abandon(self._stream.handle)
+                abandon_capture(self._stream.handle)
                 return
             graph = _end(self._stream.handle, f"capture region {self._name!r}")
         finally:
@@ -303,24 +303,6 @@ class RecordedGraph:
                 pass
 
 
-def begin_capture(stream_handle: Any, mode: str) -> None:
-    """Begin capturing on ``stream_handle`` in ``mode`` (``"relaxed"``, ``"global"`` or ``"thread_local"``)."""
-    _begin(stream_handle, mode)
-
-
-def abandon_capture(stream_handle: Any) -> None:
-    """End the capture on ``stream_handle``, dropping what it recorded."""
-    _abandon(stream_handle)
-
-
-def _node_types(graph: Any) -> list[int]:
-    _, count = graph_get_nodes(graph, 0)
-    if not count:
-        return []
-    nodes, count = graph_get_nodes(graph, count)
-    return [int(graph_node_get_type(n)) for n in nodes[:count]]
-
-
 def end_capture_into(stream_handle: Any, path: Any, name: str) -> Node | None:
     """End the capture on ``stream_handle`` and add what it recorded to ``path`` (a :class:`~cudagraph.Path`) as one
     node after its last op; returns the node (``None`` when nothing was recorded).
@@ -335,7 +317,7 @@ def end_capture_into(stream_handle: Any, path: Any, name: str) -> Node | None:
     drv = require_driver()
     graph = _end(stream_handle, name)
     try:
-        types = _node_types(graph)
+        types = [int(graph_node_get_type(n)) for n in graph_nodes(graph)]
     except BaseException:
         graph_destroy_quietly(graph)
         raise

@@ -17,10 +17,10 @@ from ..definition.relocation import plan_relocation
 from ..driver.api import (
     graph_clone,
     graph_destroy_quietly,
-    graph_get_nodes,
     graph_kernel_node_get_params,
     graph_node_get_dependencies_result,
     graph_node_get_type,
+    graph_nodes,
 )
 from ..driver.calls import check, ensure_context, require_driver
 from ..driver.compat import edge_data_of
@@ -56,12 +56,7 @@ class _BindingsReader:
         return None
 
     def nodes(self, graph: int) -> list[int]:
-        handle = self.drv.CUgraph(graph)
-        _, count = graph_get_nodes(handle, 0)
-        if not count:
-            return []
-        nodes, count = graph_get_nodes(handle, count)
-        return [int(n) for n in nodes[:count]]
+        return [int(n) for n in graph_nodes(self.drv.CUgraph(graph))]
 
     def edges(self, nodes: list[int], data_edges: list[EdgeData] | None = None) -> tuple[list[int], list[int]]:
         drv = self.drv

@@ -28,13 +28,13 @@ from ..driver.api import (
     graph_child_graph_node_get_graph,
     graph_event_record_node_get_event,
     graph_event_wait_node_get_event,
-    graph_get_nodes,
     graph_host_node_get_params,
     graph_kernel_node_get_params,
     graph_mem_alloc_node_get_params,
     graph_memcpy_node_get_params,
     graph_memset_node_get_params,
     graph_node_get_type,
+    graph_nodes,
 )
 from ..driver.calls import require_driver
 from ..driver.compat import dependencies_with_data
@@ -79,14 +79,6 @@ def verify_lift(g: Graph, source: Any) -> int:
         lowered.destroy()
 
 
-def _nodes(graph: Any) -> list[Any]:
-    _, count = graph_get_nodes(graph, 0)
-    if not count:
-        return []
-    nodes, count = graph_get_nodes(graph, count)
-    return list(nodes[:count])
-
-
 def _deps(node: Any) -> list[tuple[int, int, int, int]]:
     """``(dependency handle, from_port, to_port, type)`` of the edges into ``node``."""
     return dependencies_with_data(node)
@@ -121,10 +113,10 @@ def compare_driver_graphs(source: Any, rebuilt: Any, name: str, labels: list[Any
     LiftMismatchError
         The first difference.
     """
-    src_all = _nodes(source)
+    src_all = graph_nodes(source)
     order = _kahn(src_all)
     src = [src_all[i] for i in order]
-    new = _nodes(rebuilt)
+    new = graph_nodes(rebuilt)
     if len(src) != len(new):
         raise LiftMismatchError(f"verify Graph {name!r}: the source has {len(src)} nodes, the rebuilt graph {len(new)}")
     src_pos = {int(n): k for k, n in enumerate(src)}
